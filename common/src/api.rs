@@ -1,0 +1,222 @@
+//! JSON wire types of the HTTP contract (`assets/openapi.yaml`).
+//!
+//! Field names here *are* the contract: clients in other languages, scripts
+//! and outside tests rely on them, so rename nothing without changing the
+//! OpenAPI document too.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::Timestamp;
+
+/// A lease on one seat, as returned by checkout and heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub license_id: String,
+    /// Server-assigned, 128-bit random, lowercase hex. A capability: together
+    /// with the license key it lets its holder renew or release the seat.
+    pub seat_id: String,
+    pub holder: String,
+    pub fingerprint: Option<String>,
+    pub issued_at: Timestamp,
+    pub expires_at: Timestamp,
+    /// Compact JWS (EdDSA) over the lease's claims; see [`crate::token`].
+    pub token: String,
+}
+
+/// `POST /v1/licenses/{license}/seats` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckoutRequest {
+    pub holder: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+}
+
+/// Every error response: `{"error": "<code>", "message": "<sentence>"}`, plus
+/// `seats` and `live` on `no_seats_available`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seats: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<u32>,
+}
+
+/// The `error` codes of the contract.
+pub mod code {
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    pub const UNKNOWN_LICENSE: &str = "unknown_license";
+    pub const NO_SEATS_AVAILABLE: &str = "no_seats_available";
+    pub const INVALID_REQUEST: &str = "invalid_request";
+    pub const SEAT_LOST: &str = "seat_lost";
+    pub const UNKNOWN_SEAT: &str = "unknown_seat";
+    pub const BLOCKED: &str = "blocked";
+    pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
+    pub const NOT_FOUND: &str = "not_found";
+    pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
+    pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
+    pub const UNAVAILABLE: &str = "unavailable";
+    pub const INTERNAL: &str = "internal";
+}
+
+/// One pool in `GET /v1/admin/licenses`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LicenseSummary {
+    pub id: String,
+    pub seats: u32,
+    pub live: u32,
+    pub ttl_s: f64,
+    pub skew_s: f64,
+    pub reap_grace_s: f64,
+}
+
+/// Seconds as a JSON number (fractional only for sub-second policies).
+pub fn seconds(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LicensesResponse {
+    pub now: Timestamp,
+    pub licenses: Vec<LicenseSummary>,
+}
+
+/// `live` or `lapsed` (past expiry + skew, not yet reaped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeatState {
+    Live,
+    Lapsed,
+}
+
+/// One seat in `GET /v1/admin/seats`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeatView {
+    pub license_id: String,
+    pub seat_id: String,
+    pub holder: String,
+    pub fingerprint: Option<String>,
+    pub checked_out_at: Timestamp,
+    pub issued_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub state: SeatState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeatsResponse {
+    pub now: Timestamp,
+    pub seats: Vec<SeatView>,
+}
+
+/// Optional body of `DELETE /v1/admin/seats/{seat_id}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevokeRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Refuse re-checkout by the same holder + fingerprint for this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_s: Option<u64>,
+}
+
+/// What happened, in the admin event log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Checkout,
+    Release,
+    Reap,
+    Revoke,
+    Denied,
+    Lost,
+    Config,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 7] = [
+        EventKind::Checkout,
+        EventKind::Release,
+        EventKind::Reap,
+        EventKind::Revoke,
+        EventKind::Denied,
+        EventKind::Lost,
+        EventKind::Config,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Checkout => "checkout",
+            EventKind::Release => "release",
+            EventKind::Reap => "reap",
+            EventKind::Revoke => "revoke",
+            EventKind::Denied => "denied",
+            EventKind::Lost => "lost",
+            EventKind::Config => "config",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// One entry of the event log. Ids are strictly increasing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub id: i64,
+    pub at: Timestamp,
+    pub kind: EventKind,
+    pub license_id: Option<String>,
+    pub seat_id: Option<String>,
+    pub holder: Option<String>,
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventsResponse {
+    pub events: Vec<Event>,
+}
+
+/// `GET /healthz`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub status: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_kind_names_round_trip() {
+        for k in EventKind::ALL {
+            assert_eq!(EventKind::parse(k.as_str()), Some(k));
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+        assert_eq!(EventKind::parse("nope"), None);
+    }
+
+    #[test]
+    fn lease_field_names_are_the_contract() {
+        let lease = Lease {
+            license_id: "l".into(),
+            seat_id: "s".into(),
+            holder: "h".into(),
+            fingerprint: None,
+            issued_at: Timestamp::from_millis(0),
+            expires_at: Timestamp::from_millis(60_000),
+            token: "t".into(),
+        };
+        let v = serde_json::to_value(&lease).unwrap();
+        let mut keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            ["expires_at", "fingerprint", "holder", "issued_at", "license_id", "seat_id", "token"]
+        );
+        assert!(v["fingerprint"].is_null(), "fingerprint is present as null");
+        assert_eq!(v["expires_at"], "1970-01-01T00:01:00.000Z");
+    }
+}

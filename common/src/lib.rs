@@ -1,0 +1,26 @@
+//! Shared vocabulary of Leasehold: what a lease is, when it is live, and how it
+//! is signed.
+//!
+//! This crate does no I/O and never reads the clock: every function that needs
+//! the time takes `now` from its caller. That is what lets the server's store
+//! tests move time by hand and what keeps the one liveness predicate pure.
+//!
+//! - [`time`]: [`Timestamp`] (integer milliseconds, RFC 3339 on the wire).
+//! - [`liveness`]: **the** liveness predicate and the reapable predicate.
+//!   Everything that counts seats or deletes leases derives from these two.
+//! - [`policy`]: per-license policy, the licenses file format and its
+//!   validation (`reap_grace > skew`, ...).
+//! - [`token`]: compact JWS (EdDSA / Ed25519) lease tokens and the JWKS.
+//! - [`api`]: the JSON wire types of the HTTP contract.
+//! - [`text`]: input rules for strings an admin's terminal will print.
+
+pub mod api;
+pub mod liveness;
+pub mod policy;
+pub mod text;
+pub mod time;
+pub mod token;
+
+pub use liveness::{is_live, is_reapable, live_threshold, reap_cutoff};
+pub use policy::{LicenseConfig, Licenses, Policy, PolicyError};
+pub use time::Timestamp;

@@ -1,0 +1,462 @@
+//! Per-license policy and the licenses file (TOML).
+//!
+//! ```toml
+//! [[license]]
+//! id = "demo-cad"
+//! key = "demo-cad-key"   # clients send: Authorization: Bearer demo-cad-key
+//! seats = 10
+//! ttl = "60s"
+//! skew = "5s"
+//! reap_grace = "15s"     # must be > skew
+//! ```
+//!
+//! [`Licenses::parse`] rejects the whole file on the first problem and names
+//! the license and field, so a bad edit never becomes half a policy.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The seat policy of one license.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// Concurrent seats sold. Zero is allowed (a suspended license).
+    pub seats: u32,
+    /// Lease lifetime granted by each checkout and heartbeat.
+    pub ttl: Duration,
+    /// Clock tolerance: a lease is live until `expires_at + skew`.
+    pub skew: Duration,
+    /// The reaper deletes a lease only after `expires_at + reap_grace`.
+    pub reap_grace: Duration,
+}
+
+impl Policy {
+    /// The checks every policy must pass, whatever its source.
+    pub fn validate(&self) -> Result<(), PolicyField> {
+        if self.ttl.is_zero() {
+            return Err(PolicyField::new("ttl", "must be greater than zero"));
+        }
+        if self.ttl > MAX_DURATION {
+            return Err(PolicyField::new("ttl", "must be at most 30 days"));
+        }
+        if self.skew > MAX_DURATION || self.reap_grace > MAX_DURATION {
+            return Err(PolicyField::new("reap_grace", "must be at most 30 days"));
+        }
+        if self.reap_grace <= self.skew {
+            return Err(PolicyField::new(
+                "reap_grace",
+                format!(
+                    "({}) must be greater than skew ({}), or the reaper could delete a lease that still counts as live",
+                    format_duration(self.reap_grace),
+                    format_duration(self.skew)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// One `[[license]]` entry.
+#[derive(Clone, PartialEq, Eq)]
+pub struct LicenseConfig {
+    pub id: String,
+    /// The bearer key clients of this license present. Never logged.
+    pub key: String,
+    pub policy: Policy,
+}
+
+impl fmt::Debug for LicenseConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LicenseConfig")
+            .field("id", &self.id)
+            .field("key", &"<redacted>")
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+/// A validated licenses file: unique ids, every policy valid.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Licenses {
+    by_id: BTreeMap<String, LicenseConfig>,
+}
+
+impl Licenses {
+    /// Parse and validate a licenses file. Any problem rejects the whole file.
+    pub fn parse(toml_text: &str) -> Result<Licenses, PolicyError> {
+        let file: FileV1 =
+            toml::from_str(toml_text).map_err(|e| PolicyError::Syntax(e.to_string()))?;
+        let mut by_id = BTreeMap::new();
+        let mut seen = HashSet::new();
+        for (index, raw) in file.license.into_iter().enumerate() {
+            let named = |field: PolicyField| PolicyError::Invalid {
+                license: if raw.id.is_empty() {
+                    format!("#{}", index + 1)
+                } else {
+                    raw.id.clone()
+                },
+                field: field.field,
+                problem: field.problem,
+            };
+            validate_id(&raw.id).map_err(named)?;
+            validate_key(&raw.key).map_err(named)?;
+            if !seen.insert(raw.id.clone()) {
+                return Err(named(PolicyField::new("id", "is used by another license")));
+            }
+            let policy = Policy {
+                seats: raw.seats,
+                ttl: raw.ttl.0,
+                skew: raw.skew.0,
+                reap_grace: raw.reap_grace.0,
+            };
+            policy.validate().map_err(named)?;
+            by_id.insert(
+                raw.id.clone(),
+                LicenseConfig {
+                    id: raw.id,
+                    key: raw.key,
+                    policy,
+                },
+            );
+        }
+        Ok(Licenses { by_id })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&LicenseConfig> {
+        self.by_id.get(id)
+    }
+
+    /// Licenses in id order.
+    pub fn iter(&self) -> impl Iterator<Item = &LicenseConfig> {
+        self.by_id.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// One line per difference, for the `config` event of a reload.
+    pub fn describe_changes(&self, new: &Licenses) -> Vec<String> {
+        let mut out = Vec::new();
+        for old in self.iter() {
+            match new.get(&old.id) {
+                None => out.push(format!("{}: removed", old.id)),
+                Some(n) if n != old => {
+                    let (a, b) = (&old.policy, &n.policy);
+                    let mut parts = Vec::new();
+                    if a.seats != b.seats {
+                        parts.push(format!("seats {}→{}", a.seats, b.seats));
+                    }
+                    for (name, x, y) in [
+                        ("ttl", a.ttl, b.ttl),
+                        ("skew", a.skew, b.skew),
+                        ("reap_grace", a.reap_grace, b.reap_grace),
+                    ] {
+                        if x != y {
+                            parts.push(format!(
+                                "{name} {}→{}",
+                                format_duration(x),
+                                format_duration(y)
+                            ));
+                        }
+                    }
+                    if old.key != n.key {
+                        parts.push("key changed".to_string());
+                    }
+                    out.push(format!("{}: {}", old.id, parts.join(", ")));
+                }
+                Some(_) => {}
+            }
+        }
+        for n in new.iter().filter(|n| self.get(&n.id).is_none()) {
+            out.push(format!("{}: added with {} seats", n.id, n.policy.seats));
+        }
+        out
+    }
+}
+
+impl FromIterator<LicenseConfig> for Licenses {
+    fn from_iter<I: IntoIterator<Item = LicenseConfig>>(iter: I) -> Self {
+        Licenses {
+            by_id: iter.into_iter().map(|l| (l.id.clone(), l)).collect(),
+        }
+    }
+}
+
+/// Why a licenses file was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("licenses file is not valid TOML for Leasehold: {0}")]
+    Syntax(String),
+    #[error("license {license:?}: {field} {problem}")]
+    Invalid {
+        license: String,
+        field: &'static str,
+        problem: String,
+    },
+}
+
+/// A problem with one field, before we know which license it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyField {
+    pub field: &'static str,
+    pub problem: String,
+}
+
+impl PolicyField {
+    fn new(field: &'static str, problem: impl Into<String>) -> Self {
+        PolicyField {
+            field,
+            problem: problem.into(),
+        }
+    }
+}
+
+/// License ids appear in URL paths and admins' terminals: keep them plain.
+fn validate_id(id: &str) -> Result<(), PolicyField> {
+    if id.is_empty() {
+        return Err(PolicyField::new("id", "must not be empty"));
+    }
+    if id.len() > 64 {
+        return Err(PolicyField::new("id", "must be at most 64 characters"));
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(PolicyField::new(
+            "id",
+            "may contain only ASCII letters, digits, '-', '_' and '.'",
+        ));
+    }
+    Ok(())
+}
+
+/// Keys travel in an HTTP header: printable ASCII without spaces.
+fn validate_key(key: &str) -> Result<(), PolicyField> {
+    if key.is_empty() {
+        return Err(PolicyField::new("key", "must not be empty"));
+    }
+    if key.len() > 256 || !key.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(PolicyField::new(
+            "key",
+            "must be at most 256 printable ASCII characters without spaces",
+        ));
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileV1 {
+    #[serde(default)]
+    license: Vec<RawLicense>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLicense {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    key: String,
+    seats: u32,
+    #[serde(default = "default_ttl")]
+    ttl: DurationText,
+    #[serde(default = "default_skew")]
+    skew: DurationText,
+    #[serde(default = "default_reap_grace")]
+    reap_grace: DurationText,
+}
+
+fn default_ttl() -> DurationText {
+    DurationText(Duration::from_secs(60))
+}
+fn default_skew() -> DurationText {
+    DurationText(Duration::from_secs(5))
+}
+fn default_reap_grace() -> DurationText {
+    DurationText(Duration::from_secs(15))
+}
+
+/// `"60s"`, `"500ms"`, `"5m"`, `"1h"`, or a bare integer of seconds.
+struct DurationText(Duration);
+
+impl<'de> Deserialize<'de> for DurationText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Secs(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Secs(s) => Ok(DurationText(Duration::from_secs(s))),
+            Raw::Text(t) => parse_duration(&t).map(DurationText).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Parse `"60s"`, `"500ms"`, `"5m"`, `"1h"`, `"2d"` or `"90"` (seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let bad = || format!("{text:?} is not a duration (use e.g. \"500ms\", \"60s\", \"5m\", \"1h\")");
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let ms_per_unit: u64 = match unit.trim() {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(ms_per_unit)
+        .map(Duration::from_millis)
+        .ok_or_else(bad)
+}
+
+/// The shortest exact rendering: `1500ms`, `60s`, `5m`, `1h`.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 != 0 {
+        format!("{ms}ms")
+    } else if ms % 3_600_000 == 0 && ms > 0 {
+        format!("{}h", ms / 3_600_000)
+    } else if ms % 60_000 == 0 && ms > 0 {
+        format!("{}m", ms / 60_000)
+    } else {
+        format!("{}s", ms / 1000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[[license]]
+id = "demo-cad"
+key = "demo-cad-key"
+seats = 10
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+
+[[license]]
+id = "tiny"
+key = "tiny-key"
+seats = 0
+ttl = 30
+"#;
+
+    fn one(body: &str) -> Result<Licenses, PolicyError> {
+        Licenses::parse(&format!("[[license]]\nid = \"x\"\nkey = \"k\"\n{body}"))
+    }
+
+    #[test]
+    fn parses_a_good_file_with_defaults() {
+        let l = Licenses::parse(GOOD).unwrap();
+        assert_eq!(l.len(), 2);
+        let cad = l.get("demo-cad").unwrap();
+        assert_eq!(cad.policy.seats, 10);
+        assert_eq!(cad.policy.ttl, Duration::from_secs(60));
+        let tiny = l.get("tiny").unwrap();
+        assert_eq!(tiny.policy.seats, 0, "zero seats is a valid (suspended) pool");
+        assert_eq!(tiny.policy.ttl, Duration::from_secs(30));
+        assert_eq!(tiny.policy.skew, Duration::from_secs(5));
+        assert_eq!(tiny.policy.reap_grace, Duration::from_secs(15));
+    }
+
+    #[test]
+    fn rejects_reap_grace_not_above_skew_naming_license_and_field() {
+        let err = one("seats = 1\nskew = \"5s\"\nreap_grace = \"5s\"").unwrap_err();
+        match &err {
+            PolicyError::Invalid { license, field, .. } => {
+                assert_eq!(license, "x");
+                assert_eq!(*field, "reap_grace");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(err.to_string().contains("greater than skew"), "{err}");
+        assert!(one("seats = 1\nskew = \"5s\"\nreap_grace = \"4s\"").is_err());
+        assert!(one("seats = 1\nskew = \"5s\"\nreap_grace = \"5001ms\"").is_ok());
+    }
+
+    #[test]
+    fn rejects_zero_ttl() {
+        let err = one("seats = 1\nttl = \"0s\"").unwrap_err();
+        assert!(matches!(err, PolicyError::Invalid { field: "ttl", .. }), "{err}");
+    }
+
+    #[test]
+    fn rejects_negative_seats_and_missing_seats() {
+        assert!(matches!(one("seats = -1"), Err(PolicyError::Syntax(_))));
+        assert!(matches!(one(""), Err(PolicyError::Syntax(_))));
+    }
+
+    #[test]
+    fn rejects_empty_or_bad_ids_and_keys() {
+        let e = Licenses::parse("[[license]]\nkey = \"k\"\nseats = 1").unwrap_err();
+        assert!(matches!(e, PolicyError::Invalid { field: "id", .. }), "{e}");
+        let e = Licenses::parse("[[license]]\nid = \"a\"\nseats = 1").unwrap_err();
+        assert!(matches!(e, PolicyError::Invalid { field: "key", .. }), "{e}");
+        let e = Licenses::parse("[[license]]\nid = \"a/b\"\nkey = \"k\"\nseats = 1").unwrap_err();
+        assert!(matches!(e, PolicyError::Invalid { field: "id", .. }), "{e}");
+        let e = Licenses::parse("[[license]]\nid = \"a\"\nkey = \"k k\"\nseats = 1").unwrap_err();
+        assert!(matches!(e, PolicyError::Invalid { field: "key", .. }), "{e}");
+    }
+
+    #[test]
+    fn rejects_duplicate_ids() {
+        let text = "[[license]]\nid = \"a\"\nkey = \"k\"\nseats = 1\n[[license]]\nid = \"a\"\nkey = \"j\"\nseats = 2";
+        let e = Licenses::parse(text).unwrap_err();
+        assert!(e.to_string().contains("another license"), "{e}");
+    }
+
+    #[test]
+    fn rejects_unknown_fields_so_typos_are_caught() {
+        let e = one("seats = 1\nreap_grase = \"20s\"").unwrap_err();
+        assert!(e.to_string().contains("reap_grase"), "{e}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        for bad in ["", "s", "-5s", "5 parsecs", "1.5s", "99999999999999999999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(format_duration(Duration::from_secs(300)), "5m");
+        assert_eq!(format_duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn describes_changes() {
+        let old = Licenses::parse(GOOD).unwrap();
+        let new = Licenses::parse(&GOOD.replace("seats = 10", "seats = 12").replace("id = \"tiny\"", "id = \"huge\"")).unwrap();
+        let changes = old.describe_changes(&new);
+        assert!(changes.contains(&"demo-cad: seats 10→12".to_string()), "{changes:?}");
+        assert!(changes.contains(&"tiny: removed".to_string()), "{changes:?}");
+        assert!(changes.contains(&"huge: added with 0 seats".to_string()), "{changes:?}");
+    }
+
+    #[test]
+    fn debug_never_shows_keys() {
+        let l = Licenses::parse(GOOD).unwrap();
+        assert!(!format!("{l:?}").contains("demo-cad-key"));
+    }
+}
