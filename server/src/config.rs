@@ -1,0 +1,61 @@
+//! Command-line flags and environment variables of `leaseholdd`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use leasehold_common::policy::parse_duration;
+
+use crate::serve::ServeOptions;
+
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s)
+}
+
+/// Leasehold seat server.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "leaseholdd", version, about)]
+pub struct Config {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "LEASEHOLD_LISTEN", default_value = "127.0.0.1:7400")]
+    pub listen: String,
+
+    /// Directory for the database, signing key and admin token.
+    #[arg(long, env = "LEASEHOLD_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+
+    /// The licenses file (TOML), watched and reloaded live.
+    #[arg(long, env = "LEASEHOLD_LICENSES", default_value = "assets/licenses.toml")]
+    pub licenses: PathBuf,
+
+    /// Admin bearer token; if unset, read or created in <data-dir>/admin.token.
+    #[arg(long = "admin-token-env-only", env = "LEASEHOLD_ADMIN_TOKEN", hide = true, hide_env_values = true)]
+    pub admin_token: Option<String>,
+
+    /// How often the reaper sweeps.
+    #[arg(long, env = "LEASEHOLD_REAP_INTERVAL", default_value = "2s", value_parser = duration)]
+    pub reap_interval: Duration,
+
+    /// Cut connections that take longer than this to send request headers.
+    #[arg(long, env = "LEASEHOLD_HEADER_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub header_timeout: Duration,
+
+    /// Most connections open at once.
+    #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
+
+    /// A pause of the server longer than this counts as an outage (leases
+    /// live when it began get one TTL to renew).
+    #[arg(long, env = "LEASEHOLD_STALL_THRESHOLD", default_value = "3s", value_parser = duration)]
+    pub stall_threshold: Duration,
+}
+
+impl Config {
+    pub fn serve_options(&self) -> ServeOptions {
+        ServeOptions {
+            header_read_timeout: self.header_timeout,
+            max_connections: self.max_connections.max(1),
+            ..ServeOptions::default()
+        }
+    }
+}

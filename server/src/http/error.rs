@@ -1,0 +1,134 @@
+//! API errors: every failure is `{"error": code, "message": sentence}` with a
+//! fitting status, whether a handler produced it or warp's routing did.
+
+use std::convert::Infallible;
+
+use leasehold_common::api::{ErrorBody, code};
+use warp::http::{HeaderValue, StatusCode, header};
+use warp::reject::Rejection;
+use warp::reply::{Reply, Response};
+
+use crate::store::StoreError;
+
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub seats: Option<u32>,
+    pub live: Option<u32>,
+    pub retry_after_s: Option<u64>,
+}
+
+impl warp::reject::Reject for ApiError {}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            seats: None,
+            live: None,
+            retry_after_s: None,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, code::UNAUTHORIZED, message)
+    }
+
+    pub fn unknown_license(id: &str) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            code::UNKNOWN_LICENSE,
+            format!("no license {id:?} is configured on this server"),
+        )
+    }
+
+    pub fn too_large(limit: usize) -> Self {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            code::PAYLOAD_TOO_LARGE,
+            format!("request body is larger than {limit} bytes"),
+        )
+    }
+
+    pub fn store(e: StoreError) -> Self {
+        tracing::error!("store: {e}");
+        let mut err = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code::UNAVAILABLE,
+            "the lease store cannot commit right now; nothing was changed, retry shortly",
+        );
+        err.retry_after_s = Some(1);
+        err
+    }
+
+    pub fn with_retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_s = Some(secs);
+        self
+    }
+
+    pub fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: self.code.to_string(),
+            message: self.message,
+            seats: self.seats,
+            live: self.live,
+        };
+        let mut resp = warp::reply::with_status(warp::reply::json(&body), self.status).into_response();
+        let headers = resp.headers_mut();
+        if let Some(secs) = self.retry_after_s {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}
+
+/// Turn warp's own rejections (no route, wrong method, bad query, oversized
+/// body...) into the same JSON error shape. Never a 5xx for client input.
+pub async fn recover(r: Rejection) -> Result<Response, Infallible> {
+    use warp::reject::{
+        InvalidHeader, InvalidQuery, LengthRequired, MethodNotAllowed, MissingHeader,
+        PayloadTooLarge, UnsupportedMediaType,
+    };
+    let err = if let Some(e) = r.find::<ApiError>() {
+        e.clone()
+    } else if r.is_not_found() {
+        ApiError::new(StatusCode::NOT_FOUND, code::NOT_FOUND, "no such endpoint")
+    } else if r.find::<MethodNotAllowed>().is_some() {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            code::METHOD_NOT_ALLOWED,
+            "this endpoint does not accept that method",
+        )
+    } else if r.find::<PayloadTooLarge>().is_some() {
+        ApiError::too_large(super::MAX_BODY)
+    } else if r.find::<LengthRequired>().is_some() {
+        ApiError::new(StatusCode::LENGTH_REQUIRED, code::INVALID_REQUEST, "Content-Length is required")
+    } else if r.find::<UnsupportedMediaType>().is_some() {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            code::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported content type",
+        )
+    } else if let Some(e) = r.find::<InvalidHeader>() {
+        ApiError::invalid(format!("invalid header: {e}"))
+    } else if let Some(e) = r.find::<MissingHeader>() {
+        ApiError::invalid(format!("missing header: {e}"))
+    } else if r.find::<InvalidQuery>().is_some() {
+        ApiError::invalid("the query string is not valid")
+    } else {
+        tracing::debug!("unhandled rejection: {r:?}");
+        ApiError::invalid("the request could not be understood")
+    };
+    Ok(err.into_response())
+}

@@ -1,0 +1,222 @@
+//! HTTP routes (warp filters). One function builds the whole API; each route
+//! is a path + method + the headers it needs, handed to a handler in
+//! [`handlers`]. Every error, including warp's own rejections, leaves as the
+//! JSON error shape of [`error`].
+
+mod error;
+pub mod handlers;
+mod sse;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::StreamExt;
+use warp::filters::BoxedFilter;
+use warp::reply::{Reply, Response};
+use warp::{Filter, Rejection};
+
+pub use error::ApiError;
+
+use crate::AppState;
+
+/// Largest request body accepted (16 KiB).
+pub const MAX_BODY: usize = 16 * 1024;
+
+type State = Arc<AppState>;
+
+fn with_state(state: State) -> impl Filter<Extract = (State,), Error = Infallible> + Clone {
+    warp::any().map(move || state.clone())
+}
+
+fn authorization() -> impl Filter<Extract = (Option<String>,), Error = Infallible> + Clone {
+    warp::header::optional::<String>("authorization").or_else(|_| async { Ok::<_, Infallible>((None,)) })
+}
+
+/// The body, at most [`MAX_BODY`] bytes, whether or not the client sent a
+/// Content-Length (chunked bodies are counted as they arrive).
+fn limited_body() -> impl Filter<Extract = (Bytes,), Error = Rejection> + Clone {
+    warp::header::optional::<u64>("content-length")
+        .and(warp::body::stream())
+        .and_then(collect_limited)
+}
+
+async fn collect_limited<S, B>(length: Option<u64>, stream: S) -> Result<Bytes, Rejection>
+where
+    S: futures_util::Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    if length.is_some_and(|l| l > MAX_BODY as u64) {
+        return Err(warp::reject::custom(ApiError::too_large(MAX_BODY)));
+    }
+    let mut stream = std::pin::pin!(stream);
+    let mut body = BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let mut chunk = chunk.map_err(|e| {
+            warp::reject::custom(ApiError::invalid(format!("could not read the body: {e}")))
+        })?;
+        if body.len() + chunk.remaining() > MAX_BODY {
+            return Err(warp::reject::custom(ApiError::too_large(MAX_BODY)));
+        }
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            let n = part.len();
+            body.extend_from_slice(part);
+            chunk.advance(n);
+        }
+    }
+    Ok(body.freeze())
+}
+
+fn query() -> impl Filter<Extract = (HashMap<String, String>,), Error = Infallible> + Clone {
+    warp::query::<HashMap<String, String>>().or_else(|_| async {
+        Ok::<_, Infallible>((HashMap::new(),))
+    })
+}
+
+fn reply(r: handlers::Result<Response>) -> Response {
+    r.unwrap_or_else(ApiError::into_response)
+}
+
+/// The whole API.
+pub fn routes(state: State) -> BoxedFilter<(Response,)> {
+    let healthz = warp::get()
+        .and(warp::path!("healthz"))
+        .map(|| warp::reply::json(&leasehold_common::api::Health { status: "ok".into() }).into_response())
+        .boxed();
+
+    let jwks = {
+        let body = serde_json::to_string(&state.signer.jwks()).expect("jwks serializes");
+        warp::get()
+            .and(warp::path!(".well-known" / "jwks.json"))
+            .map(move || {
+                warp::reply::with_header(body.clone(), "content-type", "application/json")
+                    .into_response()
+            })
+            .boxed()
+    };
+
+    let metrics = warp::get()
+        .and(warp::path!("metrics"))
+        .and(with_state(state.clone()))
+        .then(|s: State| async move {
+            let licenses = s.licenses.current();
+            let live: HashMap<String, u32> = s.store.live_counts().await.unwrap_or_default().into_iter().collect();
+            let pools: Vec<(String, u32, u32)> = licenses
+                .iter()
+                .map(|l| (l.id.clone(), l.policy.seats, live.get(&l.id).copied().unwrap_or(0)))
+                .collect();
+            warp::reply::with_header(
+                s.metrics.render(&pools),
+                "content-type",
+                "text/plain; version=0.0.4",
+            )
+            .into_response()
+        })
+        .boxed();
+
+    let checkout = warp::post()
+        .and(warp::path!("v1" / "licenses" / String / "seats"))
+        .and(authorization())
+        .and(warp::header::optional::<String>("idempotency-key"))
+        .and(limited_body())
+        .and(with_state(state.clone()))
+        .then(|license, auth, key, body, s: State| async move {
+            reply(handlers::checkout(&s, license, auth, key, body).await)
+        })
+        .boxed();
+
+    // No body filter: a heartbeat needs none and ignores any.
+    let heartbeat = warp::post()
+        .and(warp::path!("v1" / "licenses" / String / "seats" / String / "heartbeat"))
+        .and(authorization())
+        .and(with_state(state.clone()))
+        .then(|license, seat, auth, s: State| async move {
+            reply(handlers::heartbeat(&s, license, seat, auth).await)
+        })
+        .boxed();
+
+    let release = warp::delete()
+        .and(warp::path!("v1" / "licenses" / String / "seats" / String))
+        .and(authorization())
+        .and(with_state(state.clone()))
+        .then(|license, seat, auth, s: State| async move {
+            reply(handlers::release(&s, license, seat, auth).await)
+        })
+        .boxed();
+
+    let admin_licenses = warp::get()
+        .and(warp::path!("v1" / "admin" / "licenses"))
+        .and(authorization())
+        .and(with_state(state.clone()))
+        .then(|auth, s: State| async move { reply(handlers::admin_licenses(&s, auth).await) })
+        .boxed();
+
+    let admin_seats = warp::get()
+        .and(warp::path!("v1" / "admin" / "seats"))
+        .and(authorization())
+        .and(query())
+        .and(with_state(state.clone()))
+        .then(|auth, q, s: State| async move { reply(handlers::admin_seats(&s, auth, q).await) })
+        .boxed();
+
+    let admin_revoke = warp::delete()
+        .and(warp::path!("v1" / "admin" / "seats" / String))
+        .and(authorization())
+        .and(limited_body())
+        .and(with_state(state.clone()))
+        .then(|seat, auth, body, s: State| async move {
+            reply(handlers::admin_revoke(&s, seat, auth, body).await)
+        })
+        .boxed();
+
+    let admin_events = warp::get()
+        .and(warp::path!("v1" / "admin" / "events"))
+        .and(authorization())
+        .and(query())
+        .and(with_state(state.clone()))
+        .then(|auth, q, s: State| async move { reply(handlers::admin_events(&s, auth, q).await) })
+        .boxed();
+
+    let admin_stream = warp::get()
+        .and(warp::path!("v1" / "admin" / "events" / "stream"))
+        .and(authorization())
+        .and(warp::header::optional::<String>("last-event-id"))
+        .and(query())
+        .and(with_state(state.clone()))
+        .then(|auth, last, q, s: State| async move {
+            reply(handlers::admin_events_stream(s, auth, last, q).await)
+        })
+        .boxed();
+
+    let observe = state.clone();
+    healthz
+        .or(jwks)
+        .unify()
+        .or(metrics)
+        .unify()
+        .or(checkout)
+        .unify()
+        .or(heartbeat)
+        .unify()
+        .or(release)
+        .unify()
+        .or(admin_licenses)
+        .unify()
+        .or(admin_seats)
+        .unify()
+        .or(admin_revoke)
+        .unify()
+        .or(admin_events)
+        .unify()
+        .or(admin_stream)
+        .unify()
+        .recover(error::recover)
+        .unify()
+        .with(warp::log::custom(move |info| {
+            observe.metrics.observe_request(info.status().as_u16(), info.elapsed());
+        }))
+        .map(Reply::into_response)
+        .boxed()
+}

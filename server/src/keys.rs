@@ -1,0 +1,151 @@
+//! Secrets in the data dir: the Ed25519 signing key and the admin token.
+//! Both are created on first start with mode 0600 and never logged.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use leasehold_common::token::TokenSigner;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+pub const SIGNING_KEY_FILE: &str = "signing.key";
+pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+
+/// Load `<data_dir>/signing.key` (a hex Ed25519 seed), creating it if absent.
+pub fn load_or_create_signer(data_dir: &Path) -> Result<TokenSigner, String> {
+    let path = data_dir.join(SIGNING_KEY_FILE);
+    let text = load_or_create_secret(&path)?;
+    let seed: [u8; 32] = hex::decode(text.trim())
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| format!("{} does not hold a 32-byte hex Ed25519 seed", path.display()))?;
+    Ok(TokenSigner::from_seed(&seed))
+}
+
+/// The admin token: `from_env` if set, else `<data_dir>/admin.token`,
+/// created on first start.
+pub fn load_or_create_admin_token(data_dir: &Path, from_env: Option<String>) -> Result<AdminToken, String> {
+    if let Some(t) = from_env.map(|t| t.trim().to_string()).filter(|t| !t.is_empty()) {
+        return Ok(AdminToken::new(&t));
+    }
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    let text = load_or_create_secret(&path)?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    Ok(AdminToken::new(token))
+}
+
+/// Read a secret file, or write 32 fresh random bytes (hex) to it, 0600.
+fn load_or_create_secret(path: &Path) -> Result<String, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            if let Ok(meta) = std::fs::metadata(path) {
+                if meta.permissions().mode() & 0o077 != 0 {
+                    tracing::warn!(
+                        "{} is readable by other users (mode {:o}); it should be 0600",
+                        path.display(),
+                        meta.permissions().mode() & 0o777
+                    );
+                }
+            }
+            Ok(text)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let secret = hex::encode(rand::random::<[u8; 32]>());
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            f.write_all(format!("{secret}\n").as_bytes())
+                .and_then(|()| f.sync_all())
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            Ok(secret)
+        }
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// A bearer secret, compared in constant time. Hashing both sides first makes
+/// the comparison independent of the lengths too.
+#[derive(Clone)]
+pub struct AdminToken(Secret);
+
+impl AdminToken {
+    pub fn new(token: &str) -> Self {
+        AdminToken(Secret::new(token))
+    }
+
+    pub fn matches(&self, presented: &str) -> bool {
+        self.0.matches(presented)
+    }
+}
+
+/// A secret held only as its SHA-256, compared in constant time.
+#[derive(Clone)]
+pub struct Secret([u8; 32]);
+
+impl Secret {
+    pub fn new(secret: &str) -> Self {
+        Secret(Sha256::digest(secret.as_bytes()).into())
+    }
+
+    pub fn matches(&self, presented: &str) -> bool {
+        let presented: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        self.0.ct_eq(&presented).into()
+    }
+}
+
+/// Constant-time check of a presented license key against the configured one.
+pub fn key_matches(expected: &str, presented: &str) -> bool {
+    Secret::new(expected).matches(presented)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_created_0600_and_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = load_or_create_signer(dir.path()).unwrap();
+        let b = load_or_create_signer(dir.path()).unwrap();
+        assert_eq!(a.kid(), b.kid(), "the key survives a restart");
+        let mode = std::fs::metadata(dir.path().join(SIGNING_KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        let t = load_or_create_admin_token(dir.path(), None).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(ADMIN_TOKEN_FILE)).unwrap();
+        assert!(t.matches(text.trim()));
+        assert!(!t.matches("wrong"));
+        let mode = std::fs::metadata(dir.path().join(ADMIN_TOKEN_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn env_token_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = load_or_create_admin_token(dir.path(), Some("from-env".into())).unwrap();
+        assert!(t.matches("from-env"));
+        assert!(!dir.path().join(ADMIN_TOKEN_FILE).exists());
+    }
+
+    #[test]
+    fn corrupt_key_file_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(SIGNING_KEY_FILE), "not hex").unwrap();
+        let err = load_or_create_signer(dir.path()).unwrap_err();
+        assert!(err.contains("32-byte hex"), "{err}");
+    }
+}

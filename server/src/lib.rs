@@ -1,0 +1,205 @@
+//! `leaseholdd`: the Leasehold seat server.
+//!
+//! - [`config`]: flags and environment.
+//! - [`store`]: SQLite in WAL mode; one writer thread (group commit, the
+//!   serialization point of checkouts), pooled readers, versioned schema.
+//! - [`http`]: warp routes and handlers for the v1 contract; [`serve`] is the
+//!   accept loop (header-read timeout, connection cap, graceful drain).
+//! - [`reaper`]: deletes reapable leases in batches; the alive tick that lets
+//!   the store notice stalls.
+//! - [`licenses`]: the licenses file, loaded and hot-reloaded.
+//! - [`keys`]: signing key and admin token files.
+//! - [`metrics`]: Prometheus counters and the latency histogram.
+//! - [`clock`]: the clock trait; tests use [`clock::ManualClock`].
+//!
+//! [`launch_with_listener`] is the entry point tests use: it takes a bound
+//! listener and a shutdown future, so a test can run the real server on port 0.
+
+pub mod clock;
+pub mod config;
+pub mod http;
+pub mod keys;
+pub mod licenses;
+pub mod metrics;
+pub mod reaper;
+pub mod serve;
+pub mod store;
+
+use std::fs::File;
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, anyhow};
+use leasehold_common::token::TokenSigner;
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::Config;
+use crate::keys::AdminToken;
+use crate::licenses::LicensesHandle;
+use crate::metrics::Metrics;
+use crate::store::{Store, StoreOptions};
+
+/// Everything a request handler may need.
+pub struct AppState {
+    pub store: Store,
+    pub licenses: LicensesHandle,
+    pub signer: TokenSigner,
+    pub admin_token: AdminToken,
+    pub metrics: Arc<Metrics>,
+    pub clock: SharedClock,
+    /// Flips to `true` when the server is stopping (ends SSE streams).
+    pub shutdown: watch::Receiver<bool>,
+    /// Notified after each accepted licenses-file reload.
+    pub reloaded: Arc<Notify>,
+}
+
+/// Check the data dir, load the licenses file, bind `config.listen`, and
+/// serve until `shutdown` resolves.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let prepared = prepare(&config)?;
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    serve_prepared(prepared, &config, listener, shutdown).await
+}
+
+/// Like [`run`], on a listener the caller has bound.
+pub async fn launch_with_listener(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let prepared = prepare(&config)?;
+    serve_prepared(prepared, &config, listener, shutdown).await
+}
+
+/// What start-up builds before the socket: every check that can fail with a
+/// clear message happens here.
+struct Prepared {
+    state: Arc<AppState>,
+    shutdown_tx: watch::Sender<bool>,
+    _data_dir_lock: File,
+}
+
+fn prepare(config: &Config) -> anyhow::Result<Prepared> {
+    let lock = prepare_data_dir(&config.data_dir)?;
+    let licenses = licenses::load_file(&config.licenses).map_err(|e| anyhow!(e))?;
+    let signer = keys::load_or_create_signer(&config.data_dir).map_err(|e| anyhow!(e))?;
+    let admin_token = keys::load_or_create_admin_token(&config.data_dir, config.admin_token.clone())
+        .map_err(|e| anyhow!(e))?;
+    let handle = LicensesHandle::new(licenses);
+    let clock: SharedClock = Arc::new(SystemClock);
+    let db = store::database_path(&config.data_dir);
+    let store = Store::open(
+        &db,
+        handle.clone(),
+        clock.clone(),
+        StoreOptions {
+            stall_threshold: config.stall_threshold,
+            ..StoreOptions::default()
+        },
+    )
+    .with_context(|| format!("cannot open database {}", db.display()))?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    Ok(Prepared {
+        state: Arc::new(AppState {
+            store,
+            licenses: handle,
+            signer,
+            admin_token,
+            metrics: Arc::new(Metrics::default()),
+            clock,
+            shutdown: shutdown_rx,
+            reloaded: Arc::new(Notify::new()),
+        }),
+        shutdown_tx,
+        _data_dir_lock: lock,
+    })
+}
+
+/// Create the data dir if needed, make sure we can write to it, and lock it:
+/// two servers on one database would each believe they alone count seats.
+fn prepare_data_dir(dir: &Path) -> anyhow::Result<File> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create data dir {}", dir.display()))?;
+    let lock_path = dir.join("leaseholdd.lock");
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("data dir {} is not writable", dir.display()))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(anyhow!(
+            "data dir {} is in use by another leaseholdd",
+            dir.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(anyhow!("cannot lock {}: {e}", lock_path.display()))
+        }
+    }
+}
+
+async fn serve_prepared(
+    prepared: Prepared,
+    config: &Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let Prepared {
+        state,
+        shutdown_tx,
+        _data_dir_lock,
+    } = prepared;
+    let addr = listener.local_addr().context("listener has no address")?;
+    tracing::info!(
+        "serving {} license(s) from {}; data in {}",
+        state.licenses.current().len(),
+        config.licenses.display(),
+        config.data_dir.display()
+    );
+    tracing::info!("listening on http://{addr}");
+
+    let stop = state.shutdown.clone();
+    let tasks = [
+        tokio::spawn(reaper::run_reaper(
+            state.store.clone(),
+            state.metrics.clone(),
+            config.reap_interval,
+            stop.clone(),
+        )),
+        tokio::spawn(reaper::run_alive_tick(state.store.clone(), stop.clone())),
+        tokio::spawn(licenses::watch_file(
+            config.licenses.clone(),
+            state.licenses.clone(),
+            state.store.clone(),
+            state.reloaded.clone(),
+            stop.clone(),
+        )),
+    ];
+    tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down");
+        let _ = shutdown_tx.send(true);
+    });
+
+    serve::serve(
+        listener,
+        http::routes(state.clone()),
+        config.serve_options(),
+        stop,
+    )
+    .await;
+    for t in tasks {
+        let _ = t.await;
+    }
+    let store = state.store.clone();
+    drop(state);
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}

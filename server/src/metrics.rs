@@ -1,0 +1,129 @@
+//! Prometheus text exposition, hand-rolled: a few atomics and one histogram
+//! do not justify a metrics framework on the hot path.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Upper bounds of the request latency histogram, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+#[derive(Default)]
+pub struct Metrics {
+    pub checkouts: AtomicU64,
+    pub checkouts_reused: AtomicU64,
+    pub denials_full: AtomicU64,
+    pub denials_blocked: AtomicU64,
+    pub heartbeats: AtomicU64,
+    pub heartbeats_lost: AtomicU64,
+    pub releases: AtomicU64,
+    pub reaps: AtomicU64,
+    pub revokes: AtomicU64,
+    pub store_errors: AtomicU64,
+    latency_buckets: [AtomicU64; BUCKETS.len()],
+    latency_count: AtomicU64,
+    latency_sum_us: AtomicU64,
+    status_classes: [AtomicU64; 5],
+}
+
+impl Metrics {
+    pub fn inc(counter: &AtomicU64) {
+        counter.fetch_add(1, Relaxed);
+    }
+
+    pub fn observe_request(&self, status: u16, elapsed: Duration) {
+        let secs = elapsed.as_secs_f64();
+        if let Some(i) = BUCKETS.iter().position(|&b| secs <= b) {
+            self.latency_buckets[i].fetch_add(1, Relaxed);
+        }
+        self.latency_count.fetch_add(1, Relaxed);
+        self.latency_sum_us
+            .fetch_add(elapsed.as_micros() as u64, Relaxed);
+        let class = (status / 100).clamp(1, 5) as usize - 1;
+        self.status_classes[class].fetch_add(1, Relaxed);
+    }
+
+    /// The exposition text; `pools` is (license, seats, live) per license.
+    pub fn render(&self, pools: &[(String, u32, u32)]) -> String {
+        let mut out = String::with_capacity(4096);
+        let gauge = |out: &mut String, name: &str, help: &str, pick: &dyn Fn(&(String, u32, u32)) -> u32| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for p in pools {
+                let _ = writeln!(out, "{name}{{license=\"{}\"}} {}", p.0, pick(p));
+            }
+        };
+        gauge(&mut out, "leasehold_seats", "Seats sold per license.", &|p| p.1);
+        gauge(&mut out, "leasehold_live_seats", "Live leases per license.", &|p| p.2);
+
+        let counters: [(&str, &str, &[(&str, &AtomicU64)]); 7] = [
+            ("leasehold_checkouts_total", "Checkouts granted.", &[("new", &self.checkouts), ("reused", &self.checkouts_reused)]),
+            ("leasehold_denials_total", "Checkouts refused.", &[("full", &self.denials_full), ("blocked", &self.denials_blocked)]),
+            ("leasehold_heartbeats_total", "Heartbeats.", &[("renewed", &self.heartbeats), ("lost", &self.heartbeats_lost)]),
+            ("leasehold_releases_total", "Seats released by their client.", &[("", &self.releases)]),
+            ("leasehold_reaps_total", "Lapsed leases reaped.", &[("", &self.reaps)]),
+            ("leasehold_revokes_total", "Seats revoked by an admin.", &[("", &self.revokes)]),
+            ("leasehold_store_errors_total", "Requests failed by the store (503).", &[("", &self.store_errors)]),
+        ];
+        for (name, help, series) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (outcome, value) in series {
+                let labels = if outcome.is_empty() {
+                    String::new()
+                } else {
+                    format!("{{outcome=\"{outcome}\"}}")
+                };
+                let _ = writeln!(out, "{name}{labels} {}", value.load(Relaxed));
+            }
+        }
+
+        let name = "leasehold_http_requests_total";
+        let _ = writeln!(out, "# HELP {name} HTTP requests by status class.\n# TYPE {name} counter");
+        for (i, c) in self.status_classes.iter().enumerate() {
+            let _ = writeln!(out, "{name}{{class=\"{}xx\"}} {}", i + 1, c.load(Relaxed));
+        }
+
+        let name = "leasehold_http_request_duration_seconds";
+        let _ = writeln!(out, "# HELP {name} Request latency.\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (bound, c) in BUCKETS.iter().zip(&self.latency_buckets) {
+            cumulative += c.load(Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let count = self.latency_count.load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(
+            out,
+            "{name}_sum {}",
+            self.latency_sum_us.load(Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count {count}");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_pools_counters_and_a_cumulative_histogram() {
+        let m = Metrics::default();
+        Metrics::inc(&m.checkouts);
+        Metrics::inc(&m.denials_full);
+        m.observe_request(201, Duration::from_micros(300));
+        m.observe_request(409, Duration::from_millis(3));
+        m.observe_request(500, Duration::from_secs(10));
+        let text = m.render(&[("demo".into(), 10, 4)]);
+        assert!(text.contains("leasehold_seats{license=\"demo\"} 10"), "{text}");
+        assert!(text.contains("leasehold_live_seats{license=\"demo\"} 4"), "{text}");
+        assert!(text.contains("leasehold_checkouts_total{outcome=\"new\"} 1"), "{text}");
+        assert!(text.contains("leasehold_denials_total{outcome=\"full\"} 1"), "{text}");
+        assert!(text.contains("leasehold_http_requests_total{class=\"4xx\"} 1"), "{text}");
+        assert!(text.contains("leasehold_http_request_duration_seconds_bucket{le=\"0.0005\"} 1"), "{text}");
+        assert!(text.contains("leasehold_http_request_duration_seconds_bucket{le=\"0.005\"} 2"), "{text}");
+        assert!(text.contains("leasehold_http_request_duration_seconds_bucket{le=\"+Inf\"} 3"), "{text}");
+        assert!(text.contains("leasehold_http_request_duration_seconds_count 3"), "{text}");
+    }
+}

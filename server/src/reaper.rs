@@ -1,0 +1,72 @@
+//! Background housekeeping: the reaper and the alive tick.
+//!
+//! The reaper deletes leases that are reapable by the one predicate
+//! (`now > expires_at + reap_grace`), in bounded batches so it never holds
+//! the writer for long, and the store writes one `reap` event per seat. It is
+//! a small loop that logs failures and carries on.
+//!
+//! The alive tick wakes the writer every second, so a pause of the whole
+//! process (SIGSTOP, a frozen VM, a clock jump) shows up as a gap the writer
+//! can see and answer with the outage rule before anything is reaped.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::MissedTickBehavior;
+
+use crate::metrics::Metrics;
+use crate::store::Store;
+
+/// Most leases deleted in one writer transaction.
+pub const REAP_BATCH: usize = 1000;
+
+pub async fn run_reaper(
+    store: Store,
+    metrics: Arc<Metrics>,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut interval = tokio::time::interval(every);
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        loop {
+            match store.reap(REAP_BATCH).await {
+                Ok(n) => {
+                    metrics.reaps.fetch_add(n as u64, Ordering::Relaxed);
+                    if n > 0 {
+                        tracing::info!("reaped {n} lapsed lease(s)");
+                    }
+                    if n < REAP_BATCH {
+                        break;
+                    }
+                    // More to do: let queued client requests in first.
+                    tokio::task::yield_now().await;
+                }
+                Err(e) => {
+                    tracing::warn!("reaper: {e}; will retry");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+pub async fn run_alive_tick(store: Store, mut shutdown: watch::Receiver<bool>) {
+    let mut interval = tokio::time::interval(Duration::from_secs(1));
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        if let Err(e) = store.tick().await {
+            tracing::debug!("alive tick: {e}");
+        }
+    }
+}

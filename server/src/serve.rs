@@ -1,0 +1,93 @@
+//! The accept loop. warp's own `serve` sets no header-read timeout, so we
+//! drive hyper directly: a slow or idle client is cut after
+//! `header_read_timeout`, and at most `max_connections` are open at once
+//! (beyond that, new connections wait in the kernel's backlog), so a
+//! slowloris cannot pin the server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use warp::filters::BoxedFilter;
+use warp::reply::Response;
+
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub header_read_timeout: Duration,
+    pub max_connections: usize,
+    /// How long shutdown waits for in-flight requests.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 4096,
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+pub async fn serve(
+    listener: TcpListener,
+    routes: BoxedFilter<(Response,)>,
+    options: ServeOptions,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(options.max_connections));
+    let service = warp::service(routes);
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off briefly
+                    // rather than spin.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(options.header_read_timeout)
+            .serve_connection(
+                TokioIo::new(stream),
+                TowerToHyperService::new(service.clone()),
+            );
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("connection ended: {e}");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(options.drain_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "shutdown: connections still open after {:?}, closing them",
+            options.drain_timeout
+        );
+    }
+}

@@ -1,0 +1,328 @@
+//! The lease store: one SQLite file in WAL mode with `synchronous=FULL`.
+//!
+//! - One **writer thread** ([`writer`]) owns the only write connection. Every
+//!   state change is a [`writer::Command`] queued to it; it takes whatever is
+//!   queued, applies it in one transaction and commits once (group commit),
+//!   then answers each caller. A reply therefore means "durable". Because the
+//!   writer is alone, checkouts are serialized: two racers for the last seat
+//!   can never both see it free.
+//! - **Readers** ([`read`]) use their own read-only connections from a small
+//!   pool, so admin views never wait for the writer.
+//! - Times are integer milliseconds; liveness in SQL is always
+//!   `expires_at >= live_threshold(now, skew)` from `leasehold_common`.
+
+mod read;
+mod schema;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use leasehold_common::Timestamp;
+use leasehold_common::api::{Event, EventKind};
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::clock::SharedClock;
+use crate::licenses::LicensesHandle;
+
+pub use read::ReadPool;
+pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
+use writer::{Command, Writer};
+
+/// One row of the `leases` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRow {
+    pub seat_id: String,
+    pub license_id: String,
+    pub holder: String,
+    pub fingerprint: Option<String>,
+    pub checked_out_at: Timestamp,
+    pub issued_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// What a checkout did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckoutOutcome {
+    /// A seat: freshly taken (`reused == false`), or the one this caller
+    /// already holds, found by Idempotency-Key or fingerprint and renewed.
+    Granted { lease: LeaseRow, reused: bool },
+    /// Every seat is live. `retry_after` is when the earliest live lease
+    /// could lapse.
+    Full {
+        seats: u32,
+        live: u32,
+        retry_after: Duration,
+    },
+    /// An admin revoked this holder + fingerprint and blocked re-checkout.
+    Blocked { until: Timestamp },
+    UnknownLicense,
+}
+
+/// What a heartbeat did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeartbeatOutcome {
+    Renewed(LeaseRow),
+    /// Released, revoked, reaped or lapsed: the client must check out again.
+    Lost,
+}
+
+/// Who may check out what: the parts of a checkout request the store needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckoutRequest {
+    pub license_id: String,
+    pub holder: String,
+    pub fingerprint: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the store is shutting down")]
+    Closed,
+    #[error("{0}")]
+    Incompatible(String),
+}
+
+/// Tuning that tests change; production uses the defaults.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// A gap this long between two writer wake-ups (process paused, VM frozen,
+    /// clock jump, or the server being down) is treated as an outage: leases
+    /// that were live when it began get one TTL from its end to be renewed.
+    pub stall_threshold: Duration,
+    /// Most commands committed in one transaction.
+    pub max_batch: usize,
+    /// Commands that may wait for the writer before callers are held back.
+    pub queue_capacity: usize,
+    /// Events kept in the log; older ones are pruned by the reaper.
+    pub event_retention: i64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            stall_threshold: Duration::from_secs(3),
+            max_batch: 1024,
+            queue_capacity: 8192,
+            event_retention: 100_000,
+        }
+    }
+}
+
+/// A cheap, cloneable handle on the store.
+#[derive(Clone)]
+pub struct Store {
+    commands: mpsc::Sender<Command>,
+    reads: Arc<ReadPool>,
+    events: broadcast::Sender<Event>,
+    licenses: LicensesHandle,
+    clock: SharedClock,
+    writer_thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl Store {
+    /// Open (creating if needed) `<path>`, migrate it, apply the outage rule
+    /// for the time the server was down, and start the writer thread.
+    pub fn open(
+        path: &Path,
+        licenses: LicensesHandle,
+        clock: SharedClock,
+        options: StoreOptions,
+    ) -> Result<Store, StoreError> {
+        let mut conn = open_connection(path, false)?;
+        schema::migrate(&mut conn)?.map_err(StoreError::Incompatible)?;
+        let (events, _) = broadcast::channel(4096);
+        let (commands, rx) = mpsc::channel(options.queue_capacity);
+        let writer = Writer::start(
+            conn,
+            licenses.clone(),
+            clock.clone(),
+            events.clone(),
+            options,
+        )?;
+        let thread = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| StoreError::Incompatible(format!("cannot start writer thread: {e}")))?;
+        Ok(Store {
+            commands,
+            reads: Arc::new(ReadPool::new(path.to_path_buf())),
+            events,
+            licenses,
+            clock,
+            writer_thread: Arc::new(Mutex::new(Some(thread))),
+        })
+    }
+
+    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Command) -> Result<T, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(make(tx))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    pub async fn checkout(&self, req: CheckoutRequest) -> Result<CheckoutOutcome, StoreError> {
+        self.call(|reply| Command::Checkout { req, reply }).await
+    }
+
+    pub async fn heartbeat(&self, license_id: &str, seat_id: &str) -> Result<HeartbeatOutcome, StoreError> {
+        let (license_id, seat_id) = (license_id.to_string(), seat_id.to_string());
+        self.call(|reply| Command::Heartbeat {
+            license_id,
+            seat_id,
+            reply,
+        })
+        .await
+    }
+
+    /// Release a seat of `license_id`. Idempotent: `false` if it was not there.
+    pub async fn release(&self, license_id: &str, seat_id: &str) -> Result<bool, StoreError> {
+        let (license_id, seat_id) = (license_id.to_string(), seat_id.to_string());
+        self.call(|reply| Command::Release {
+            license_id,
+            seat_id,
+            reply,
+        })
+        .await
+    }
+
+    /// Revoke a seat (admin). `None` if no such seat.
+    pub async fn revoke(
+        &self,
+        seat_id: &str,
+        reason: Option<String>,
+        block: Option<Duration>,
+    ) -> Result<Option<LeaseRow>, StoreError> {
+        let seat_id = seat_id.to_string();
+        self.call(|reply| Command::Revoke {
+            seat_id,
+            reason,
+            block,
+            reply,
+        })
+        .await
+    }
+
+    /// Delete up to `limit` reapable leases; returns how many.
+    pub async fn reap(&self, limit: usize) -> Result<usize, StoreError> {
+        self.call(|reply| Command::Reap { limit, reply }).await
+    }
+
+    /// Wake the writer so it notices stalls and records that the server is
+    /// alive, even when no client is talking to it.
+    pub async fn tick(&self) -> Result<(), StoreError> {
+        self.call(|reply| Command::Tick { reply }).await
+    }
+
+    /// Append an event that is not tied to a lease change (config reloads).
+    pub async fn record_event(
+        &self,
+        kind: EventKind,
+        license_id: Option<String>,
+        detail: String,
+    ) -> Result<Event, StoreError> {
+        self.call(|reply| Command::RecordEvent {
+            kind,
+            license_id,
+            detail,
+            reply,
+        })
+        .await
+    }
+
+    /// Every lease (optionally of one license), live or lapsed-unreaped.
+    pub async fn seats(&self, license_id: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
+        let license_id = license_id.map(str::to_string);
+        self.read(move |c| read::seats(c, license_id.as_deref())).await
+    }
+
+    /// Live seats per license, by the one predicate.
+    pub async fn live_counts(&self) -> Result<Vec<(String, u32)>, StoreError> {
+        let licenses = self.licenses.current();
+        let now = self.clock.now();
+        self.read(move |c| read::live_counts(c, &licenses, now)).await
+    }
+
+    pub async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        self.read(move |c| read::events_after(c, after, limit)).await
+    }
+
+    pub async fn find_seat(&self, seat_id: &str) -> Result<Option<LeaseRow>, StoreError> {
+        let seat_id = seat_id.to_string();
+        self.read(move |c| read::find_seat(c, &seat_id)).await
+    }
+
+    /// Events as they are committed. Subscribe *before* reading the backlog
+    /// with [`Store::events_after`] so nothing falls in between.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let reads = self.reads.clone();
+        tokio::task::spawn_blocking(move || reads.with(f))
+            .await
+            .map_err(|_| StoreError::Closed)?
+    }
+
+    /// Finish queued commands, record a clean stop and join the writer.
+    pub async fn close(self) {
+        let Store {
+            commands,
+            writer_thread,
+            ..
+        } = self;
+        drop(commands);
+        let handle = writer_thread.lock().map(|mut g| g.take()).unwrap_or(None);
+        if let Some(handle) = handle {
+            // Other clones of the sender (request tasks still finishing) keep
+            // the writer alive until they drop; don't block the runtime on it.
+            let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+        }
+    }
+}
+
+/// Open a connection with the pragmas every connection needs.
+fn open_connection(path: &Path, read_only: bool) -> rusqlite::Result<Connection> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    if !read_only {
+        // WAL lets readers run beside the writer; FULL makes a commit survive
+        // power loss, which is what "acknowledged" promises.
+        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(rusqlite::Error::InvalidParameterName(format!(
+                "cannot switch {} to WAL mode (got {mode})",
+                path.display()
+            )));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")?;
+    }
+    // Check it is a database at all, so a corrupt file fails at start-up with
+    // SQLite's own words ("file is not a database") and not on first use.
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
+    Ok(conn)
+}
+
+/// Where the database lives inside a data dir.
+pub fn database_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("leasehold.db")
+}

@@ -1,0 +1,125 @@
+//! Read-side queries, on read-only connections from a small pool.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use leasehold_common::api::{Event, EventKind};
+use leasehold_common::{Licenses, Timestamp, live_threshold};
+use rusqlite::{Connection, Row, params};
+
+use super::{LeaseRow, StoreError, open_connection};
+
+/// Idle connections kept for reuse; more are opened on demand under load.
+const POOL_KEEP: usize = 8;
+
+pub struct ReadPool {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl ReadPool {
+    pub fn new(path: PathBuf) -> Self {
+        ReadPool {
+            path,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Run `f` on a pooled read-only connection (blocking; call from
+    /// `spawn_blocking`).
+    pub fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let conn = match pooled {
+            Some(c) => c,
+            None => open_connection(&self.path, true)?,
+        };
+        let result = f(&conn);
+        if let Ok(mut idle) = self.idle.lock() {
+            if idle.len() < POOL_KEEP {
+                idle.push(conn);
+            }
+        }
+        Ok(result?)
+    }
+}
+
+pub(super) const LEASE_COLUMNS: &str =
+    "seat_id, license_id, holder, fingerprint, checked_out_at, issued_at, expires_at";
+
+pub(super) fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
+    Ok(LeaseRow {
+        seat_id: r.get(0)?,
+        license_id: r.get(1)?,
+        holder: r.get(2)?,
+        fingerprint: r.get(3)?,
+        checked_out_at: Timestamp::from_millis(r.get(4)?),
+        issued_at: Timestamp::from_millis(r.get(5)?),
+        expires_at: Timestamp::from_millis(r.get(6)?),
+    })
+}
+
+pub(super) const EVENT_COLUMNS: &str = "id, at, kind, license_id, seat_id, holder, detail";
+
+pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
+    let kind: String = r.get(2)?;
+    Ok(Event {
+        id: r.get(0)?,
+        at: Timestamp::from_millis(r.get(1)?),
+        kind: EventKind::parse(&kind).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                2,
+                rusqlite::types::Type::Text,
+                format!("unknown event kind {kind:?}").into(),
+            )
+        })?,
+        license_id: r.get(3)?,
+        seat_id: r.get(4)?,
+        holder: r.get(5)?,
+        detail: r.get(6)?,
+    })
+}
+
+pub(super) fn seats(c: &Connection, license_id: Option<&str>) -> rusqlite::Result<Vec<LeaseRow>> {
+    let sql = format!(
+        "SELECT {LEASE_COLUMNS} FROM leases WHERE (?1 IS NULL OR license_id = ?1)
+         ORDER BY license_id, checked_out_at, seat_id"
+    );
+    let mut stmt = c.prepare_cached(&sql)?;
+    stmt.query_map(params![license_id], lease_from_row)?.collect()
+}
+
+pub(super) fn find_seat(c: &Connection, seat_id: &str) -> rusqlite::Result<Option<LeaseRow>> {
+    let sql = format!("SELECT {LEASE_COLUMNS} FROM leases WHERE seat_id = ?1");
+    let mut stmt = c.prepare_cached(&sql)?;
+    let mut rows = stmt.query_map(params![seat_id], lease_from_row)?;
+    rows.next().transpose()
+}
+
+/// Live seats of one license at `now` by the one predicate.
+pub(super) fn live_count(c: &Connection, license_id: &str, threshold: Timestamp) -> rusqlite::Result<u32> {
+    let mut stmt = c.prepare_cached(
+        "SELECT count(*) FROM leases WHERE license_id = ?1 AND expires_at >= ?2",
+    )?;
+    stmt.query_row(params![license_id, threshold.as_millis()], |r| r.get(0))
+}
+
+pub(super) fn live_counts(
+    c: &Connection,
+    licenses: &Licenses,
+    now: Timestamp,
+) -> rusqlite::Result<Vec<(String, u32)>> {
+    licenses
+        .iter()
+        .map(|l| {
+            let threshold = live_threshold(now, l.policy.skew);
+            Ok((l.id.clone(), live_count(c, &l.id, threshold)?))
+        })
+        .collect()
+}
+
+pub(super) fn events_after(c: &Connection, after: i64, limit: usize) -> rusqlite::Result<Vec<Event>> {
+    let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE id > ?1 ORDER BY id LIMIT ?2");
+    let mut stmt = c.prepare_cached(&sql)?;
+    stmt.query_map(params![after, limit as i64], event_from_row)?
+        .collect()
+}

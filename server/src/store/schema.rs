@@ -1,0 +1,76 @@
+//! Versioned schema migrations, tracked in `PRAGMA user_version`.
+//!
+//! Each entry of [`MIGRATIONS`] moves the schema from version `i` to `i + 1`
+//! and runs in its own transaction. Never edit a released migration: append.
+
+use rusqlite::Connection;
+
+/// Migration `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // v1: leases, re-checkout blocks, the event log, server metadata.
+    r#"
+    CREATE TABLE leases (
+        seat_id         TEXT PRIMARY KEY,
+        license_id      TEXT NOT NULL,
+        holder          TEXT NOT NULL,
+        fingerprint     TEXT,
+        idempotency_key TEXT,
+        checked_out_at  INTEGER NOT NULL,
+        issued_at       INTEGER NOT NULL,
+        expires_at      INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    -- Counting live seats and reaping are range scans on this index.
+    CREATE INDEX leases_by_license_expiry ON leases (license_id, expires_at);
+    CREATE INDEX leases_by_fingerprint ON leases (license_id, fingerprint)
+        WHERE fingerprint IS NOT NULL;
+    CREATE UNIQUE INDEX leases_by_idempotency_key ON leases (license_id, idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+
+    -- fingerprint is '' for "no fingerprint" so the primary key stays unique.
+    CREATE TABLE blocks (
+        license_id  TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        until_ms    INTEGER NOT NULL,
+        PRIMARY KEY (license_id, holder, fingerprint)
+    ) WITHOUT ROWID;
+
+    -- AUTOINCREMENT: ids are never reused, even after pruning, so an SSE
+    -- client's Last-Event-ID can never point at a different event.
+    CREATE TABLE events (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        at         INTEGER NOT NULL,
+        kind       TEXT NOT NULL,
+        license_id TEXT,
+        seat_id    TEXT,
+        holder     TEXT,
+        detail     TEXT
+    );
+
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
+];
+
+/// The schema version this build writes.
+pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Bring the database up to [`CURRENT_VERSION`]. Refuses a database written
+/// by a newer build rather than guessing at its schema.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<Result<(), String>> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > CURRENT_VERSION {
+        return Ok(Err(format!(
+            "database schema version {version} is newer than this leaseholdd understands ({CURRENT_VERSION})"
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i as i64 + 1)?;
+        tx.commit()?;
+    }
+    Ok(Ok(()))
+}

@@ -1,0 +1,680 @@
+//! The writer thread: the only connection that writes, and the place where
+//! every state change is decided.
+//!
+//! Commands queue on a channel. The thread takes the first, then whatever else
+//! is already waiting (up to `max_batch`), applies each inside its own
+//! savepoint of one `BEGIN IMMEDIATE` transaction, commits once, and only then
+//! answers the callers and publishes the batch's events. One fsync pays for
+//! the whole batch (group commit), and nobody hears "done" before it is durable.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use leasehold_common::api::{Event, EventKind};
+use leasehold_common::liveness::lapses_at;
+use leasehold_common::{Licenses, Timestamp, is_live, live_threshold, reap_cutoff};
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::read::{LEASE_COLUMNS, lease_from_row, live_count};
+use super::{CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions};
+use crate::clock::SharedClock;
+use crate::licenses::LicensesHandle;
+
+type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+/// One queued state change and where to send its answer.
+pub enum Command {
+    Checkout {
+        req: CheckoutRequest,
+        reply: Reply<CheckoutOutcome>,
+    },
+    Heartbeat {
+        license_id: String,
+        seat_id: String,
+        reply: Reply<HeartbeatOutcome>,
+    },
+    Release {
+        license_id: String,
+        seat_id: String,
+        reply: Reply<bool>,
+    },
+    Revoke {
+        seat_id: String,
+        reason: Option<String>,
+        block: Option<Duration>,
+        reply: Reply<Option<LeaseRow>>,
+    },
+    Reap {
+        limit: usize,
+        reply: Reply<usize>,
+    },
+    Tick {
+        reply: Reply<()>,
+    },
+    RecordEvent {
+        kind: EventKind,
+        license_id: Option<String>,
+        detail: String,
+        reply: Reply<Event>,
+    },
+}
+
+/// Denied checkouts and heartbeats on lapsed seats can arrive thousands of
+/// times a second from a misbehaving client; the log keeps one per key per
+/// this window (the metrics count them all).
+const EVENT_THROTTLE_MS: i64 = 10_000;
+
+/// How often "the server is alive" is persisted, for the outage rule.
+const ALIVE_PERSIST_MS: i64 = 1_000;
+
+const META_LAST_ALIVE: &str = "last_alive_ms";
+
+pub struct Writer {
+    conn: Connection,
+    licenses: LicensesHandle,
+    clock: SharedClock,
+    events: broadcast::Sender<Event>,
+    options: StoreOptions,
+    /// The last instant the writer was known to be running.
+    last_alive: Timestamp,
+    last_alive_persisted: Timestamp,
+    throttle: HashMap<String, i64>,
+}
+
+/// An answer held back until the batch commits.
+type Finish = Box<dyn FnOnce(Result<(), &str>) + Send>;
+
+fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> Finish {
+    Box::new(move |commit| {
+        let answer = match commit {
+            Ok(()) => result,
+            Err(msg) => Err(StoreError::Incompatible(format!("commit failed: {msg}"))),
+        };
+        let _ = reply.send(answer);
+    })
+}
+
+impl Writer {
+    /// Prepare the writer and apply the outage rule to the time since the
+    /// server was last alive (it was down, so leases could not be renewed).
+    pub fn start(
+        conn: Connection,
+        licenses: LicensesHandle,
+        clock: SharedClock,
+        events: broadcast::Sender<Event>,
+        options: StoreOptions,
+    ) -> Result<Writer, StoreError> {
+        let now = clock.now();
+        let last_alive: Option<i64> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = ?1",
+                [META_LAST_ALIVE],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let mut writer = Writer {
+            conn,
+            licenses,
+            clock,
+            events,
+            options,
+            last_alive: last_alive.map(Timestamp::from_millis).unwrap_or(now),
+            last_alive_persisted: Timestamp::from_millis(i64::MIN),
+            throttle: HashMap::new(),
+        };
+        writer.process(Vec::new());
+        Ok(writer)
+    }
+
+    /// Serve commands until every sender is gone.
+    pub fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        while let Some(first) = rx.blocking_recv() {
+            let mut batch = vec![first];
+            while batch.len() < self.options.max_batch {
+                match rx.try_recv() {
+                    Ok(cmd) => batch.push(cmd),
+                    Err(_) => break,
+                }
+            }
+            self.process(batch);
+        }
+        // Clean stop: record when we were last alive so the next start does
+        // not mistake this shutdown's downtime for time the leases had.
+        self.last_alive_persisted = Timestamp::from_millis(i64::MIN);
+        self.process(Vec::new());
+    }
+
+    fn process(&mut self, batch: Vec<Command>) {
+        let now = self.clock.now();
+        let licenses = self.licenses.current();
+        let mut published = Vec::new();
+        let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
+
+        if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
+            tracing::error!("store: cannot begin a transaction: {e}");
+            let msg = e.to_string();
+            for cmd in batch {
+                fail(cmd, &msg);
+            }
+            return;
+        }
+
+        let outage = self.detect_outage(now, &licenses);
+
+        for cmd in batch {
+            let mut ctx = Ctx {
+                conn: &self.conn,
+                now,
+                licenses: &licenses,
+                events: Vec::new(),
+                throttle: &mut self.throttle,
+                options: &self.options,
+            };
+            if let Err(e) = ctx.conn.execute_batch("SAVEPOINT cmd") {
+                finishes.push(error_finish(cmd, e));
+                continue;
+            }
+            let (done, ok) = ctx.apply(cmd);
+            let events = std::mem::take(&mut ctx.events);
+            let end = if ok {
+                "RELEASE cmd"
+            } else {
+                "ROLLBACK TO cmd; RELEASE cmd"
+            };
+            if let Err(e) = self.conn.execute_batch(end) {
+                tracing::error!("store: savepoint: {e}");
+            }
+            if ok {
+                published.extend(events);
+            }
+            finishes.push(done);
+        }
+
+        let persist_alive =
+            now.millis_since(self.last_alive_persisted) >= ALIVE_PERSIST_MS;
+        let committed = (|| -> rusqlite::Result<()> {
+            if persist_alive {
+                self.conn.execute(
+                    "INSERT INTO meta (key, value) VALUES (?1, ?2)
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    params![META_LAST_ALIVE, now.as_millis()],
+                )?;
+            }
+            self.conn.execute_batch("COMMIT")
+        })();
+
+        match committed {
+            Ok(()) => {
+                self.last_alive = now;
+                if persist_alive {
+                    self.last_alive_persisted = now;
+                }
+                if let Some((gap, extended)) = outage {
+                    tracing::warn!(
+                        "server was not running for {:.1}s (down, paused or clock jump); \
+                         gave {extended} lease(s) that were live when it stopped one TTL to renew",
+                        gap as f64 / 1000.0
+                    );
+                }
+                for f in finishes {
+                    f(Ok(()));
+                }
+                for e in published {
+                    let _ = self.events.send(e);
+                }
+            }
+            Err(e) => {
+                tracing::error!("store: commit failed, batch of {} rolled back: {e}", finishes.len());
+                let _ = self.conn.execute_batch("ROLLBACK");
+                let msg = e.to_string();
+                for f in finishes {
+                    f(Err(&msg));
+                }
+            }
+        }
+    }
+
+    /// The outage rule. If the writer has not run for longer than the stall
+    /// threshold, every lease that was live when the gap began gets at least
+    /// one TTL from now, so clients that were healthy can renew before the
+    /// reaper or the counter treats them as gone. Returns (gap ms, leases).
+    fn detect_outage(&mut self, now: Timestamp, licenses: &Licenses) -> Option<(i64, usize)> {
+        let gap = now.millis_since(self.last_alive);
+        if gap <= leasehold_common::time::duration_millis(self.options.stall_threshold) {
+            return None;
+        }
+        let mut extended = 0;
+        for lic in licenses.iter() {
+            let renewed_until = now.saturating_add(lic.policy.ttl);
+            let was_live = live_threshold(self.last_alive, lic.policy.skew);
+            match self.conn.execute(
+                "UPDATE leases SET expires_at = ?1
+                 WHERE license_id = ?2 AND expires_at >= ?3 AND expires_at < ?1",
+                params![renewed_until.as_millis(), lic.id, was_live.as_millis()],
+            ) {
+                Ok(n) => extended += n,
+                Err(e) => tracing::error!("store: outage extension for {}: {e}", lic.id),
+            }
+        }
+        Some((gap, extended))
+    }
+}
+
+fn fail(cmd: Command, msg: &str) {
+    error_finish(cmd, rusqlite::Error::InvalidQuery)(Err(msg));
+}
+
+fn error_finish(cmd: Command, e: rusqlite::Error) -> Finish {
+    match cmd {
+        Command::Checkout { reply, .. } => finish(reply, Err(e.into())),
+        Command::Heartbeat { reply, .. } => finish(reply, Err(e.into())),
+        Command::Release { reply, .. } => finish(reply, Err(e.into())),
+        Command::Revoke { reply, .. } => finish(reply, Err(e.into())),
+        Command::Reap { reply, .. } => finish(reply, Err(e.into())),
+        Command::Tick { reply } => finish(reply, Err(e.into())),
+        Command::RecordEvent { reply, .. } => finish(reply, Err(e.into())),
+    }
+}
+
+/// Everything one command may touch while it is applied.
+struct Ctx<'a> {
+    conn: &'a Connection,
+    now: Timestamp,
+    licenses: &'a Licenses,
+    events: Vec<Event>,
+    throttle: &'a mut HashMap<String, i64>,
+    options: &'a StoreOptions,
+}
+
+impl Ctx<'_> {
+    /// Apply one command. Returns its held-back answer and whether it
+    /// succeeded (a failed command's savepoint is rolled back).
+    fn apply(&mut self, cmd: Command) -> (Finish, bool) {
+        fn done<T: Send + 'static>(reply: Reply<T>, r: rusqlite::Result<T>) -> (Finish, bool) {
+            let ok = r.is_ok();
+            (finish(reply, r.map_err(StoreError::from)), ok)
+        }
+        match cmd {
+            Command::Checkout { req, reply } => done(reply, self.checkout(&req)),
+            Command::Heartbeat {
+                license_id,
+                seat_id,
+                reply,
+            } => done(reply, self.heartbeat(&license_id, &seat_id)),
+            Command::Release {
+                license_id,
+                seat_id,
+                reply,
+            } => done(reply, self.release(&license_id, &seat_id)),
+            Command::Revoke {
+                seat_id,
+                reason,
+                block,
+                reply,
+            } => done(reply, self.revoke(&seat_id, reason, block)),
+            Command::Reap { limit, reply } => done(reply, self.reap(limit)),
+            Command::Tick { reply } => done(reply, Ok(())),
+            Command::RecordEvent {
+                kind,
+                license_id,
+                detail,
+                reply,
+            } => {
+                let r = self.event(kind, license_id.as_deref(), None, None, Some(&detail));
+                let r = r.map(|()| self.events.last().cloned().expect("event just recorded"));
+                done(reply, r)
+            }
+        }
+    }
+
+    fn checkout(&mut self, req: &CheckoutRequest) -> rusqlite::Result<CheckoutOutcome> {
+        let Some(lic) = self.licenses.get(&req.license_id) else {
+            return Ok(CheckoutOutcome::UnknownLicense);
+        };
+        let policy = lic.policy;
+        let fingerprint_key = req.fingerprint.as_deref().unwrap_or("");
+
+        let blocked_until: Option<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT until_ms FROM blocks
+                 WHERE license_id = ?1 AND holder = ?2 AND fingerprint = ?3 AND until_ms > ?4",
+            )?
+            .query_row(
+                params![lic.id, req.holder, fingerprint_key, self.now.as_millis()],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(until) = blocked_until {
+            let until = Timestamp::from_millis(until);
+            self.denied(&lic.id, &req.holder, format!("blocked by an admin until {until}"))?;
+            return Ok(CheckoutOutcome::Blocked { until });
+        }
+
+        // A retry of a checkout whose answer was lost: the same seat again.
+        if let Some(key) = &req.idempotency_key {
+            let sql = format!(
+                "SELECT {LEASE_COLUMNS} FROM leases WHERE license_id = ?1 AND idempotency_key = ?2"
+            );
+            let existing = self
+                .conn
+                .prepare_cached(&sql)?
+                .query_row(params![lic.id, key], lease_from_row)
+                .optional()?;
+            if let Some(row) = existing {
+                if is_live(row.expires_at, self.now, policy.skew) {
+                    let lease = self.renew(&row.seat_id, policy.ttl)?;
+                    return Ok(CheckoutOutcome::Granted { lease, reused: true });
+                }
+                // That seat lapsed: the key is free for a new one.
+                self.conn
+                    .prepare_cached("UPDATE leases SET idempotency_key = NULL WHERE seat_id = ?1")?
+                    .execute([&row.seat_id])?;
+            }
+        }
+
+        // The same machine asking again (it lost its lease in a network blip):
+        // give back its live seat rather than counting it twice.
+        if let Some(fp) = &req.fingerprint {
+            let threshold = live_threshold(self.now, policy.skew);
+            let seat: Option<String> = self
+                .conn
+                .prepare_cached(
+                    "SELECT seat_id FROM leases
+                     WHERE license_id = ?1 AND fingerprint = ?2 AND expires_at >= ?3
+                     ORDER BY expires_at DESC LIMIT 1",
+                )?
+                .query_row(params![lic.id, fp, threshold.as_millis()], |r| r.get(0))
+                .optional()?;
+            if let Some(seat_id) = seat {
+                let lease = self.renew(&seat_id, policy.ttl)?;
+                return Ok(CheckoutOutcome::Granted { lease, reused: true });
+            }
+        }
+
+        let threshold = live_threshold(self.now, policy.skew);
+        let live = live_count(self.conn, &lic.id, threshold)?;
+        if live >= policy.seats {
+            let earliest: Option<i64> = self
+                .conn
+                .prepare_cached(
+                    "SELECT min(expires_at) FROM leases WHERE license_id = ?1 AND expires_at >= ?2",
+                )?
+                .query_row(params![lic.id, threshold.as_millis()], |r| r.get(0))?;
+            let retry_after = earliest
+                .map(|e| lapses_at(Timestamp::from_millis(e), policy.skew).millis_since(self.now))
+                .unwrap_or(policy.ttl.as_millis() as i64)
+                .max(0);
+            self.denied(
+                &lic.id,
+                &req.holder,
+                format!("pool full: {live} of {} seats live", policy.seats),
+            )?;
+            return Ok(CheckoutOutcome::Full {
+                seats: policy.seats,
+                live,
+                retry_after: Duration::from_millis(retry_after as u64),
+            });
+        }
+
+        let lease = LeaseRow {
+            seat_id: new_seat_id(),
+            license_id: lic.id.clone(),
+            holder: req.holder.clone(),
+            fingerprint: req.fingerprint.clone(),
+            checked_out_at: self.now,
+            issued_at: self.now,
+            expires_at: self.now.saturating_add(policy.ttl),
+        };
+        self.conn
+            .prepare_cached(
+                "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
+                                     checked_out_at, issued_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
+            )?
+            .execute(params![
+                lease.seat_id,
+                lease.license_id,
+                lease.holder,
+                lease.fingerprint,
+                req.idempotency_key,
+                self.now.as_millis(),
+                lease.expires_at.as_millis()
+            ])?;
+        self.event(
+            EventKind::Checkout,
+            Some(&lease.license_id),
+            Some(&lease.seat_id),
+            Some(&lease.holder),
+            lease.fingerprint.as_deref().map(|f| format!("fingerprint {f}")).as_deref(),
+        )?;
+        Ok(CheckoutOutcome::Granted {
+            lease,
+            reused: false,
+        })
+    }
+
+    /// New expiry for an existing seat, on the server's clock.
+    fn renew(&mut self, seat_id: &str, ttl: Duration) -> rusqlite::Result<LeaseRow> {
+        let sql = format!(
+            "UPDATE leases SET issued_at = ?2, expires_at = ?3 WHERE seat_id = ?1 RETURNING {LEASE_COLUMNS}"
+        );
+        self.conn.prepare_cached(&sql)?.query_row(
+            params![
+                seat_id,
+                self.now.as_millis(),
+                self.now.saturating_add(ttl).as_millis()
+            ],
+            lease_from_row,
+        )
+    }
+
+    fn heartbeat(&mut self, license_id: &str, seat_id: &str) -> rusqlite::Result<HeartbeatOutcome> {
+        let Some(lic) = self.licenses.get(license_id) else {
+            return Ok(HeartbeatOutcome::Lost);
+        };
+        let threshold = live_threshold(self.now, lic.policy.skew);
+        // Only a live seat of *this* license renews: a seat id is a
+        // capability, but only together with its own license's key.
+        let sql = format!(
+            "UPDATE leases SET issued_at = ?3, expires_at = ?4
+             WHERE seat_id = ?1 AND license_id = ?2 AND expires_at >= ?5
+             RETURNING {LEASE_COLUMNS}"
+        );
+        let renewed = self
+            .conn
+            .prepare_cached(&sql)?
+            .query_row(
+                params![
+                    seat_id,
+                    license_id,
+                    self.now.as_millis(),
+                    self.now.saturating_add(lic.policy.ttl).as_millis(),
+                    threshold.as_millis()
+                ],
+                lease_from_row,
+            )
+            .optional()?;
+        if let Some(row) = renewed {
+            return Ok(HeartbeatOutcome::Renewed(row));
+        }
+        // A seat that is still in the table but lapsed: its client just
+        // learned it lost the seat. Worth telling the admins (once).
+        let lapsed: Option<String> = self
+            .conn
+            .prepare_cached("SELECT holder FROM leases WHERE seat_id = ?1 AND license_id = ?2")?
+            .query_row(params![seat_id, license_id], |r| r.get(0))
+            .optional()?;
+        if let Some(holder) = lapsed {
+            if self.first_in_window(format!("lost\0{seat_id}")) {
+                self.event(
+                    EventKind::Lost,
+                    Some(license_id),
+                    Some(seat_id),
+                    Some(&holder),
+                    Some("heartbeat after the lease lapsed"),
+                )?;
+            }
+        }
+        Ok(HeartbeatOutcome::Lost)
+    }
+
+    fn release(&mut self, license_id: &str, seat_id: &str) -> rusqlite::Result<bool> {
+        let holder: Option<String> = self
+            .conn
+            .prepare_cached(
+                "DELETE FROM leases WHERE seat_id = ?1 AND license_id = ?2 RETURNING holder",
+            )?
+            .query_row(params![seat_id, license_id], |r| r.get(0))
+            .optional()?;
+        if let Some(holder) = &holder {
+            self.event(EventKind::Release, Some(license_id), Some(seat_id), Some(holder), None)?;
+        }
+        Ok(holder.is_some())
+    }
+
+    fn revoke(
+        &mut self,
+        seat_id: &str,
+        reason: Option<String>,
+        block: Option<Duration>,
+    ) -> rusqlite::Result<Option<LeaseRow>> {
+        let sql = format!("DELETE FROM leases WHERE seat_id = ?1 RETURNING {LEASE_COLUMNS}");
+        let Some(row) = self
+            .conn
+            .prepare_cached(&sql)?
+            .query_row([seat_id], lease_from_row)
+            .optional()?
+        else {
+            return Ok(None);
+        };
+        let mut detail = reason.unwrap_or_default();
+        if let Some(block) = block.filter(|b| !b.is_zero()) {
+            let until = self.now.saturating_add(block);
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO blocks (license_id, holder, fingerprint, until_ms) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (license_id, holder, fingerprint) DO UPDATE SET until_ms = excluded.until_ms",
+                )?
+                .execute(params![
+                    row.license_id,
+                    row.holder,
+                    row.fingerprint.as_deref().unwrap_or(""),
+                    until.as_millis()
+                ])?;
+            let sep = if detail.is_empty() { "" } else { "; " };
+            detail = format!("{detail}{sep}re-checkout blocked until {until}");
+        }
+        self.event(
+            EventKind::Revoke,
+            Some(&row.license_id),
+            Some(&row.seat_id),
+            Some(&row.holder),
+            (!detail.is_empty()).then_some(detail.as_str()),
+        )?;
+        Ok(Some(row))
+    }
+
+    /// Delete up to `limit` leases that are reapable by the one predicate.
+    /// Leases of a license no longer in the licenses file are left alone:
+    /// without its policy there is no grace to judge them by.
+    fn reap(&mut self, limit: usize) -> rusqlite::Result<usize> {
+        let mut reaped = 0;
+        for lic in self.licenses.iter() {
+            if reaped >= limit {
+                break;
+            }
+            let cutoff = reap_cutoff(self.now, lic.policy.reap_grace);
+            let rows: Vec<(String, String, i64)> = self
+                .conn
+                .prepare_cached(
+                    "DELETE FROM leases WHERE seat_id IN (
+                         SELECT seat_id FROM leases
+                         WHERE license_id = ?1 AND expires_at < ?2
+                         ORDER BY expires_at LIMIT ?3)
+                     RETURNING seat_id, holder, expires_at",
+                )?
+                .query_map(
+                    params![lic.id, cutoff.as_millis(), (limit - reaped) as i64],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )?
+                .collect::<rusqlite::Result<_>>()?;
+            for (seat_id, holder, expires_at) in &rows {
+                let detail = format!(
+                    "expired {} unrenewed",
+                    Timestamp::from_millis(*expires_at)
+                );
+                self.event(EventKind::Reap, Some(&lic.id), Some(seat_id), Some(holder), Some(&detail))?;
+            }
+            reaped += rows.len();
+        }
+        self.conn
+            .prepare_cached("DELETE FROM blocks WHERE until_ms <= ?1")?
+            .execute([self.now.as_millis()])?;
+        self.conn
+            .prepare_cached(
+                "DELETE FROM events WHERE id <= (SELECT max(id) FROM events) - ?1",
+            )?
+            .execute([self.options.event_retention])?;
+        Ok(reaped)
+    }
+
+    fn denied(&mut self, license_id: &str, holder: &str, detail: String) -> rusqlite::Result<()> {
+        if self.first_in_window(format!("denied\0{license_id}\0{holder}")) {
+            self.event(EventKind::Denied, Some(license_id), None, Some(holder), Some(&detail))?;
+        }
+        Ok(())
+    }
+
+    /// True once per key per [`EVENT_THROTTLE_MS`].
+    fn first_in_window(&mut self, key: String) -> bool {
+        let now = self.now.as_millis();
+        if self.throttle.len() > 10_000 {
+            self.throttle.retain(|_, at| now - *at < EVENT_THROTTLE_MS);
+        }
+        match self.throttle.get(&key) {
+            Some(at) if now - *at < EVENT_THROTTLE_MS && now >= *at => false,
+            _ => {
+                self.throttle.insert(key, now);
+                true
+            }
+        }
+    }
+
+    fn event(
+        &mut self,
+        kind: EventKind,
+        license_id: Option<&str>,
+        seat_id: Option<&str>,
+        holder: Option<&str>,
+        detail: Option<&str>,
+    ) -> rusqlite::Result<()> {
+        let id: i64 = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO events (at, kind, license_id, seat_id, holder, detail)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+            )?
+            .query_row(
+                params![self.now.as_millis(), kind.as_str(), license_id, seat_id, holder, detail],
+                |r| r.get(0),
+            )?;
+        self.events.push(Event {
+            id,
+            at: self.now,
+            kind,
+            license_id: license_id.map(str::to_string),
+            seat_id: seat_id.map(str::to_string),
+            holder: holder.map(str::to_string),
+            detail: detail.map(str::to_string),
+        });
+        Ok(())
+    }
+}
+
+/// 128 random bits, lowercase hex. Seat ids are capabilities, so they come
+/// from a CSPRNG (rand's thread RNG is ChaCha seeded from the OS).
+fn new_seat_id() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}
