@@ -1,0 +1,207 @@
+//! Command-line flags of `leasehold`, and where the admin token comes from.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+
+pub const DEFAULT_SERVER: &str = "http://127.0.0.1:7400";
+/// Where `leaseholdd` writes a generated admin token with its default
+/// `--data-dir`, relative to the working directory.
+pub const DEFAULT_TOKEN_FILE: &str = "data/admin.token";
+
+/// Leasehold admin console: watch seats live and revoke stuck ones.
+///
+/// Without a subcommand, opens the console. The subcommands are one-shot
+/// commands for scripts and support staff; each prints a table, or JSON
+/// with --json. Errors go to stderr as one line, with a non-zero exit.
+#[derive(Debug, Parser)]
+#[command(name = "leasehold", version)]
+pub struct Cli {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+
+    /// Console: never revoke (the `r` key is disabled).
+    #[arg(long)]
+    pub read_only: bool,
+
+    /// Console: write logs to this file (default:
+    /// $XDG_STATE_HOME/leasehold/console.log). Filter with LEASEHOLD_LOG.
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// How to reach the server; shared by the console and every subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct ConnArgs {
+    /// Base URL of leaseholdd.
+    #[arg(long, global = true, value_name = "URL", default_value = DEFAULT_SERVER)]
+    pub server: String,
+
+    /// Admin token (else LEASEHOLD_ADMIN_TOKEN, else ./data/admin.token).
+    #[arg(
+        long,
+        global = true,
+        value_name = "TOKEN",
+        env = "LEASEHOLD_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// License pools: seats, live, free, policy.
+    Status {
+        /// Print the server's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Seats not yet reaped, live or lapsed.
+    Seats {
+        /// Only this license.
+        #[arg(long, value_name = "ID")]
+        license: Option<String>,
+        /// Print the server's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The event log: the newest events, or those after an id; --follow
+    /// keeps streaming new ones.
+    Events {
+        /// Keep running and print events as they happen (reconnects and
+        /// resumes by event id if the connection drops).
+        #[arg(long)]
+        follow: bool,
+        /// Only events with an id greater than this.
+        #[arg(long, value_name = "ID")]
+        after: Option<i64>,
+        /// How many events to print before following (the newest ones,
+        /// or the first after --after).
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        limit: u32,
+        /// JSON: the server's response; with --follow one event per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a seat now: its holder gets 410 at the next heartbeat.
+    Revoke {
+        /// The full seat id (see `leasehold seats`).
+        seat_id: String,
+        /// Why, for the event log.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+        /// Refuse re-checkout by the same holder + fingerprint for this
+        /// long, e.g. 10m, 1h.
+        #[arg(long, value_name = "DURATION", value_parser = parse_block)]
+        block: Option<Duration>,
+        /// Print {"seat_id": ..., "revoked": true} on success.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_block(s: &str) -> Result<Duration, String> {
+    leasehold_common::policy::parse_duration(s)
+}
+
+/// The admin token: `--token` or `LEASEHOLD_ADMIN_TOKEN` (clap reads both
+/// into `flag`), else the first line of `token_file`.
+pub fn resolve_token(flag: Option<&str>, token_file: &Path) -> anyhow::Result<String> {
+    if let Some(t) = flag {
+        let t = t.trim();
+        if t.is_empty() {
+            bail!("the admin token given by --token or LEASEHOLD_ADMIN_TOKEN is empty");
+        }
+        return Ok(t.to_string());
+    }
+    match std::fs::read_to_string(token_file) {
+        Ok(text) => {
+            let t = text.lines().next().unwrap_or("").trim();
+            if t.is_empty() {
+                bail!("the admin token file {} is empty", token_file.display());
+            }
+            Ok(t.to_string())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "no admin token: pass --token, set LEASEHOLD_ADMIN_TOKEN, or run from the \
+             directory that holds {} (the server's data dir)",
+            token_file.display()
+        ),
+        Err(e) => {
+            Err(e).with_context(|| format!("reading the admin token from {}", token_file.display()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_subcommands_and_global_flags() {
+        let cli = Cli::try_parse_from([
+            "leasehold",
+            "seats",
+            "--license",
+            "demo-cad",
+            "--json",
+            "--server",
+            "http://x:1",
+        ])
+        .unwrap();
+        assert_eq!(cli.conn.server, "http://x:1");
+        assert!(matches!(
+            cli.command,
+            Some(Command::Seats { license: Some(ref l), json: true }) if l == "demo-cad"
+        ));
+
+        let cli = Cli::try_parse_from([
+            "leasehold",
+            "revoke",
+            "abc",
+            "--reason",
+            "stuck",
+            "--block",
+            "10m",
+        ])
+        .unwrap();
+        match cli.command {
+            Some(Command::Revoke {
+                seat_id,
+                reason,
+                block,
+                json,
+            }) => {
+                assert_eq!(seat_id, "abc");
+                assert_eq!(reason.as_deref(), Some("stuck"));
+                assert_eq!(block, Some(Duration::from_secs(600)));
+                assert!(!json);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["leasehold", "revoke", "abc", "--block", "soon"]).is_err());
+
+        let cli = Cli::try_parse_from(["leasehold", "--read-only"]).unwrap();
+        assert!(cli.read_only && cli.command.is_none());
+        assert_eq!(cli.conn.server, DEFAULT_SERVER);
+    }
+
+    #[test]
+    fn token_comes_from_flag_then_file() {
+        let dir = std::env::temp_dir().join(format!("leasehold-tui-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("admin.token");
+        assert_eq!(resolve_token(Some(" t1 \n"), &file).unwrap(), "t1");
+        let err = resolve_token(None, &file).unwrap_err().to_string();
+        assert!(err.contains("no admin token"), "{err}");
+        std::fs::write(&file, "secret\n").unwrap();
+        assert_eq!(resolve_token(None, &file).unwrap(), "secret");
+        assert!(resolve_token(Some(""), &file).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

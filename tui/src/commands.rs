@@ -1,0 +1,438 @@
+//! The one-shot commands: `status`, `seats`, `events`, `revoke`.
+//!
+//! Each fetches, formats and prints; the formatting functions are pure so
+//! the tests check the tables without a server. Human output passes every
+//! server string through [`sanitize_for_terminal`]; JSON output keeps the
+//! data exact but escapes the characters a terminal would act on
+//! ([`json_for_terminal`]), so `leasehold seats --json` is safe to run
+//! interactively too.
+
+use std::collections::VecDeque;
+use std::io::Write;
+
+use anyhow::Context;
+use leasehold_common::Timestamp;
+use leasehold_common::api::{Event, LicensesResponse, RevokeRequest, SeatState, SeatsResponse};
+use leasehold_common::policy::format_duration;
+use leasehold_common::text::{is_unsafe_char, sanitize_for_terminal};
+use tokio::sync::mpsc;
+
+use crate::api::{AdminClient, ApiError};
+use crate::app::fmt_duration_ms;
+use crate::cli::Command;
+use crate::stream::{self, StreamMsg};
+
+/// The server clamps `limit` to this.
+const PAGE_MAX: u32 = 10_000;
+
+pub async fn run(cmd: Command, client: &AdminClient, out: &mut dyn Write) -> anyhow::Result<()> {
+    match cmd {
+        Command::Status { json } => {
+            let resp = client.licenses().await?;
+            if json {
+                writeln!(out, "{}", to_json(&resp)?)?;
+            } else {
+                write!(out, "{}", format_status(&resp, client.base()))?;
+            }
+        }
+        Command::Seats { license, json } => {
+            let resp = client.seats(license.as_deref()).await?;
+            if json {
+                writeln!(out, "{}", to_json(&resp)?)?;
+            } else {
+                write!(out, "{}", format_seats(&resp))?;
+            }
+        }
+        Command::Events {
+            follow,
+            after,
+            limit,
+            json,
+        } => events(client, out, follow, after, limit, json).await?,
+        Command::Revoke {
+            seat_id,
+            reason,
+            block,
+            json,
+        } => {
+            let body = RevokeRequest {
+                reason,
+                // Round up: a block is never shorter than asked for.
+                block_s: block.map(|d| d.as_millis().div_ceil(1000) as u64),
+            };
+            client.revoke(&seat_id, &body).await?;
+            tracing::info!(seat_id, ?body, "revoked");
+            if json {
+                let v = serde_json::json!({ "seat_id": seat_id, "revoked": true });
+                writeln!(out, "{}", json_for_terminal(&v.to_string()))?;
+            } else {
+                writeln!(out, "revoked seat {}", sanitize_for_terminal(&seat_id))?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+async fn events(
+    client: &AdminClient,
+    out: &mut dyn Write,
+    follow: bool,
+    after: Option<i64>,
+    limit: u32,
+    json: bool,
+) -> anyhow::Result<()> {
+    let listed: Vec<Event> = match after {
+        Some(after) => client.events(after, limit).await?.events,
+        None => newest_events(client, limit as usize).await?,
+    };
+    let mut last_id = after.unwrap_or(0);
+    if json && !follow {
+        let v = serde_json::json!({ "events": listed });
+        writeln!(out, "{}", to_json(&v)?)?;
+    } else {
+        for ev in &listed {
+            print_event(out, ev, json)?;
+        }
+    }
+    if let Some(ev) = listed.last() {
+        last_id = last_id.max(ev.id);
+    }
+    out.flush()?;
+    if !follow {
+        return Ok(());
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(stream::run(client.clone(), Some(last_id), tx));
+    let mut down = false;
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            StreamMsg::Up => {
+                if down {
+                    eprintln!("leasehold: event stream reconnected");
+                }
+                down = false;
+            }
+            StreamMsg::Event(ev) => {
+                print_event(out, &ev, json)?;
+                out.flush()?;
+            }
+            StreamMsg::Down(e @ ApiError::Unauthorized { .. }) => {
+                task.abort();
+                return Err(e.into());
+            }
+            StreamMsg::Down(e) => {
+                if !down {
+                    eprintln!("leasehold: {e}; reconnecting");
+                }
+                down = true;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The newest `n` events: page through the log (ascending ids) keeping the
+/// tail. The API has no "latest" query, and pages are cheap.
+async fn newest_events(client: &AdminClient, n: usize) -> Result<Vec<Event>, ApiError> {
+    let mut tail: VecDeque<Event> = VecDeque::with_capacity(n.min(1024));
+    let mut after = 0;
+    loop {
+        let page = client.events(after, PAGE_MAX).await?.events;
+        let len = page.len();
+        let Some(last) = page.last().map(|e| e.id) else {
+            break;
+        };
+        for ev in page {
+            tail.push_back(ev);
+            if tail.len() > n {
+                tail.pop_front();
+            }
+        }
+        if len < PAGE_MAX as usize || last <= after {
+            break;
+        }
+        after = last;
+    }
+    Ok(tail.into())
+}
+
+fn print_event(out: &mut dyn Write, ev: &Event, json: bool) -> anyhow::Result<()> {
+    if json {
+        writeln!(out, "{}", json_for_terminal(&serde_json::to_string(ev)?))?;
+    } else {
+        writeln!(out, "{}", format_event(ev))?;
+    }
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
+    Ok(json_for_terminal(
+        &serde_json::to_string_pretty(v).context("encoding JSON")?,
+    ))
+}
+
+/// Escape, as `\uXXXX`, every character a terminal would act on that
+/// serde_json leaves raw (C1 controls, DEL, bidi and other format
+/// characters). Such characters can only occur inside JSON strings, where
+/// the escape means the same character: the data stays exact.
+pub fn json_for_terminal(json: &str) -> String {
+    if !json.chars().any(|c| c != '\n' && is_unsafe_char(c)) {
+        return json.to_string();
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if c != '\n' && is_unsafe_char(c) {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A policy duration as the licenses file writes it: `60s`, `5m`, `500ms`.
+pub fn policy_secs(s: f64) -> String {
+    if s.is_finite() && s >= 0.0 {
+        format_duration(std::time::Duration::from_secs_f64(s.min(1e12)))
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn clean(s: &str) -> String {
+    sanitize_for_terminal(s).into_owned()
+}
+
+/// Left-aligned columns, two spaces apart, widths by character count.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut l = String::new();
+        for (i, cell) in cells.enumerate() {
+            if i > 0 {
+                l.push_str("  ");
+            }
+            l.push_str(cell);
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            l.extend(std::iter::repeat_n(' ', pad));
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(&mut header.iter().copied());
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+pub fn format_status(resp: &LicensesResponse, server: &str) -> String {
+    let rows: Vec<Vec<String>> = resp
+        .licenses
+        .iter()
+        .map(|l| {
+            let status = if l.live >= l.seats { "FULL" } else { "ok" };
+            vec![
+                clean(&l.id),
+                format!("{}/{}", l.live, l.seats),
+                l.seats.saturating_sub(l.live).to_string(),
+                policy_secs(l.ttl_s),
+                policy_secs(l.skew_s),
+                policy_secs(l.reap_grace_s),
+                status.to_string(),
+            ]
+        })
+        .collect();
+    let mut out = format!("server {} · server time {}\n", clean(server), resp.now);
+    if rows.is_empty() {
+        out.push_str("no licenses configured\n");
+    } else {
+        out.push_str(&table(
+            &[
+                "LICENSE",
+                "LIVE/SEATS",
+                "FREE",
+                "TTL",
+                "SKEW",
+                "REAP GRACE",
+                "STATUS",
+            ],
+            &rows,
+        ));
+    }
+    out
+}
+
+pub fn format_seats(resp: &SeatsResponse) -> String {
+    if resp.seats.is_empty() {
+        return "no seats held\n".to_string();
+    }
+    let now: Timestamp = resp.now;
+    let rows: Vec<Vec<String>> = resp
+        .seats
+        .iter()
+        .map(|s| {
+            vec![
+                clean(&s.license_id),
+                clean(&s.seat_id),
+                clean(&s.holder),
+                s.fingerprint
+                    .as_deref()
+                    .map(clean)
+                    .unwrap_or_else(|| "-".into()),
+                fmt_duration_ms(now.millis_since(s.checked_out_at)),
+                fmt_duration_ms(s.expires_at.millis_since(now)),
+                match s.state {
+                    SeatState::Live => "live",
+                    SeatState::Lapsed => "lapsed",
+                }
+                .to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "LICENSE",
+            "SEAT",
+            "HOLDER",
+            "FINGERPRINT",
+            "HELD FOR",
+            "EXPIRES IN",
+            "STATE",
+        ],
+        &rows,
+    )
+}
+
+/// `2026-11-30T04:00:01.000Z  #12  revoke  demo-cad  alice  seat <id>  detail`
+pub fn format_event(e: &Event) -> String {
+    let mut parts = vec![
+        e.at.to_string(),
+        format!("#{}", e.id),
+        format!("{:<8}", e.kind.as_str()),
+    ];
+    if let Some(l) = &e.license_id {
+        parts.push(clean(l));
+    }
+    if let Some(h) = &e.holder {
+        parts.push(clean(h));
+    }
+    if let Some(s) = &e.seat_id {
+        parts.push(format!("seat {}", clean(s)));
+    }
+    if let Some(d) = &e.detail {
+        parts.push(clean(d));
+    }
+    parts.join("  ").trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leasehold_common::api::{EventKind, LicenseSummary, SeatView};
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_millis(1_796_011_200_000 + s * 1000)
+    }
+
+    #[test]
+    fn status_table() {
+        let resp = LicensesResponse {
+            now: t(0),
+            licenses: vec![
+                LicenseSummary {
+                    id: "demo-cad".into(),
+                    seats: 10,
+                    live: 3,
+                    ttl_s: 60.0,
+                    skew_s: 5.0,
+                    reap_grace_s: 15.0,
+                },
+                LicenseSummary {
+                    id: "tiny".into(),
+                    seats: 1,
+                    live: 1,
+                    ttl_s: 30.0,
+                    skew_s: 2.0,
+                    reap_grace_s: 10.0,
+                },
+            ],
+        };
+        insta::assert_snapshot!(format_status(&resp, "http://127.0.0.1:7400"), @r"
+        server http://127.0.0.1:7400 · server time 2026-11-30T04:00:00.000Z
+        LICENSE   LIVE/SEATS  FREE  TTL  SKEW  REAP GRACE  STATUS
+        demo-cad  3/10        7     1m   5s    15s         ok
+        tiny      1/1         0     30s  2s    10s         FULL
+        ");
+    }
+
+    #[test]
+    fn seats_table_sanitizes_holder_names() {
+        let resp = SeatsResponse {
+            now: t(0),
+            seats: vec![SeatView {
+                license_id: "demo-cad".into(),
+                seat_id: "0123456789abcdef0123456789abcdef".into(),
+                holder: "eve\u{1b}[2J".into(),
+                fingerprint: None,
+                checked_out_at: t(-125),
+                issued_at: t(-5),
+                expires_at: t(55),
+                state: SeatState::Live,
+            }],
+        };
+        insta::assert_snapshot!(format_seats(&resp), @r"
+        LICENSE   SEAT                              HOLDER   FINGERPRINT  HELD FOR  EXPIRES IN  STATE
+        demo-cad  0123456789abcdef0123456789abcdef  eve�[2J  -            2m05s     55s         live
+        ");
+        assert_eq!(
+            format_seats(&SeatsResponse {
+                now: t(0),
+                seats: vec![]
+            }),
+            "no seats held\n"
+        );
+    }
+
+    #[test]
+    fn event_line() {
+        let e = Event {
+            id: 12,
+            at: t(1),
+            kind: EventKind::Revoke,
+            license_id: Some("demo-cad".into()),
+            seat_id: Some("ab".into()),
+            holder: Some("alice".into()),
+            detail: Some("reason: stuck\u{202e}".into()),
+        };
+        assert_eq!(
+            format_event(&e),
+            "2026-11-30T04:00:01.000Z  #12  revoke    demo-cad  alice  seat ab  reason: stuck\u{fffd}"
+        );
+    }
+
+    #[test]
+    fn json_output_escapes_terminal_controls_but_keeps_the_data() {
+        let raw =
+            serde_json::to_string(&serde_json::json!({"h": "a\u{1b}b\u{9b}c\u{202e}d\u{e0041}é"}))
+                .unwrap();
+        let safe = json_for_terminal(&raw);
+        assert!(
+            !safe.chars().any(|c| is_unsafe_char(c) && c != '\n'),
+            "{safe}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back["h"], "a\u{1b}b\u{9b}c\u{202e}d\u{e0041}é");
+        assert_eq!(json_for_terminal("{\n  \"a\": 1\n}"), "{\n  \"a\": 1\n}");
+    }
+}

@@ -1,0 +1,84 @@
+//! `leasehold`: the Leasehold admin console and one-shot admin commands.
+//!
+//! It speaks only the admin HTTP API of the server (see DESIGN.md, "HTTP
+//! contract"); it never opens the database. Module map:
+//!
+//! - [`cli`]: flags (clap) and where the admin token comes from.
+//! - [`api`]: [`api::AdminClient`] (reqwest) for the admin endpoints, the
+//!   [`api::ApiError`] lines people read, and the SSE parser.
+//! - [`stream`]: the event stream kept alive (reconnect with backoff, resume
+//!   with `Last-Event-ID`, no duplicates).
+//! - [`app`]: the console's state and every rule that changes it, pure and
+//!   unit-tested: keys, filter, sort, revoke flow, connection state, the
+//!   server clock offset behind the countdowns.
+//! - [`ui`]: draws a frame from the state and a `now` passed in
+//!   (snapshot-tested with ratatui's `TestBackend`).
+//! - [`console`]: the event loop that ties terminal, poller, stream and
+//!   [`app::App`] together; the only code that touches the terminal.
+//! - [`commands`]: `status`, `seats`, `events`, `revoke`.
+
+pub mod api;
+pub mod app;
+pub mod cli;
+pub mod commands;
+pub mod console;
+pub mod stream;
+pub mod ui;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::cli::{Cli, DEFAULT_TOKEN_FILE};
+
+/// Run the command line: the console without a subcommand, else one
+/// one-shot command writing to stdout.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let token = cli::resolve_token(cli.conn.token.as_deref(), Path::new(DEFAULT_TOKEN_FILE))?;
+    let client = api::AdminClient::new(&cli.conn.server, &token)?;
+    match cli.command {
+        None => {
+            init_file_logging(cli.log_file)?;
+            console::run(client, cli.read_only).await
+        }
+        Some(cmd) => {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            commands::run(cmd, &client, &mut out).await
+        }
+    }
+}
+
+/// `$XDG_STATE_HOME/leasehold/console.log`, else `~/.local/state/...`, else
+/// the temp dir.
+fn default_log_file() -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir);
+    state.join("leasehold").join("console.log")
+}
+
+/// Logs go to a file, never to the screen the console draws on. The level
+/// filter comes from `LEASEHOLD_LOG` (default `info`).
+fn init_file_logging(path: Option<PathBuf>) -> anyhow::Result<()> {
+    let path = path.unwrap_or_else(default_log_file);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("opening the log file {}", path.display()))?;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LEASEHOLD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("setting up logging: {e}"))?;
+    Ok(())
+}

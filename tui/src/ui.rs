@@ -1,0 +1,802 @@
+//! Drawing: one function of the [`App`] state and the local time.
+//!
+//! `now` is passed in, never read here, so a frame is a pure function of its
+//! inputs and the snapshot tests are deterministic. Only the rows on screen
+//! are turned into widgets, so 10,000 holders cost what a screenful does.
+//!
+//! Every state has a word or a glyph as well as a colour, so the screen reads
+//! the same under `NO_COLOR` and for colour-blind admins; [`Theme`] drops the
+//! colours (and keeps bold / reverse / underline) when `app.no_color` is set.
+
+use leasehold_common::Timestamp;
+use leasehold_common::api::{Event, EventKind};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
+
+use crate::app::{
+    App, Level, Link, MESSAGE_MS, Modal, Pane, RowState, SortKey, fmt_duration_ms, short_id,
+};
+
+/// Styles, with or without colour.
+#[derive(Debug, Clone, Copy)]
+pub struct Theme {
+    color: bool,
+}
+
+impl Theme {
+    pub fn new(no_color: bool) -> Self {
+        Theme { color: !no_color }
+    }
+
+    fn fg(self, c: Color) -> Style {
+        if self.color {
+            Style::new().fg(c)
+        } else {
+            Style::new()
+        }
+    }
+
+    fn bg(self, fg: Color, bg: Color) -> Style {
+        if self.color {
+            Style::new().fg(fg).bg(bg)
+        } else {
+            Style::new().add_modifier(Modifier::REVERSED)
+        }
+    }
+
+    fn dim(self) -> Style {
+        if self.color {
+            Style::new().fg(Color::DarkGray)
+        } else {
+            Style::new()
+        }
+    }
+
+    fn state(self, s: RowState) -> Style {
+        match s {
+            RowState::Live => self.fg(Color::Green),
+            RowState::Expiring => self.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            RowState::Lapsed => self.fg(Color::Red).add_modifier(Modifier::BOLD),
+        }
+    }
+
+    fn level(self, l: Level) -> Style {
+        match l {
+            Level::Info => self.fg(Color::Cyan),
+            Level::Success => self.fg(Color::Green).add_modifier(Modifier::BOLD),
+            Level::Warn => self.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            Level::Error => self.fg(Color::Red).add_modifier(Modifier::BOLD),
+        }
+    }
+
+    fn kind(self, k: EventKind) -> Style {
+        match k {
+            EventKind::Checkout => self.fg(Color::Green),
+            EventKind::Release => self.fg(Color::Blue),
+            EventKind::Reap => self.fg(Color::Yellow),
+            EventKind::Revoke => self.fg(Color::Magenta).add_modifier(Modifier::BOLD),
+            EventKind::Denied | EventKind::Lost => self.fg(Color::Red),
+            EventKind::Config => self.fg(Color::Cyan),
+        }
+    }
+}
+
+/// The glyph shown before each event kind in the feed.
+pub fn kind_glyph(k: EventKind) -> &'static str {
+    match k {
+        EventKind::Checkout => "+",
+        EventKind::Release => "-",
+        EventKind::Reap => "†",
+        EventKind::Revoke => "✗",
+        EventKind::Denied => "!",
+        EventKind::Lost => "?",
+        EventKind::Config => "⚙",
+    }
+}
+
+/// Where each part of the screen goes.
+struct Areas {
+    banner: Rect,
+    pools: Rect,
+    holders: Rect,
+    events: Rect,
+    status: Rect,
+}
+
+fn areas(area: Rect, app: &App) -> Areas {
+    let banner_h = if app.poll.is_down() { 2 } else { 0 };
+    let pool_rows = app.licenses.len().clamp(1, 6) as u16;
+    let events_h = (area.height / 4).clamp(5, 12);
+    let [banner, pools, holders, events, status] = area.layout(&Layout::vertical([
+        Constraint::Length(banner_h),
+        Constraint::Length(pool_rows + 3),
+        Constraint::Min(5),
+        Constraint::Length(events_h),
+        Constraint::Length(2),
+    ]));
+    Areas {
+        banner,
+        pools,
+        holders,
+        events,
+        status,
+    }
+}
+
+/// Rows visible in the holders table and in the event feed for a screen
+/// of `area`: the event loop hands these to [`App::set_page_rows`].
+pub fn page_rows(area: Rect, app: &App) -> (usize, usize) {
+    let a = areas(area, app);
+    // Borders (2) and the header row (1).
+    let holders = a.holders.height.saturating_sub(3) as usize;
+    let events = a.events.height.saturating_sub(2) as usize;
+    (holders, events)
+}
+
+/// Draw the whole console at local time `now`.
+pub fn draw(frame: &mut Frame, app: &App, now: Timestamp) {
+    let theme = Theme::new(app.no_color);
+    let server_now = app.server_now(now);
+    let a = areas(frame.area(), app);
+    if app.poll.is_down() {
+        draw_banner(frame, a.banner, app, theme);
+    }
+    draw_pools(frame, a.pools, app, theme);
+    draw_holders(frame, a.holders, app, theme, server_now);
+    draw_events(frame, a.events, app, theme);
+    draw_status(frame, a.status, app, theme, now);
+    match &app.modal {
+        Some(Modal::Help) => draw_help(frame, theme, app.read_only),
+        Some(Modal::Revoke(m)) => draw_revoke(frame, theme, m),
+        None => {}
+    }
+}
+
+fn hms(t: Timestamp) -> String {
+    t.to_datetime().format("%H:%M:%S").to_string()
+}
+
+fn draw_banner(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
+    let Link::Down {
+        since,
+        failures,
+        error,
+    } = &app.poll
+    else {
+        return;
+    };
+    let kept = match app.last_update {
+        Some((server_t, _)) => format!("showing data from {} UTC", hms(server_t)),
+        None => "no data yet".to_string(),
+    };
+    let attempts = if *failures == 1 {
+        "attempt"
+    } else {
+        "attempts"
+    };
+    let text = vec![
+        Line::from(format!(
+            " ⚠ DISCONNECTED — retrying ({failures} failed {attempts} since {} local) — {kept}",
+            hms(*since)
+        )),
+        Line::from(format!("   {error}")),
+    ];
+    let style = theme
+        .bg(Color::White, Color::Red)
+        .add_modifier(Modifier::BOLD);
+    frame.render_widget(Paragraph::new(text).style(style), area);
+}
+
+fn pane_block(title: Line<'static>, focused: bool, theme: Theme) -> Block<'static> {
+    let block = Block::bordered().title(title);
+    if focused {
+        block
+            .border_type(BorderType::Thick)
+            .border_style(theme.fg(Color::Cyan))
+    } else {
+        block.border_style(theme.dim())
+    }
+}
+
+/// A text gauge (`███████░░░`): readable without colour.
+fn bar(used: u32, total: u32, width: usize) -> String {
+    let filled = if total == 0 {
+        width
+    } else {
+        ((used.min(total) as usize * width) + total as usize / 2) / total as usize
+    };
+    format!("{}{}", "█".repeat(filled), "░".repeat(width - filled))
+}
+
+fn draw_pools(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
+    let header = Row::new(["POOL", "USED", "LIVE/SEATS", "FREE", "TTL", "STATUS"])
+        .style(Style::new().add_modifier(Modifier::BOLD));
+    let rows = app.licenses.iter().map(|l| {
+        let full = l.live >= l.seats;
+        let free = l.seats.saturating_sub(l.live);
+        let (status, style) = if full {
+            (
+                "■ FULL".to_string(),
+                theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+            )
+        } else if l.live * 5 >= l.seats * 4 {
+            ("▲ busy".to_string(), theme.fg(Color::Yellow))
+        } else {
+            ("● ok".to_string(), theme.fg(Color::Green))
+        };
+        let ttl = crate::commands::policy_secs(l.ttl_s);
+        Row::new([
+            Cell::from(l.id.clone()),
+            Cell::from(bar(l.live, l.seats, 20)).style(style),
+            Cell::from(format!("{:>4}/{}", l.live, l.seats)),
+            Cell::from(free.to_string()),
+            Cell::from(ttl),
+            Cell::from(status).style(style),
+        ])
+    });
+    let title = Line::from(format!(" Pools ({}) ", app.licenses.len()));
+    let id_width = app
+        .licenses
+        .iter()
+        .map(|l| l.id.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(8, 40) as u16;
+    let widths = [
+        Constraint::Length(id_width),
+        Constraint::Length(20),
+        Constraint::Length(10),
+        Constraint::Length(5),
+        Constraint::Length(6),
+        Constraint::Length(8),
+        Constraint::Fill(1),
+    ];
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(pane_block(title, false, theme));
+    frame.render_widget(table, area);
+}
+
+fn draw_holders(frame: &mut Frame, area: Rect, app: &App, theme: Theme, server_now: Timestamp) {
+    let arrow = if app.sort_desc { "▼" } else { "▲" };
+    let head = |label: &'static str, key: Option<SortKey>| -> Cell<'static> {
+        if key == Some(app.sort) {
+            Cell::from(format!("{label} {arrow}"))
+                .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED))
+        } else {
+            Cell::from(label).style(Style::new().add_modifier(Modifier::BOLD))
+        }
+    };
+    let header = Row::new([
+        head("LICENSE", Some(SortKey::License)),
+        head("HOLDER", Some(SortKey::Holder)),
+        head("FINGERPRINT", None),
+        head("SEAT", None),
+        head("HELD FOR", Some(SortKey::HeldFor)),
+        head("EXPIRES IN", Some(SortKey::ExpiresIn)),
+        head("STATE", Some(SortKey::State)),
+    ]);
+    let visible = area.height.saturating_sub(3) as usize;
+    // Only the rows on screen become widgets.
+    let start = app.scroll.min(app.view.len());
+    let end = (start + visible).min(app.view.len());
+    let rows = app.view[start..end].iter().map(|&i| {
+        let s = &app.seats[i];
+        let state = app.row_state(s, server_now);
+        let st = theme.state(state);
+        Row::new([
+            Cell::from(s.license_id.as_str()),
+            Cell::from(s.holder.as_str()),
+            Cell::from(s.fingerprint.as_deref().unwrap_or("—")),
+            Cell::from(short_id(&s.seat_id)),
+            Cell::from(fmt_duration_ms(server_now.millis_since(s.checked_out_at))),
+            Cell::from(fmt_duration_ms(s.expires_at.millis_since(server_now))).style(st),
+            Cell::from(format!("{} {}", state.glyph(), state.word())).style(st),
+        ])
+    });
+    let mut title = vec![Span::raw(format!(
+        " Holders {} of {} · sort: {} {arrow} ",
+        app.view.len(),
+        app.seats.len(),
+        app.sort.label()
+    ))];
+    if !app.filter.is_empty() || app.filter_editing {
+        title.push(Span::styled(
+            format!("· filter: {} ", app.filter),
+            theme.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        ));
+    }
+    if app.frozen {
+        title.push(Span::styled(
+            "· ❄ FROZEN ",
+            theme.fg(Color::Cyan).add_modifier(Modifier::BOLD),
+        ));
+    }
+    let focused = app.pane == Pane::Holders;
+    let widths = [
+        Constraint::Length(16),
+        Constraint::Fill(2),
+        Constraint::Fill(1),
+        Constraint::Length(8),
+        Constraint::Length(9),
+        Constraint::Length(10),
+        Constraint::Length(11),
+    ];
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(pane_block(Line::from(title), focused, theme))
+        .column_spacing(2)
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+        .highlight_symbol("▶ ");
+    let mut state = TableState::new();
+    if !app.view.is_empty() {
+        state.select(Some(app.selected.saturating_sub(start)));
+    }
+    frame.render_stateful_widget(table, area, &mut state);
+    if app.view.is_empty() {
+        let inner = area.inner(ratatui::layout::Margin::new(2, 2));
+        let text = if app.seats.is_empty() {
+            if app.last_update.is_none() {
+                "waiting for the server…"
+            } else {
+                "no seats are held"
+            }
+        } else {
+            "no seat matches the filter (Esc clears it)"
+        };
+        frame.render_widget(Paragraph::new(text).style(theme.dim()), inner);
+    }
+}
+
+fn event_line(e: &Event, theme: Theme) -> Line<'static> {
+    let style = theme.kind(e.kind);
+    let mut spans = vec![
+        Span::styled(hms(e.at), theme.dim()),
+        Span::raw(" "),
+        Span::styled(
+            format!("{} {:<8}", kind_glyph(e.kind), e.kind.as_str()),
+            style,
+        ),
+        Span::raw(" "),
+    ];
+    let mut push = |label: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            spans.push(Span::raw(format!("{label}{v}  ")));
+        }
+    };
+    push("", &e.license_id);
+    push("", &e.holder);
+    push(
+        "seat ",
+        &e.seat_id.as_deref().map(|s| short_id(s).to_string()),
+    );
+    if let Some(d) = &e.detail {
+        spans.push(Span::styled(d.clone(), theme.dim()));
+    }
+    Line::from(spans)
+}
+
+fn draw_events(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
+    let visible = area.height.saturating_sub(2) as usize;
+    let lines: Vec<Line> = app
+        .events
+        .iter()
+        .skip(app.event_scroll)
+        .take(visible)
+        .map(|e| event_line(e, theme))
+        .collect();
+    let mut title = vec![Span::raw(format!(
+        " Events ({}) newest first ",
+        app.events.len()
+    ))];
+    if app.event_scroll > 0 {
+        title.push(Span::raw(format!("· scrolled back {} ", app.event_scroll)));
+    }
+    match &app.stream {
+        Link::Up => {}
+        Link::Connecting => title.push(Span::styled("· stream connecting… ", theme.dim())),
+        Link::Down { failures, .. } => title.push(Span::styled(
+            format!("· ⚠ stream down, reconnecting ({failures}) "),
+            theme.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        )),
+    }
+    let block = pane_block(Line::from(title), app.pane == Pane::Events, theme);
+    if lines.is_empty() {
+        frame.render_widget(
+            Paragraph::new("no events yet")
+                .style(theme.dim())
+                .block(block),
+            area,
+        );
+    } else {
+        frame.render_widget(Paragraph::new(lines).block(block), area);
+    }
+}
+
+fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme, now: Timestamp) {
+    let sep = Span::styled(" │ ", theme.dim());
+    let conn = match &app.poll {
+        Link::Up => Span::styled("● connected", theme.fg(Color::Green)),
+        Link::Connecting => Span::styled("… connecting", theme.fg(Color::Yellow)),
+        Link::Down { .. } => Span::styled(
+            "✗ disconnected",
+            theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+        ),
+    };
+    let updated = match app.last_update {
+        Some((server_t, local_t)) => format!(
+            "updated {} UTC ({} ago)",
+            hms(server_t),
+            fmt_duration_ms(now.millis_since(local_t).max(0))
+        ),
+        None => "no data yet".to_string(),
+    };
+    let mut line1 = vec![
+        Span::styled(" leasehold", Style::new().add_modifier(Modifier::BOLD)),
+        sep.clone(),
+        Span::raw(app.server.clone()),
+        sep.clone(),
+        conn,
+        sep.clone(),
+        Span::raw(updated),
+    ];
+    if app.frozen {
+        line1.push(sep.clone());
+        line1.push(Span::styled(
+            "❄ FROZEN",
+            theme.fg(Color::Cyan).add_modifier(Modifier::BOLD),
+        ));
+    }
+    if app.read_only {
+        line1.push(sep.clone());
+        line1.push(Span::styled(
+            "READ-ONLY",
+            Style::new().add_modifier(Modifier::BOLD),
+        ));
+    }
+    let line2 = if app.filter_editing {
+        Line::from(vec![
+            Span::styled(" / ", Style::new().add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!("{}▏", app.filter),
+                theme.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            ),
+            Span::styled("   Enter keep · Esc clear", theme.dim()),
+        ])
+    } else if let Some(m) = app
+        .message
+        .as_ref()
+        .filter(|m| now.millis_since(m.at) < MESSAGE_MS)
+    {
+        Line::from(Span::styled(format!(" {}", m.text), theme.level(m.level)))
+    } else {
+        let revoke = if app.read_only { "" } else { "  r revoke" };
+        Line::from(Span::styled(
+            format!(
+                " ↑↓/jk move  / filter  s sort  S reverse  Tab pane  f freeze{revoke}  ? help  q quit"
+            ),
+            theme.dim(),
+        ))
+    };
+    frame.render_widget(Paragraph::new(vec![Line::from(line1), line2]), area);
+}
+
+fn popup(frame: &mut Frame, width: u16, height: u16) -> Rect {
+    let area = frame
+        .area()
+        .centered(Constraint::Length(width), Constraint::Length(height));
+    frame.render_widget(Clear, area);
+    area
+}
+
+fn draw_help(frame: &mut Frame, theme: Theme, read_only: bool) {
+    let keys: &[(&str, &str)] = &[
+        ("↑ ↓  j k", "move the selection (or scroll the feed)"),
+        ("PgUp PgDn", "move a page"),
+        ("g G  Home End", "first / last row"),
+        ("Tab", "switch between holders and events"),
+        ("/", "filter by holder, license, fingerprint, seat id"),
+        ("Esc", "clear the filter"),
+        ("s  S", "next sort column / reverse the order"),
+        ("f", "freeze updates (and resume)"),
+        ("r", "revoke the selected seat"),
+        ("R", "refresh now"),
+        ("?", "this help"),
+        ("q  Ctrl-C", "quit"),
+    ];
+    let mut lines: Vec<Line> = keys
+        .iter()
+        .map(|(k, what)| {
+            let what = if *k == "r" && read_only {
+                "revoke (disabled: --read-only)"
+            } else {
+                what
+            };
+            Line::from(vec![
+                Span::styled(
+                    format!("  {k:<15}"),
+                    theme.fg(Color::Cyan).add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(what.to_string()),
+            ])
+        })
+        .collect();
+    lines.push(Line::raw(""));
+    lines.push(Line::from(Span::styled(
+        "  State: ● live   ▲ expiring (< 1/3 TTL left)   ✗ lapsed",
+        theme.dim(),
+    )));
+    lines.push(Line::from(Span::styled(
+        "  Times count down on the server's clock. Any key closes this help.",
+        theme.dim(),
+    )));
+    let area = popup(frame, 72, lines.len() as u16 + 2);
+    let block = Block::bordered()
+        .border_type(BorderType::Double)
+        .title(" Help — keys ");
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn draw_revoke(frame: &mut Frame, theme: Theme, m: &crate::app::RevokeModal) {
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let field = |label: &str, value: &str| {
+        Line::from(vec![
+            Span::raw(format!("  {label:<13}")),
+            Span::styled(value.to_string(), bold),
+        ])
+    };
+    let reason_style = if m.editing_reason {
+        theme.fg(Color::Yellow).add_modifier(Modifier::UNDERLINED)
+    } else {
+        theme.dim()
+    };
+    let reason = if m.editing_reason {
+        format!("{}▏", m.reason)
+    } else if m.reason.is_empty() {
+        "(none — Tab to type one)".to_string()
+    } else {
+        m.reason.clone()
+    };
+    let hints = if m.editing_reason {
+        "  Enter revoke   Esc cancel   Tab done typing"
+    } else {
+        "  y/Enter revoke   n/Esc cancel   Tab type a reason"
+    };
+    let lines = vec![
+        Line::from(Span::styled(
+            "  Revoke this seat? Its holder loses it at the next heartbeat.",
+            bold,
+        )),
+        Line::raw(""),
+        field("holder", &m.holder),
+        field("license", &m.license_id),
+        field("seat", &m.seat_id),
+        field("fingerprint", m.fingerprint.as_deref().unwrap_or("—")),
+        Line::raw(""),
+        Line::from(vec![
+            Span::raw("  reason       "),
+            Span::styled(reason, reason_style),
+        ]),
+        Line::raw(""),
+        Line::from(Span::styled(hints, theme.fg(Color::Cyan))),
+    ];
+    let area = popup(frame, 72, lines.len() as u16 + 2);
+    let block = Block::bordered()
+        .border_type(BorderType::Double)
+        .border_style(theme.fg(Color::Red))
+        .title(Span::styled(
+            " ✗ Revoke seat ",
+            theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+        ));
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(Wrap { trim: false }),
+        area,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::tests::*;
+    use crate::app::{AppEvent, Link};
+    use crossterm::event::KeyCode;
+    use leasehold_common::api::EventKind;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    const W: u16 = 110;
+    const H: u16 = 30;
+
+    fn render(app: &mut App, now: Timestamp) -> Terminal<TestBackend> {
+        let mut term = Terminal::new(TestBackend::new(W, H)).unwrap();
+        let (h, e) = page_rows(Rect::new(0, 0, W, H), app);
+        app.set_page_rows(h, e);
+        term.draw(|f| draw(f, app, now)).unwrap();
+        term
+    }
+
+    fn with_events(mut app: App) -> App {
+        let evs = [
+            (1, EventKind::Checkout, Some("alice"), None),
+            (
+                2,
+                EventKind::Denied,
+                None,
+                Some("no seats available (3 of 3 live)"),
+            ),
+            (3, EventKind::Reap, Some("erin"), Some("lapsed 15s ago")),
+            (
+                4,
+                EventKind::Revoke,
+                Some("frank"),
+                Some("reason: stuck build agent"),
+            ),
+        ];
+        for (id, kind, holder, detail) in evs {
+            let ev = Event {
+                id,
+                at: ts(-60 + id),
+                kind,
+                license_id: Some("demo-cad".into()),
+                seat_id: holder.map(|_| format!("{id}e{id}f").repeat(8)),
+                holder: holder.map(String::from),
+                detail: detail.map(String::from),
+            };
+            app.update(AppEvent::StreamEvent(Box::new(ev)), ts(0));
+        }
+        app.update(AppEvent::StreamUp, ts(0));
+        app
+    }
+
+    fn main_app() -> App {
+        with_events(loaded_app())
+    }
+
+    #[test]
+    fn main_screen() {
+        let mut app = main_app();
+        app.update(ch('j'), ts(0));
+        let term = render(&mut app, ts(2));
+        insta::assert_snapshot!(term.backend());
+    }
+
+    #[test]
+    fn revoke_modal() {
+        let mut app = main_app();
+        app.update(ch('j'), ts(0));
+        app.update(ch('r'), ts(0));
+        app.update(key(KeyCode::Tab), ts(0));
+        for c in "stuck since Friday".chars() {
+            app.update(ch(c), ts(0));
+        }
+        let term = render(&mut app, ts(1));
+        insta::assert_snapshot!(term.backend());
+    }
+
+    #[test]
+    fn help() {
+        let mut app = main_app();
+        app.update(ch('?'), ts(0));
+        let term = render(&mut app, ts(1));
+        insta::assert_snapshot!(term.backend());
+    }
+
+    #[test]
+    fn disconnected_banner() {
+        let mut app = main_app();
+        app.update(
+            AppEvent::PollFailed {
+                error: "cannot reach the server at http://127.0.0.1:7400: Connection refused (os error 111)".into(),
+            },
+            ts(3),
+        );
+        app.update(AppEvent::PollFailed { error: "cannot reach the server at http://127.0.0.1:7400: Connection refused (os error 111)".into() }, ts(5));
+        app.update(
+            AppEvent::StreamDown {
+                error: "eof".into(),
+            },
+            ts(5),
+        );
+        let term = render(&mut app, ts(6));
+        insta::assert_snapshot!(term.backend());
+    }
+
+    #[test]
+    fn filtered_frozen_read_only() {
+        let mut app = App::new("http://127.0.0.1:7400", true, false);
+        app.update(
+            snapshot(
+                sample_seats(),
+                vec![pool("demo-cad", 3, 3), pool("render", 5, 4)],
+                ts(0),
+                ts(0),
+            ),
+            ts(0),
+        );
+        app.update(ch('/'), ts(0));
+        for c in "demo".chars() {
+            app.update(ch(c), ts(0));
+        }
+        app.update(key(KeyCode::Enter), ts(0));
+        app.update(ch('s'), ts(0));
+        app.update(ch('s'), ts(0));
+        app.update(ch('s'), ts(0));
+        app.update(ch('f'), ts(0));
+        let term = render(&mut app, ts(20));
+        insta::assert_snapshot!(term.backend());
+    }
+
+    #[test]
+    fn no_color() {
+        let mut app = main_app();
+        app.no_color = true;
+        app.update(
+            AppEvent::PollFailed {
+                error: "connection refused".into(),
+            },
+            ts(1),
+        );
+        app.update(ch('r'), ts(1));
+        let term = render(&mut app, ts(2));
+        // Not one cell carries a colour; the words and glyphs carry the states.
+        let buf = term.backend().buffer();
+        for cell in buf.content() {
+            assert_eq!(cell.fg, Color::Reset, "{cell:?}");
+            assert_eq!(cell.bg, Color::Reset, "{cell:?}");
+        }
+        insta::assert_snapshot!(term.backend());
+    }
+
+    #[test]
+    fn colour_marks_the_states() {
+        let mut app = main_app();
+        let term = render(&mut app, ts(2));
+        let buf = term.backend().buffer();
+        let colour_of = |needle: &str| {
+            for y in 0..H {
+                let row: String = (0..W).map(|x| buf[(x, y)].symbol()).collect();
+                if let Some(byte) = row.find(needle) {
+                    let x = row[..byte].chars().count() as u16;
+                    return buf[(x, y)].fg;
+                }
+            }
+            panic!("{needle} not on screen");
+        };
+        assert_eq!(colour_of("● live"), Color::Green);
+        assert_eq!(colour_of("▲ expiring"), Color::Yellow);
+        assert_eq!(colour_of("✗ lapsed"), Color::Red);
+    }
+
+    #[test]
+    fn ten_thousand_rows_render_only_the_visible_ones() {
+        let mut app = App::new("s", false, false);
+        let seats: Vec<_> = (0..10_000)
+            .map(|i| seat("pool", &format!("user-{i:05}"), &format!("{i:032x}"), 0, 60))
+            .collect();
+        app.update(
+            snapshot(seats, vec![pool("pool", 10_000, 10_000)], ts(0), ts(0)),
+            ts(0),
+        );
+        app.update(ch('G'), ts(0));
+        let start = std::time::Instant::now();
+        let term = render(&mut app, ts(1));
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        let screen = term.backend().to_string();
+        assert!(screen.contains("user-09999"), "{screen}");
+        assert!(screen.contains("Holders 10000 of 10000"));
+        let _ = Link::Up;
+    }
+
+    #[test]
+    fn gauge_is_text() {
+        assert_eq!(bar(0, 4, 4), "░░░░");
+        assert_eq!(bar(2, 4, 4), "██░░");
+        assert_eq!(bar(5, 4, 4), "████");
+        assert_eq!(bar(0, 0, 4), "████");
+    }
+}
