@@ -214,7 +214,15 @@ mod tests {
         keys.sort();
         assert_eq!(
             keys,
-            ["expires_at", "fingerprint", "holder", "issued_at", "license_id", "seat_id", "token"]
+            [
+                "expires_at",
+                "fingerprint",
+                "holder",
+                "issued_at",
+                "license_id",
+                "seat_id",
+                "token"
+            ]
         );
         assert!(v["fingerprint"].is_null(), "fingerprint is present as null");
         assert_eq!(v["expires_at"], "1970-01-01T00:01:00.000Z");

@@ -37,7 +37,9 @@ pub fn is_reapable(expires_at: Timestamp, now: Timestamp, reap_grace: Duration) 
 /// When does a lease expiring at `expires_at` stop being live? (The first
 /// millisecond at which [`is_live`] is false.) Used for `Retry-After`.
 pub fn lapses_at(expires_at: Timestamp, skew: Duration) -> Timestamp {
-    expires_at.saturating_add(skew).saturating_add(Duration::from_millis(1))
+    expires_at
+        .saturating_add(skew)
+        .saturating_add(Duration::from_millis(1))
 }
 
 #[cfg(test)]
@@ -57,7 +59,10 @@ mod tests {
         let expires = t(100_000);
         assert!(is_live(expires, t(90_000), SKEW), "before expiry");
         assert!(is_live(expires, t(100_000), SKEW), "at expiry");
-        assert!(is_live(expires, t(105_000), SKEW), "boundary now == expires + skew");
+        assert!(
+            is_live(expires, t(105_000), SKEW),
+            "boundary now == expires + skew"
+        );
         assert!(!is_live(expires, t(105_001), SKEW), "one ms past the skew");
     }
 
@@ -70,7 +75,10 @@ mod tests {
     #[test]
     fn reapable_only_strictly_after_expiry_plus_grace() {
         let expires = t(100_000);
-        assert!(!is_reapable(expires, t(115_000), GRACE), "boundary is not reapable");
+        assert!(
+            !is_reapable(expires, t(115_000), GRACE),
+            "boundary is not reapable"
+        );
         assert!(is_reapable(expires, t(115_001), GRACE));
     }
 

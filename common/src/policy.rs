@@ -300,7 +300,9 @@ impl<'de> Deserialize<'de> for DurationText {
         }
         match Raw::deserialize(d)? {
             Raw::Secs(s) => Ok(DurationText(Duration::from_secs(s))),
-            Raw::Text(t) => parse_duration(&t).map(DurationText).map_err(serde::de::Error::custom),
+            Raw::Text(t) => parse_duration(&t)
+                .map(DurationText)
+                .map_err(serde::de::Error::custom),
         }
     }
 }
@@ -310,7 +312,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
-    let bad = || format!("{text:?} is not a duration (use e.g. \"500ms\", \"60s\", \"5m\", \"1h\")");
+    let bad =
+        || format!("{text:?} is not a duration (use e.g. \"500ms\", \"60s\", \"5m\", \"1h\")");
     let n: u64 = digits.parse().map_err(|_| bad())?;
     let ms_per_unit: u64 = match unit.trim() {
         "ms" => 1,
@@ -371,7 +374,10 @@ ttl = 30
         assert_eq!(cad.policy.seats, 10);
         assert_eq!(cad.policy.ttl, Duration::from_secs(60));
         let tiny = l.get("tiny").unwrap();
-        assert_eq!(tiny.policy.seats, 0, "zero seats is a valid (suspended) pool");
+        assert_eq!(
+            tiny.policy.seats, 0,
+            "zero seats is a valid (suspended) pool"
+        );
         assert_eq!(tiny.policy.ttl, Duration::from_secs(30));
         assert_eq!(tiny.policy.skew, Duration::from_secs(5));
         assert_eq!(tiny.policy.reap_grace, Duration::from_secs(15));
@@ -395,7 +401,10 @@ ttl = 30
     #[test]
     fn rejects_zero_ttl() {
         let err = one("seats = 1\nttl = \"0s\"").unwrap_err();
-        assert!(matches!(err, PolicyError::Invalid { field: "ttl", .. }), "{err}");
+        assert!(
+            matches!(err, PolicyError::Invalid { field: "ttl", .. }),
+            "{err}"
+        );
     }
 
     #[test]
@@ -409,11 +418,17 @@ ttl = 30
         let e = Licenses::parse("[[license]]\nkey = \"k\"\nseats = 1").unwrap_err();
         assert!(matches!(e, PolicyError::Invalid { field: "id", .. }), "{e}");
         let e = Licenses::parse("[[license]]\nid = \"a\"\nseats = 1").unwrap_err();
-        assert!(matches!(e, PolicyError::Invalid { field: "key", .. }), "{e}");
+        assert!(
+            matches!(e, PolicyError::Invalid { field: "key", .. }),
+            "{e}"
+        );
         let e = Licenses::parse("[[license]]\nid = \"a/b\"\nkey = \"k\"\nseats = 1").unwrap_err();
         assert!(matches!(e, PolicyError::Invalid { field: "id", .. }), "{e}");
         let e = Licenses::parse("[[license]]\nid = \"a\"\nkey = \"k k\"\nseats = 1").unwrap_err();
-        assert!(matches!(e, PolicyError::Invalid { field: "key", .. }), "{e}");
+        assert!(
+            matches!(e, PolicyError::Invalid { field: "key", .. }),
+            "{e}"
+        );
     }
 
     #[test]
@@ -447,11 +462,25 @@ ttl = 30
     #[test]
     fn describes_changes() {
         let old = Licenses::parse(GOOD).unwrap();
-        let new = Licenses::parse(&GOOD.replace("seats = 10", "seats = 12").replace("id = \"tiny\"", "id = \"huge\"")).unwrap();
+        let new = Licenses::parse(
+            &GOOD
+                .replace("seats = 10", "seats = 12")
+                .replace("id = \"tiny\"", "id = \"huge\""),
+        )
+        .unwrap();
         let changes = old.describe_changes(&new);
-        assert!(changes.contains(&"demo-cad: seats 10→12".to_string()), "{changes:?}");
-        assert!(changes.contains(&"tiny: removed".to_string()), "{changes:?}");
-        assert!(changes.contains(&"huge: added with 0 seats".to_string()), "{changes:?}");
+        assert!(
+            changes.contains(&"demo-cad: seats 10→12".to_string()),
+            "{changes:?}"
+        );
+        assert!(
+            changes.contains(&"tiny: removed".to_string()),
+            "{changes:?}"
+        );
+        assert!(
+            changes.contains(&"huge: added with 0 seats".to_string()),
+            "{changes:?}"
+        );
     }
 
     #[test]

@@ -98,7 +98,11 @@ mod tests {
     #[test]
     fn accepts_ordinary_names_in_any_script() {
         for ok in ["alice", "Zoë Ünal", "山田太郎", "build-agent-07.ci", "🙂"] {
-            assert_eq!(check_text("holder", ok, HOLDER_MAX_CHARS, false), Ok(()), "{ok}");
+            assert_eq!(
+                check_text("holder", ok, HOLDER_MAX_CHARS, false),
+                Ok(()),
+                "{ok}"
+            );
         }
     }
 
@@ -118,7 +122,10 @@ mod tests {
             "sep\u{2028}",
         ] {
             let err = check_text("holder", bad, HOLDER_MAX_CHARS, false).unwrap_err();
-            assert!(matches!(err, TextError::UnsafeChar { .. }), "{bad:?}: {err}");
+            assert!(
+                matches!(err, TextError::UnsafeChar { .. }),
+                "{bad:?}: {err}"
+            );
         }
     }
 
@@ -141,6 +148,9 @@ mod tests {
     #[test]
     fn sanitizes_for_the_terminal() {
         assert_eq!(sanitize_for_terminal("plain"), Cow::Borrowed("plain"));
-        assert_eq!(sanitize_for_terminal("a\u{1b}[31mb\u{202e}"), "a\u{fffd}[31mb\u{fffd}");
+        assert_eq!(
+            sanitize_for_terminal("a\u{1b}[31mb\u{202e}"),
+            "a\u{fffd}[31mb\u{fffd}"
+        );
     }
 }

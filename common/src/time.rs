@@ -97,7 +97,10 @@ mod tests {
     fn wire_format_is_rfc3339_utc_with_millis() {
         let t = Timestamp::from_millis(1_796_011_200_123);
         assert_eq!(t.to_rfc3339(), "2026-11-30T04:00:00.123Z");
-        assert_eq!(Timestamp::parse_rfc3339("2026-11-30T04:00:00.123Z"), Some(t));
+        assert_eq!(
+            Timestamp::parse_rfc3339("2026-11-30T04:00:00.123Z"),
+            Some(t)
+        );
         assert_eq!(
             serde_json::to_string(&t).unwrap(),
             "\"2026-11-30T04:00:00.123Z\""

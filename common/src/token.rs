@@ -106,7 +106,9 @@ pub struct TokenSigner {
 
 impl std::fmt::Debug for TokenSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TokenSigner").field("kid", &self.kid).finish()
+        f.debug_struct("TokenSigner")
+            .field("kid", &self.kid)
+            .finish()
     }
 }
 
@@ -183,7 +185,8 @@ fn jwk_thumbprint(key: &VerifyingKey) -> String {
 /// against its own clock and the claims against the lease body.
 pub fn verify(token: &str, jwks: &Jwks) -> Result<LeaseClaims, TokenError> {
     let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(h), Some(p), Some(s), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(TokenError::Malformed);
     };
@@ -191,8 +194,8 @@ pub fn verify(token: &str, jwks: &Jwks) -> Result<LeaseClaims, TokenError> {
     let payload_bytes = B64.decode(p).map_err(|_| TokenError::Malformed)?;
     let sig_bytes = B64.decode(s).map_err(|_| TokenError::Malformed)?;
 
-    let header: Header = serde_json::from_slice(&header_bytes)
-        .map_err(|e| TokenError::BadHeader(e.to_string()))?;
+    let header: Header =
+        serde_json::from_slice(&header_bytes).map_err(|e| TokenError::BadHeader(e.to_string()))?;
     if header.alg != "EdDSA" {
         return Err(TokenError::BadHeader(format!(
             "alg {:?} is not EdDSA",
@@ -221,8 +224,8 @@ pub fn verify(token: &str, jwks: &Jwks) -> Result<LeaseClaims, TokenError> {
     )
     .map_err(|_| TokenError::BadSignature)?;
 
-    let claims: LeaseClaims = serde_json::from_slice(&payload_bytes)
-        .map_err(|e| TokenError::BadClaims(e.to_string()))?;
+    let claims: LeaseClaims =
+        serde_json::from_slice(&payload_bytes).map_err(|e| TokenError::BadClaims(e.to_string()))?;
     if claims.iss != ISSUER {
         return Err(TokenError::BadClaims(format!(
             "iss {:?} is not {ISSUER:?}",
@@ -262,9 +265,15 @@ mod tests {
 
     fn tamper_payload(token: &str, f: impl FnOnce(&mut serde_json::Value)) -> String {
         let parts: Vec<&str> = token.split('.').collect();
-        let mut v: serde_json::Value = serde_json::from_slice(&B64.decode(parts[1]).unwrap()).unwrap();
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&B64.decode(parts[1]).unwrap()).unwrap();
         f(&mut v);
-        format!("{}.{}.{}", parts[0], B64.encode(serde_json::to_vec(&v).unwrap()), parts[2])
+        format!(
+            "{}.{}.{}",
+            parts[0],
+            B64.encode(serde_json::to_vec(&v).unwrap()),
+            parts[2]
+        )
     }
 
     #[test]
@@ -297,7 +306,10 @@ mod tests {
         let longer = tamper_payload(&token, |v| v["exp"] = (1_795_960_860i64 + 3600).into());
         assert_eq!(verify(&longer, &s.jwks()), Err(TokenError::BadSignature));
         let other_holder = tamper_payload(&token, |v| v["sub"] = "mallory".into());
-        assert_eq!(verify(&other_holder, &s.jwks()), Err(TokenError::BadSignature));
+        assert_eq!(
+            verify(&other_holder, &s.jwks()),
+            Err(TokenError::BadSignature)
+        );
     }
 
     #[test]
@@ -307,7 +319,10 @@ mod tests {
         let mut jwks = signer(2).jwks();
         jwks.keys[0].kid = Some(signer(1).kid().to_string());
         assert_eq!(verify(&token, &jwks), Err(TokenError::BadSignature));
-        assert_eq!(verify(&token, &signer(2).jwks()), Err(TokenError::UnknownKey));
+        assert_eq!(
+            verify(&token, &signer(2).jwks()),
+            Err(TokenError::UnknownKey)
+        );
     }
 
     #[test]
@@ -358,7 +373,10 @@ mod tests {
         let token_a = s.sign(&LeaseClaims::for_lease(&a));
         let claims = verify(&token_a, &s.jwks()).unwrap();
         assert!(claims.matches(&a));
-        assert!(!claims.matches(&b), "a token for seat aa must not vouch for seat bb");
+        assert!(
+            !claims.matches(&b),
+            "a token for seat aa must not vouch for seat bb"
+        );
         assert_eq!(claims.exp, 1_795_960_860, "exp is rounded down");
     }
 }

@@ -25,11 +25,20 @@ pub struct Config {
     pub data_dir: PathBuf,
 
     /// The licenses file (TOML), watched and reloaded live.
-    #[arg(long, env = "LEASEHOLD_LICENSES", default_value = "assets/licenses.toml")]
+    #[arg(
+        long,
+        env = "LEASEHOLD_LICENSES",
+        default_value = "assets/licenses.toml"
+    )]
     pub licenses: PathBuf,
 
     /// Admin bearer token; if unset, read or created in <data-dir>/admin.token.
-    #[arg(long = "admin-token-env-only", env = "LEASEHOLD_ADMIN_TOKEN", hide = true, hide_env_values = true)]
+    #[arg(
+        long = "admin-token-env-only",
+        env = "LEASEHOLD_ADMIN_TOKEN",
+        hide = true,
+        hide_env_values = true
+    )]
     pub admin_token: Option<String>,
 
     /// How often the reaper sweeps.

@@ -20,14 +20,25 @@ pub fn load_or_create_signer(data_dir: &Path) -> Result<TokenSigner, String> {
     let seed: [u8; 32] = hex::decode(text.trim())
         .ok()
         .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| format!("{} does not hold a 32-byte hex Ed25519 seed", path.display()))?;
+        .ok_or_else(|| {
+            format!(
+                "{} does not hold a 32-byte hex Ed25519 seed",
+                path.display()
+            )
+        })?;
     Ok(TokenSigner::from_seed(&seed))
 }
 
 /// The admin token: `from_env` if set, else `<data_dir>/admin.token`,
 /// created on first start.
-pub fn load_or_create_admin_token(data_dir: &Path, from_env: Option<String>) -> Result<AdminToken, String> {
-    if let Some(t) = from_env.map(|t| t.trim().to_string()).filter(|t| !t.is_empty()) {
+pub fn load_or_create_admin_token(
+    data_dir: &Path,
+    from_env: Option<String>,
+) -> Result<AdminToken, String> {
+    if let Some(t) = from_env
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+    {
         return Ok(AdminToken::new(&t));
     }
     let path = data_dir.join(ADMIN_TOKEN_FILE);

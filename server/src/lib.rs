@@ -58,7 +58,10 @@ pub struct AppState {
 
 /// Check the data dir, load the licenses file, bind `config.listen`, and
 /// serve until `shutdown` resolves.
-pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let prepared = prepare(&config)?;
     let listener = TcpListener::bind(&config.listen)
         .await
@@ -88,8 +91,9 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     let lock = prepare_data_dir(&config.data_dir)?;
     let licenses = licenses::load_file(&config.licenses).map_err(|e| anyhow!(e))?;
     let signer = keys::load_or_create_signer(&config.data_dir).map_err(|e| anyhow!(e))?;
-    let admin_token = keys::load_or_create_admin_token(&config.data_dir, config.admin_token.clone())
-        .map_err(|e| anyhow!(e))?;
+    let admin_token =
+        keys::load_or_create_admin_token(&config.data_dir, config.admin_token.clone())
+            .map_err(|e| anyhow!(e))?;
     let handle = LicensesHandle::new(licenses);
     let clock: SharedClock = Arc::new(SystemClock);
     let db = store::database_path(&config.data_dir);

@@ -78,7 +78,12 @@ pub async fn watch_file(
     let file_name = path.file_name().map(|n| n.to_os_string());
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(ev) = res {
-            if ev.paths.is_empty() || ev.paths.iter().any(|p| p.file_name() == file_name.as_deref()) {
+            if ev.paths.is_empty()
+                || ev
+                    .paths
+                    .iter()
+                    .any(|p| p.file_name() == file_name.as_deref())
+            {
                 let _ = tx.send(());
             }
         }
@@ -135,7 +140,13 @@ async fn read_settled(path: &Path) -> Option<Vec<u8>> {
     (first == second).then_some(first)
 }
 
-async fn apply_edit(path: &Path, bytes: &[u8], handle: &LicensesHandle, store: &Store, reloaded: &Notify) {
+async fn apply_edit(
+    path: &Path,
+    bytes: &[u8],
+    handle: &LicensesHandle,
+    store: &Store,
+    reloaded: &Notify,
+) {
     let parsed = std::str::from_utf8(bytes)
         .map_err(|_| "licenses file is not UTF-8".to_string())
         .and_then(|text| Licenses::parse(text).map_err(|e| e.to_string()));

@@ -1,6 +1,7 @@
 //! `leaseholdd`: parse flags, set up logging, run the server until SIGINT or
 //! SIGTERM. Everything else lives in the library.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -10,6 +11,7 @@ fn main() -> ExitCode {
     let config = Config::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LEASEHOLD_LOG")
                 .unwrap_or_else(|_| "info".into()),

@@ -48,23 +48,70 @@ impl Metrics {
     /// The exposition text; `pools` is (license, seats, live) per license.
     pub fn render(&self, pools: &[(String, u32, u32)]) -> String {
         let mut out = String::with_capacity(4096);
-        let gauge = |out: &mut String, name: &str, help: &str, pick: &dyn Fn(&(String, u32, u32)) -> u32| {
+        let gauge = |out: &mut String,
+                     name: &str,
+                     help: &str,
+                     pick: &dyn Fn(&(String, u32, u32)) -> u32| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
             for p in pools {
                 let _ = writeln!(out, "{name}{{license=\"{}\"}} {}", p.0, pick(p));
             }
         };
-        gauge(&mut out, "leasehold_seats", "Seats sold per license.", &|p| p.1);
-        gauge(&mut out, "leasehold_live_seats", "Live leases per license.", &|p| p.2);
+        gauge(
+            &mut out,
+            "leasehold_seats",
+            "Seats sold per license.",
+            &|p| p.1,
+        );
+        gauge(
+            &mut out,
+            "leasehold_live_seats",
+            "Live leases per license.",
+            &|p| p.2,
+        );
 
         let counters: [(&str, &str, &[(&str, &AtomicU64)]); 7] = [
-            ("leasehold_checkouts_total", "Checkouts granted.", &[("new", &self.checkouts), ("reused", &self.checkouts_reused)]),
-            ("leasehold_denials_total", "Checkouts refused.", &[("full", &self.denials_full), ("blocked", &self.denials_blocked)]),
-            ("leasehold_heartbeats_total", "Heartbeats.", &[("renewed", &self.heartbeats), ("lost", &self.heartbeats_lost)]),
-            ("leasehold_releases_total", "Seats released by their client.", &[("", &self.releases)]),
-            ("leasehold_reaps_total", "Lapsed leases reaped.", &[("", &self.reaps)]),
-            ("leasehold_revokes_total", "Seats revoked by an admin.", &[("", &self.revokes)]),
-            ("leasehold_store_errors_total", "Requests failed by the store (503).", &[("", &self.store_errors)]),
+            (
+                "leasehold_checkouts_total",
+                "Checkouts granted.",
+                &[("new", &self.checkouts), ("reused", &self.checkouts_reused)],
+            ),
+            (
+                "leasehold_denials_total",
+                "Checkouts refused.",
+                &[
+                    ("full", &self.denials_full),
+                    ("blocked", &self.denials_blocked),
+                ],
+            ),
+            (
+                "leasehold_heartbeats_total",
+                "Heartbeats.",
+                &[
+                    ("renewed", &self.heartbeats),
+                    ("lost", &self.heartbeats_lost),
+                ],
+            ),
+            (
+                "leasehold_releases_total",
+                "Seats released by their client.",
+                &[("", &self.releases)],
+            ),
+            (
+                "leasehold_reaps_total",
+                "Lapsed leases reaped.",
+                &[("", &self.reaps)],
+            ),
+            (
+                "leasehold_revokes_total",
+                "Seats revoked by an admin.",
+                &[("", &self.revokes)],
+            ),
+            (
+                "leasehold_store_errors_total",
+                "Requests failed by the store (503).",
+                &[("", &self.store_errors)],
+            ),
         ];
         for (name, help, series) in counters {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -79,13 +126,19 @@ impl Metrics {
         }
 
         let name = "leasehold_http_requests_total";
-        let _ = writeln!(out, "# HELP {name} HTTP requests by status class.\n# TYPE {name} counter");
+        let _ = writeln!(
+            out,
+            "# HELP {name} HTTP requests by status class.\n# TYPE {name} counter"
+        );
         for (i, c) in self.status_classes.iter().enumerate() {
             let _ = writeln!(out, "{name}{{class=\"{}xx\"}} {}", i + 1, c.load(Relaxed));
         }
 
         let name = "leasehold_http_request_duration_seconds";
-        let _ = writeln!(out, "# HELP {name} Request latency.\n# TYPE {name} histogram");
+        let _ = writeln!(
+            out,
+            "# HELP {name} Request latency.\n# TYPE {name} histogram"
+        );
         let mut cumulative = 0;
         for (bound, c) in BUCKETS.iter().zip(&self.latency_buckets) {
             cumulative += c.load(Relaxed);
@@ -116,14 +169,41 @@ mod tests {
         m.observe_request(409, Duration::from_millis(3));
         m.observe_request(500, Duration::from_secs(10));
         let text = m.render(&[("demo".into(), 10, 4)]);
-        assert!(text.contains("leasehold_seats{license=\"demo\"} 10"), "{text}");
-        assert!(text.contains("leasehold_live_seats{license=\"demo\"} 4"), "{text}");
-        assert!(text.contains("leasehold_checkouts_total{outcome=\"new\"} 1"), "{text}");
-        assert!(text.contains("leasehold_denials_total{outcome=\"full\"} 1"), "{text}");
-        assert!(text.contains("leasehold_http_requests_total{class=\"4xx\"} 1"), "{text}");
-        assert!(text.contains("leasehold_http_request_duration_seconds_bucket{le=\"0.0005\"} 1"), "{text}");
-        assert!(text.contains("leasehold_http_request_duration_seconds_bucket{le=\"0.005\"} 2"), "{text}");
-        assert!(text.contains("leasehold_http_request_duration_seconds_bucket{le=\"+Inf\"} 3"), "{text}");
-        assert!(text.contains("leasehold_http_request_duration_seconds_count 3"), "{text}");
+        assert!(
+            text.contains("leasehold_seats{license=\"demo\"} 10"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_live_seats{license=\"demo\"} 4"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_checkouts_total{outcome=\"new\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_denials_total{outcome=\"full\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_http_requests_total{class=\"4xx\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_http_request_duration_seconds_bucket{le=\"0.0005\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_http_request_duration_seconds_bucket{le=\"0.005\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_http_request_duration_seconds_bucket{le=\"+Inf\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_http_request_duration_seconds_count 3"),
+            "{text}"
+        );
     }
 }

@@ -1,1 +1,405 @@
-//! Helpers for the end-to-end tests: start the real `leaseholdd` and talk to it.
+//! Harness for the end-to-end tests: start the real `leaseholdd` binary on a
+//! free loopback port with a temp data dir, and talk HTTP to it.
+//!
+//! The binaries are found next to the test executable (`target/<profile>/`),
+//! where `cargo test --workspace` / `cargo nextest run --workspace` build
+//! them; `LEASEHOLD_BIN_DIR` overrides that.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// Demo-like pools for tests: `small` (5 seats), `tiny` (1 seat), `short`
+/// (1 s TTL, reaped quickly).
+pub const TEST_LICENSES: &str = r#"
+[[license]]
+id = "small"
+key = "small-key"
+seats = 5
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+
+[[license]]
+id = "tiny"
+key = "tiny-key"
+seats = 1
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+
+[[license]]
+id = "short"
+key = "short-key"
+seats = 2
+ttl = "1s"
+skew = "0s"
+reap_grace = "300ms"
+"#;
+
+/// Directory holding the workspace's built binaries.
+pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("LEASEHOLD_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    // target/debug/deps/<test>-<hash> → target/debug
+    let mut dir = exe.parent().expect("exe dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir
+}
+
+pub fn leaseholdd_bin() -> PathBuf {
+    bin_dir().join("leaseholdd")
+}
+
+pub fn leasehold_bin() -> PathBuf {
+    bin_dir().join("leasehold")
+}
+
+/// How to start a server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub licenses: String,
+    /// Extra flags, e.g. `["--reap-interval", "200ms"]`.
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+impl ServerOptions {
+    pub fn new(licenses: &str) -> Self {
+        ServerOptions {
+            licenses: licenses.to_string(),
+            args: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.to_string());
+        self
+    }
+}
+
+/// A running `leaseholdd`. Killed on drop.
+pub struct Server {
+    child: Option<Child>,
+    pub addr: String,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    pub admin_token: String,
+    dir: TempDir,
+    options: ServerOptions,
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Start with the given licenses file content, on a free port.
+    pub async fn start(licenses: &str) -> Server {
+        Server::start_with(ServerOptions::new(licenses)).await
+    }
+
+    pub async fn start_with(options: ServerOptions) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("licenses.toml"), &options.licenses)
+            .expect("write licenses");
+        let mut server = Server {
+            child: None,
+            addr: String::new(),
+            base: String::new(),
+            admin_token: String::new(),
+            dir,
+            options,
+            log: Arc::new(Mutex::new(String::new())),
+        };
+        server.spawn("127.0.0.1:0");
+        server
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn licenses_path(&self) -> PathBuf {
+        self.dir.path().join("licenses.toml")
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn client(&self) -> reqwest::Client {
+        reqwest::Client::builder()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .expect("client")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Everything the server has logged so far.
+    pub fn logs(&self) -> String {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    fn spawn(&mut self, listen: &str) {
+        let (child, addr) =
+            spawn_leaseholdd(self.dir.path(), listen, &self.options, self.log.clone())
+                .unwrap_or_else(|e| panic!("{e}\n--- server log ---\n{}", self.logs()));
+        self.child = Some(child);
+        self.base = format!("http://{addr}");
+        self.addr = addr;
+        self.admin_token = self
+            .options
+            .env
+            .iter()
+            .find(|(k, _)| k == "LEASEHOLD_ADMIN_TOKEN")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| {
+                std::fs::read_to_string(self.data_dir().join("admin.token"))
+                    .expect("admin.token created on first start")
+                    .trim()
+                    .to_string()
+            });
+    }
+
+    /// SIGKILL: no chance to flush or clean up.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn terminate(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        signal(child.id(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return child.wait().ok();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Start again on the same data dir and, if it is still free, the same port.
+    pub async fn restart(&mut self) {
+        self.kill9();
+        let same = self.addr.clone();
+        for _ in 0..50 {
+            if std::net::TcpListener::bind(&same).is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.spawn(&same);
+    }
+
+    /// Send a signal (`"STOP"`, `"CONT"`, ...) to the server process.
+    pub fn signal(&self, name: &str) {
+        signal(self.pid(), name);
+    }
+
+    pub fn auth(&self) -> String {
+        format!("Bearer {}", self.admin_token)
+    }
+
+    /// `POST /v1/licenses/{license}/seats` with `Bearer key` and a JSON body.
+    pub async fn checkout(
+        &self,
+        license: &str,
+        key: &str,
+        body: serde_json::Value,
+    ) -> reqwest::Response {
+        self.client()
+            .post(self.url(&format!("/v1/licenses/{license}/seats")))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .expect("checkout request")
+    }
+
+    pub async fn heartbeat(&self, license: &str, key: &str, seat_id: &str) -> reqwest::Response {
+        self.client()
+            .post(self.url(&format!("/v1/licenses/{license}/seats/{seat_id}/heartbeat")))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("heartbeat request")
+    }
+
+    pub async fn release(&self, license: &str, key: &str, seat_id: &str) -> reqwest::Response {
+        self.client()
+            .delete(self.url(&format!("/v1/licenses/{license}/seats/{seat_id}")))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("release request")
+    }
+
+    /// GET an admin endpoint with the admin token; panics unless 200.
+    pub async fn admin_get(&self, path: &str) -> serde_json::Value {
+        let resp = self
+            .client()
+            .get(self.url(path))
+            .header("authorization", self.auth())
+            .send()
+            .await
+            .expect("admin request");
+        assert_eq!(resp.status(), 200, "GET {path}");
+        resp.json().await.expect("admin json")
+    }
+
+    /// Live seats of `license` according to the admin API.
+    pub async fn live(&self, license: &str) -> u64 {
+        let v = self.admin_get("/v1/admin/licenses").await;
+        v["licenses"]
+            .as_array()
+            .expect("licenses")
+            .iter()
+            .find(|l| l["id"] == license)
+            .unwrap_or_else(|| panic!("license {license} listed"))["live"]
+            .as_u64()
+            .expect("live")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn signal(pid: u32, name: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+/// Spawn `leaseholdd` in `dir` and wait for its "listening on" line.
+fn spawn_leaseholdd(
+    dir: &Path,
+    listen: &str,
+    options: &ServerOptions,
+    log: Arc<Mutex<String>>,
+) -> Result<(Child, String), String> {
+    let mut cmd = Command::new(leaseholdd_bin());
+    cmd.arg("--listen")
+        .arg(listen)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--licenses")
+        .arg(dir.join("licenses.toml"))
+        .args(&options.args)
+        .env_remove("LEASEHOLD_ADMIN_TOKEN")
+        .env_remove("LEASEHOLD_LISTEN")
+        .env_remove("LEASEHOLD_DATA_DIR")
+        .env_remove("LEASEHOLD_LICENSES")
+        .env("LEASEHOLD_LOG", "info")
+        .envs(options.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", leaseholdd_bin().display()))?;
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(rest.trim().to_string());
+                }
+            }
+            if let Ok(mut l) = log.lock() {
+                l.push_str(&line);
+                l.push('\n');
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(addr) => return Ok((child, addr)),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {}
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("leaseholdd exited during start-up: {status}"));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err("leaseholdd did not report 'listening on' within 30s".into());
+        }
+    }
+}
+
+/// Run `leaseholdd` with `args` to completion (for start-up failures) and
+/// return (exit status, stderr).
+pub fn run_leaseholdd_expecting_exit(args: &[&str], timeout: Duration) -> (ExitStatus, String) {
+    let mut child = Command::new(leaseholdd_bin())
+        .args(args)
+        .env_remove("LEASEHOLD_ADMIN_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn leaseholdd");
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "leaseholdd {args:?} did not exit within {timeout:?}; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Poll `check` until it returns `Some`, or panic after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -81,7 +81,8 @@ impl ApiError {
             seats: self.seats,
             live: self.live,
         };
-        let mut resp = warp::reply::with_status(warp::reply::json(&body), self.status).into_response();
+        let mut resp =
+            warp::reply::with_status(warp::reply::json(&body), self.status).into_response();
         let headers = resp.headers_mut();
         if let Some(secs) = self.retry_after_s {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -113,7 +114,11 @@ pub async fn recover(r: Rejection) -> Result<Response, Infallible> {
     } else if r.find::<PayloadTooLarge>().is_some() {
         ApiError::too_large(super::MAX_BODY)
     } else if r.find::<LengthRequired>().is_some() {
-        ApiError::new(StatusCode::LENGTH_REQUIRED, code::INVALID_REQUEST, "Content-Length is required")
+        ApiError::new(
+            StatusCode::LENGTH_REQUIRED,
+            code::INVALID_REQUEST,
+            "Content-Length is required",
+        )
     } else if r.find::<UnsupportedMediaType>().is_some() {
         ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,

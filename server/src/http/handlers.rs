@@ -44,7 +44,11 @@ fn bearer(authorization: Option<&str>) -> Option<&str> {
 }
 
 /// A client of `license_id`: its key must match (in constant time).
-fn client_license(state: &AppState, license_id: &str, authorization: Option<&str>) -> Result<LicenseConfig> {
+fn client_license(
+    state: &AppState,
+    license_id: &str,
+    authorization: Option<&str>,
+) -> Result<LicenseConfig> {
     let Some(presented) = bearer(authorization) else {
         return Err(ApiError::unauthorized(
             "send the license key as 'Authorization: Bearer <key>'",
@@ -91,9 +95,8 @@ fn json(status: StatusCode, body: &impl serde::Serialize) -> Response {
 }
 
 fn parse_json<T: serde::de::DeserializeOwned>(body: &Bytes, what: &str) -> Result<T> {
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::invalid(format!("request body is not a valid {what}: {e}"))
-    })
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("request body is not a valid {what}: {e}")))
 }
 
 fn store_err(state: &AppState) -> impl Fn(store::StoreError) -> ApiError + '_ {
@@ -117,14 +120,18 @@ pub async fn checkout(
         ));
     }
     let req: CheckoutRequest = parse_json(&body, "checkout request")?;
-    check_text("holder", &req.holder, HOLDER_MAX_CHARS, false).map_err(|e| ApiError::invalid(e.to_string()))?;
+    check_text("holder", &req.holder, HOLDER_MAX_CHARS, false)
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
     let fingerprint = req.fingerprint.filter(|f| !f.is_empty());
     if let Some(fp) = &fingerprint {
         check_text("fingerprint", fp, FINGERPRINT_MAX_CHARS, false)
             .map_err(|e| ApiError::invalid(e.to_string()))?;
     }
     if let Some(key) = &idempotency_key {
-        if key.is_empty() || key.len() > IDEMPOTENCY_KEY_MAX || !key.chars().all(|c| c.is_ascii_graphic()) {
+        if key.is_empty()
+            || key.len() > IDEMPOTENCY_KEY_MAX
+            || !key.chars().all(|c| c.is_ascii_graphic())
+        {
             return Err(ApiError::invalid(format!(
                 "Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters"
             )));
@@ -174,7 +181,9 @@ pub async fn checkout(
                 code::BLOCKED,
                 format!("an admin revoked this seat and blocked re-checkout until {until}"),
             )
-            .with_retry_after(ceil_secs(Duration::from_millis(until.millis_since(now).max(0) as u64))))
+            .with_retry_after(ceil_secs(Duration::from_millis(
+                until.millis_since(now).max(0) as u64,
+            ))))
         }
         CheckoutOutcome::UnknownLicense => Err(ApiError::unknown_license(&license_id)),
     }
@@ -313,7 +322,8 @@ pub async fn admin_revoke(
     };
     let reason = req.reason.filter(|r| !r.is_empty());
     if let Some(r) = &reason {
-        check_text("reason", r, REASON_MAX_CHARS, true).map_err(|e| ApiError::invalid(e.to_string()))?;
+        check_text("reason", r, REASON_MAX_CHARS, true)
+            .map_err(|e| ApiError::invalid(e.to_string()))?;
     }
     let block = match req.block_s {
         Some(s) if s > MAX_BLOCK_S => {

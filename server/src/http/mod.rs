@@ -31,7 +31,8 @@ fn with_state(state: State) -> impl Filter<Extract = (State,), Error = Infallibl
 }
 
 fn authorization() -> impl Filter<Extract = (Option<String>,), Error = Infallible> + Clone {
-    warp::header::optional::<String>("authorization").or_else(|_| async { Ok::<_, Infallible>((None,)) })
+    warp::header::optional::<String>("authorization")
+        .or_else(|_| async { Ok::<_, Infallible>((None,)) })
 }
 
 /// The body, at most [`MAX_BODY`] bytes, whether or not the client sent a
@@ -70,9 +71,8 @@ where
 }
 
 fn query() -> impl Filter<Extract = (HashMap<String, String>,), Error = Infallible> + Clone {
-    warp::query::<HashMap<String, String>>().or_else(|_| async {
-        Ok::<_, Infallible>((HashMap::new(),))
-    })
+    warp::query::<HashMap<String, String>>()
+        .or_else(|_| async { Ok::<_, Infallible>((HashMap::new(),)) })
 }
 
 fn reply(r: handlers::Result<Response>) -> Response {
@@ -81,15 +81,20 @@ fn reply(r: handlers::Result<Response>) -> Response {
 
 /// The whole API.
 pub fn routes(state: State) -> BoxedFilter<(Response,)> {
-    let healthz = warp::get()
-        .and(warp::path!("healthz"))
-        .map(|| warp::reply::json(&leasehold_common::api::Health { status: "ok".into() }).into_response())
+    let healthz = warp::path!("healthz")
+        .and(warp::get())
+        .map(|| {
+            warp::reply::json(&leasehold_common::api::Health {
+                status: "ok".into(),
+            })
+            .into_response()
+        })
         .boxed();
 
     let jwks = {
         let body = serde_json::to_string(&state.signer.jwks()).expect("jwks serializes");
-        warp::get()
-            .and(warp::path!(".well-known" / "jwks.json"))
+        warp::path!(".well-known" / "jwks.json")
+            .and(warp::get())
             .map(move || {
                 warp::reply::with_header(body.clone(), "content-type", "application/json")
                     .into_response()
@@ -97,15 +102,27 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
             .boxed()
     };
 
-    let metrics = warp::get()
-        .and(warp::path!("metrics"))
+    let metrics = warp::path!("metrics")
+        .and(warp::get())
         .and(with_state(state.clone()))
         .then(|s: State| async move {
             let licenses = s.licenses.current();
-            let live: HashMap<String, u32> = s.store.live_counts().await.unwrap_or_default().into_iter().collect();
+            let live: HashMap<String, u32> = s
+                .store
+                .live_counts()
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
             let pools: Vec<(String, u32, u32)> = licenses
                 .iter()
-                .map(|l| (l.id.clone(), l.policy.seats, live.get(&l.id).copied().unwrap_or(0)))
+                .map(|l| {
+                    (
+                        l.id.clone(),
+                        l.policy.seats,
+                        live.get(&l.id).copied().unwrap_or(0),
+                    )
+                })
                 .collect();
             warp::reply::with_header(
                 s.metrics.render(&pools),
@@ -116,8 +133,8 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         })
         .boxed();
 
-    let checkout = warp::post()
-        .and(warp::path!("v1" / "licenses" / String / "seats"))
+    let checkout = warp::path!("v1" / "licenses" / String / "seats")
+        .and(warp::post())
         .and(authorization())
         .and(warp::header::optional::<String>("idempotency-key"))
         .and(limited_body())
@@ -128,8 +145,8 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         .boxed();
 
     // No body filter: a heartbeat needs none and ignores any.
-    let heartbeat = warp::post()
-        .and(warp::path!("v1" / "licenses" / String / "seats" / String / "heartbeat"))
+    let heartbeat = warp::path!("v1" / "licenses" / String / "seats" / String / "heartbeat")
+        .and(warp::post())
         .and(authorization())
         .and(with_state(state.clone()))
         .then(|license, seat, auth, s: State| async move {
@@ -137,8 +154,8 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         })
         .boxed();
 
-    let release = warp::delete()
-        .and(warp::path!("v1" / "licenses" / String / "seats" / String))
+    let release = warp::path!("v1" / "licenses" / String / "seats" / String)
+        .and(warp::delete())
         .and(authorization())
         .and(with_state(state.clone()))
         .then(|license, seat, auth, s: State| async move {
@@ -146,23 +163,23 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         })
         .boxed();
 
-    let admin_licenses = warp::get()
-        .and(warp::path!("v1" / "admin" / "licenses"))
+    let admin_licenses = warp::path!("v1" / "admin" / "licenses")
+        .and(warp::get())
         .and(authorization())
         .and(with_state(state.clone()))
         .then(|auth, s: State| async move { reply(handlers::admin_licenses(&s, auth).await) })
         .boxed();
 
-    let admin_seats = warp::get()
-        .and(warp::path!("v1" / "admin" / "seats"))
+    let admin_seats = warp::path!("v1" / "admin" / "seats")
+        .and(warp::get())
         .and(authorization())
         .and(query())
         .and(with_state(state.clone()))
         .then(|auth, q, s: State| async move { reply(handlers::admin_seats(&s, auth, q).await) })
         .boxed();
 
-    let admin_revoke = warp::delete()
-        .and(warp::path!("v1" / "admin" / "seats" / String))
+    let admin_revoke = warp::path!("v1" / "admin" / "seats" / String)
+        .and(warp::delete())
         .and(authorization())
         .and(limited_body())
         .and(with_state(state.clone()))
@@ -171,16 +188,16 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         })
         .boxed();
 
-    let admin_events = warp::get()
-        .and(warp::path!("v1" / "admin" / "events"))
+    let admin_events = warp::path!("v1" / "admin" / "events")
+        .and(warp::get())
         .and(authorization())
         .and(query())
         .and(with_state(state.clone()))
         .then(|auth, q, s: State| async move { reply(handlers::admin_events(&s, auth, q).await) })
         .boxed();
 
-    let admin_stream = warp::get()
-        .and(warp::path!("v1" / "admin" / "events" / "stream"))
+    let admin_stream = warp::path!("v1" / "admin" / "events" / "stream")
+        .and(warp::get())
         .and(authorization())
         .and(warp::header::optional::<String>("last-event-id"))
         .and(query())
@@ -215,7 +232,9 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         .recover(error::recover)
         .unify()
         .with(warp::log::custom(move |info| {
-            observe.metrics.observe_request(info.status().as_u16(), info.elapsed());
+            observe
+                .metrics
+                .observe_request(info.status().as_u16(), info.elapsed());
         }))
         .map(Reply::into_response)
         .boxed()

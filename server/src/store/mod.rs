@@ -49,7 +49,10 @@ pub struct LeaseRow {
 pub enum CheckoutOutcome {
     /// A seat: freshly taken (`reused == false`), or the one this caller
     /// already holds, found by Idempotency-Key or fingerprint and renewed.
-    Granted { lease: LeaseRow, reused: bool },
+    Granted {
+        lease: LeaseRow,
+        reused: bool,
+    },
     /// Every seat is live. `retry_after` is when the earliest live lease
     /// could lapse.
     Full {
@@ -58,7 +61,9 @@ pub enum CheckoutOutcome {
         retry_after: Duration,
     },
     /// An admin revoked this holder + fingerprint and blocked re-checkout.
-    Blocked { until: Timestamp },
+    Blocked {
+        until: Timestamp,
+    },
     UnknownLicense,
 }
 
@@ -160,7 +165,10 @@ impl Store {
         })
     }
 
-    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Command) -> Result<T, StoreError> {
+    async fn call<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Command,
+    ) -> Result<T, StoreError> {
         let (tx, rx) = oneshot::channel();
         self.commands
             .send(make(tx))
@@ -173,7 +181,11 @@ impl Store {
         self.call(|reply| Command::Checkout { req, reply }).await
     }
 
-    pub async fn heartbeat(&self, license_id: &str, seat_id: &str) -> Result<HeartbeatOutcome, StoreError> {
+    pub async fn heartbeat(
+        &self,
+        license_id: &str,
+        seat_id: &str,
+    ) -> Result<HeartbeatOutcome, StoreError> {
         let (license_id, seat_id) = (license_id.to_string(), seat_id.to_string());
         self.call(|reply| Command::Heartbeat {
             license_id,
@@ -241,18 +253,21 @@ impl Store {
     /// Every lease (optionally of one license), live or lapsed-unreaped.
     pub async fn seats(&self, license_id: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
         let license_id = license_id.map(str::to_string);
-        self.read(move |c| read::seats(c, license_id.as_deref())).await
+        self.read(move |c| read::seats(c, license_id.as_deref()))
+            .await
     }
 
     /// Live seats per license, by the one predicate.
     pub async fn live_counts(&self) -> Result<Vec<(String, u32)>, StoreError> {
         let licenses = self.licenses.current();
         let now = self.clock.now();
-        self.read(move |c| read::live_counts(c, &licenses, now)).await
+        self.read(move |c| read::live_counts(c, &licenses, now))
+            .await
     }
 
     pub async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
-        self.read(move |c| read::events_after(c, after, limit)).await
+        self.read(move |c| read::events_after(c, after, limit))
+            .await
     }
 
     pub async fn find_seat(&self, seat_id: &str) -> Result<Option<LeaseRow>, StoreError> {

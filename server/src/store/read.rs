@@ -27,7 +27,10 @@ impl ReadPool {
 
     /// Run `f` on a pooled read-only connection (blocking; call from
     /// `spawn_blocking`).
-    pub fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+    pub fn with<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let conn = match pooled {
             Some(c) => c,
@@ -85,7 +88,8 @@ pub(super) fn seats(c: &Connection, license_id: Option<&str>) -> rusqlite::Resul
          ORDER BY license_id, checked_out_at, seat_id"
     );
     let mut stmt = c.prepare_cached(&sql)?;
-    stmt.query_map(params![license_id], lease_from_row)?.collect()
+    stmt.query_map(params![license_id], lease_from_row)?
+        .collect()
 }
 
 pub(super) fn find_seat(c: &Connection, seat_id: &str) -> rusqlite::Result<Option<LeaseRow>> {
@@ -96,10 +100,13 @@ pub(super) fn find_seat(c: &Connection, seat_id: &str) -> rusqlite::Result<Optio
 }
 
 /// Live seats of one license at `now` by the one predicate.
-pub(super) fn live_count(c: &Connection, license_id: &str, threshold: Timestamp) -> rusqlite::Result<u32> {
-    let mut stmt = c.prepare_cached(
-        "SELECT count(*) FROM leases WHERE license_id = ?1 AND expires_at >= ?2",
-    )?;
+pub(super) fn live_count(
+    c: &Connection,
+    license_id: &str,
+    threshold: Timestamp,
+) -> rusqlite::Result<u32> {
+    let mut stmt =
+        c.prepare_cached("SELECT count(*) FROM leases WHERE license_id = ?1 AND expires_at >= ?2")?;
     stmt.query_row(params![license_id, threshold.as_millis()], |r| r.get(0))
 }
 
@@ -117,7 +124,11 @@ pub(super) fn live_counts(
         .collect()
 }
 
-pub(super) fn events_after(c: &Connection, after: i64, limit: usize) -> rusqlite::Result<Vec<Event>> {
+pub(super) fn events_after(
+    c: &Connection,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<Event>> {
     let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE id > ?1 ORDER BY id LIMIT ?2");
     let mut stmt = c.prepare_cached(&sql)?;
     stmt.query_map(params![after, limit as i64], event_from_row)?

@@ -17,7 +17,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::read::{LEASE_COLUMNS, lease_from_row, live_count};
-use super::{CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions};
+use super::{
+    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions,
+};
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
 
@@ -191,8 +193,7 @@ impl Writer {
             finishes.push(done);
         }
 
-        let persist_alive =
-            now.millis_since(self.last_alive_persisted) >= ALIVE_PERSIST_MS;
+        let persist_alive = now.millis_since(self.last_alive_persisted) >= ALIVE_PERSIST_MS;
         let committed = (|| -> rusqlite::Result<()> {
             if persist_alive {
                 self.conn.execute(
@@ -225,7 +226,10 @@ impl Writer {
                 }
             }
             Err(e) => {
-                tracing::error!("store: commit failed, batch of {} rolled back: {e}", finishes.len());
+                tracing::error!(
+                    "store: commit failed, batch of {} rolled back: {e}",
+                    finishes.len()
+                );
                 let _ = self.conn.execute_batch("ROLLBACK");
                 let msg = e.to_string();
                 for f in finishes {
@@ -348,7 +352,11 @@ impl Ctx<'_> {
             .optional()?;
         if let Some(until) = blocked_until {
             let until = Timestamp::from_millis(until);
-            self.denied(&lic.id, &req.holder, format!("blocked by an admin until {until}"))?;
+            self.denied(
+                &lic.id,
+                &req.holder,
+                format!("blocked by an admin until {until}"),
+            )?;
             return Ok(CheckoutOutcome::Blocked { until });
         }
 
@@ -365,7 +373,10 @@ impl Ctx<'_> {
             if let Some(row) = existing {
                 if is_live(row.expires_at, self.now, policy.skew) {
                     let lease = self.renew(&row.seat_id, policy.ttl)?;
-                    return Ok(CheckoutOutcome::Granted { lease, reused: true });
+                    return Ok(CheckoutOutcome::Granted {
+                        lease,
+                        reused: true,
+                    });
                 }
                 // That seat lapsed: the key is free for a new one.
                 self.conn
@@ -389,7 +400,10 @@ impl Ctx<'_> {
                 .optional()?;
             if let Some(seat_id) = seat {
                 let lease = self.renew(&seat_id, policy.ttl)?;
-                return Ok(CheckoutOutcome::Granted { lease, reused: true });
+                return Ok(CheckoutOutcome::Granted {
+                    lease,
+                    reused: true,
+                });
             }
         }
 
@@ -447,7 +461,11 @@ impl Ctx<'_> {
             Some(&lease.license_id),
             Some(&lease.seat_id),
             Some(&lease.holder),
-            lease.fingerprint.as_deref().map(|f| format!("fingerprint {f}")).as_deref(),
+            lease
+                .fingerprint
+                .as_deref()
+                .map(|f| format!("fingerprint {f}"))
+                .as_deref(),
         )?;
         Ok(CheckoutOutcome::Granted {
             lease,
@@ -529,7 +547,13 @@ impl Ctx<'_> {
             .query_row(params![seat_id, license_id], |r| r.get(0))
             .optional()?;
         if let Some(holder) = &holder {
-            self.event(EventKind::Release, Some(license_id), Some(seat_id), Some(holder), None)?;
+            self.event(
+                EventKind::Release,
+                Some(license_id),
+                Some(seat_id),
+                Some(holder),
+                None,
+            )?;
         }
         Ok(holder.is_some())
     }
@@ -601,11 +625,14 @@ impl Ctx<'_> {
                 )?
                 .collect::<rusqlite::Result<_>>()?;
             for (seat_id, holder, expires_at) in &rows {
-                let detail = format!(
-                    "expired {} unrenewed",
-                    Timestamp::from_millis(*expires_at)
-                );
-                self.event(EventKind::Reap, Some(&lic.id), Some(seat_id), Some(holder), Some(&detail))?;
+                let detail = format!("expired {} unrenewed", Timestamp::from_millis(*expires_at));
+                self.event(
+                    EventKind::Reap,
+                    Some(&lic.id),
+                    Some(seat_id),
+                    Some(holder),
+                    Some(&detail),
+                )?;
             }
             reaped += rows.len();
         }
@@ -613,16 +640,20 @@ impl Ctx<'_> {
             .prepare_cached("DELETE FROM blocks WHERE until_ms <= ?1")?
             .execute([self.now.as_millis()])?;
         self.conn
-            .prepare_cached(
-                "DELETE FROM events WHERE id <= (SELECT max(id) FROM events) - ?1",
-            )?
+            .prepare_cached("DELETE FROM events WHERE id <= (SELECT max(id) FROM events) - ?1")?
             .execute([self.options.event_retention])?;
         Ok(reaped)
     }
 
     fn denied(&mut self, license_id: &str, holder: &str, detail: String) -> rusqlite::Result<()> {
         if self.first_in_window(format!("denied\0{license_id}\0{holder}")) {
-            self.event(EventKind::Denied, Some(license_id), None, Some(holder), Some(&detail))?;
+            self.event(
+                EventKind::Denied,
+                Some(license_id),
+                None,
+                Some(holder),
+                Some(&detail),
+            )?;
         }
         Ok(())
     }
@@ -657,7 +688,14 @@ impl Ctx<'_> {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
             )?
             .query_row(
-                params![self.now.as_millis(), kind.as_str(), license_id, seat_id, holder, detail],
+                params![
+                    self.now.as_millis(),
+                    kind.as_str(),
+                    license_id,
+                    seat_id,
+                    holder,
+                    detail
+                ],
                 |r| r.get(0),
             )?;
         self.events.push(Event {
