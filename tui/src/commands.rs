@@ -12,7 +12,9 @@ use std::io::Write;
 
 use anyhow::Context;
 use leasehold_common::Timestamp;
-use leasehold_common::api::{Event, LicensesResponse, RevokeRequest, SeatState, SeatsResponse};
+use leasehold_common::api::{
+    Event, EventsResponse, LicensesResponse, RevokeRequest, SeatState, SeatsResponse,
+};
 use leasehold_common::policy::format_duration;
 use leasehold_common::text::{is_unsafe_char, sanitize_for_terminal};
 use tokio::sync::mpsc;
@@ -86,22 +88,19 @@ async fn events(
         Some(after) => client.events(after, limit).await?.events,
         None => newest_events(client, limit as usize).await?,
     };
-    let mut last_id = after.unwrap_or(0);
     if json && !follow {
-        let v = serde_json::json!({ "events": listed });
-        writeln!(out, "{}", to_json(&v)?)?;
-    } else {
-        for ev in &listed {
-            print_event(out, ev, json)?;
-        }
+        let resp = EventsResponse { events: listed };
+        writeln!(out, "{}", to_json(&resp)?)?;
+        return Ok(());
     }
-    if let Some(ev) = listed.last() {
-        last_id = last_id.max(ev.id);
+    for ev in &listed {
+        print_event(out, ev, json)?;
     }
     out.flush()?;
     if !follow {
         return Ok(());
     }
+    let last_id = listed.last().map_or(after.unwrap_or(0), |e| e.id);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(stream::run(client.clone(), Some(last_id), tx));
     let mut down = false;

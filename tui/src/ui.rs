@@ -316,14 +316,31 @@ fn draw_holders(frame: &mut Frame, area: Rect, app: &App, theme: Theme, server_n
         ));
     }
     let focused = app.pane == Pane::Holders;
+    // Text columns as wide as the filtered rows need (within bounds; a
+    // cheap pass even for 10,000 rows), the spare width at the end: easier
+    // to read across than a stretched table.
+    let longest =
+        |f: &dyn Fn(&leasehold_common::api::SeatView) -> usize, min: usize, max: usize| {
+            app.view
+                .iter()
+                .map(|&i| f(&app.seats[i]))
+                .max()
+                .unwrap_or(0)
+                .clamp(min, max) as u16
+        };
     let widths = [
-        Constraint::Length(16),
-        Constraint::Fill(2),
-        Constraint::Fill(1),
+        Constraint::Length(longest(&|s| s.license_id.chars().count(), 9, 24)),
+        Constraint::Length(longest(&|s| s.holder.chars().count(), 8, 40)),
+        Constraint::Length(longest(
+            &|s| s.fingerprint.as_deref().map_or(1, |f| f.chars().count()),
+            11,
+            32,
+        )),
         Constraint::Length(8),
-        Constraint::Length(9),
         Constraint::Length(10),
+        Constraint::Length(12),
         Constraint::Length(11),
+        Constraint::Fill(1),
     ];
     let table = Table::new(rows, widths)
         .header(header)
