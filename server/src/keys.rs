@@ -54,14 +54,14 @@ pub fn load_or_create_admin_token(
 fn load_or_create_secret(path: &Path) -> Result<String, String> {
     match std::fs::read_to_string(path) {
         Ok(text) => {
-            if let Ok(meta) = std::fs::metadata(path) {
-                if meta.permissions().mode() & 0o077 != 0 {
-                    tracing::warn!(
-                        "{} is readable by other users (mode {:o}); it should be 0600",
-                        path.display(),
-                        meta.permissions().mode() & 0o777
-                    );
-                }
+            if let Ok(meta) = std::fs::metadata(path)
+                && meta.permissions().mode() & 0o077 != 0
+            {
+                tracing::warn!(
+                    "{} is readable by other users (mode {:o}); it should be 0600",
+                    path.display(),
+                    meta.permissions().mode() & 0o777
+                );
             }
             Ok(text)
         }

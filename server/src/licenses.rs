@@ -77,15 +77,14 @@ pub async fn watch_file(
         .unwrap_or_else(|| PathBuf::from("."));
     let file_name = path.file_name().map(|n| n.to_os_string());
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if let Ok(ev) = res {
-            if ev.paths.is_empty()
+        if let Ok(ev) = res
+            && (ev.paths.is_empty()
                 || ev
                     .paths
                     .iter()
-                    .any(|p| p.file_name() == file_name.as_deref())
-            {
-                let _ = tx.send(());
-            }
+                    .any(|p| p.file_name() == file_name.as_deref()))
+        {
+            let _ = tx.send(());
         }
     })
     .and_then(|mut w| w.watch(&dir, RecursiveMode::NonRecursive).map(|()| w));
@@ -111,12 +110,7 @@ pub async fn watch_file(
                     tokio::time::sleep(POLL_EVERY).await;
                 }
                 // Debounce: wait until events stop arriving.
-                loop {
-                    match tokio::time::timeout(DEBOUNCE, rx.recv()).await {
-                        Ok(Some(())) => continue,
-                        _ => break,
-                    }
-                }
+                while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
             }
             _ = tokio::time::sleep(POLL_EVERY) => {}
         }

@@ -10,6 +10,13 @@ const BUCKETS: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
 
+/// (name, help, [(outcome label, counter)])
+type CounterFamily<'a> = (
+    &'static str,
+    &'static str,
+    &'a [(&'static str, &'a AtomicU64)],
+);
+
 #[derive(Default)]
 pub struct Metrics {
     pub checkouts: AtomicU64,
@@ -70,7 +77,7 @@ impl Metrics {
             &|p| p.2,
         );
 
-        let counters: [(&str, &str, &[(&str, &AtomicU64)]); 7] = [
+        let counters: [CounterFamily<'_>; 7] = [
             (
                 "leasehold_checkouts_total",
                 "Checkouts granted.",

@@ -325,10 +325,10 @@ fn spawn_leaseholdd(
         let mut tx = Some(tx);
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                if let Some(tx) = tx.take() {
-                    let _ = tx.send(rest.trim().to_string());
-                }
+            if let Some(rest) = line.split("listening on http://").nth(1)
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(rest.trim().to_string());
             }
             if let Ok(mut l) = log.lock() {
                 l.push_str(&line);

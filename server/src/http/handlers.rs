@@ -127,15 +127,14 @@ pub async fn checkout(
         check_text("fingerprint", fp, FINGERPRINT_MAX_CHARS, false)
             .map_err(|e| ApiError::invalid(e.to_string()))?;
     }
-    if let Some(key) = &idempotency_key {
-        if key.is_empty()
+    if let Some(key) = &idempotency_key
+        && (key.is_empty()
             || key.len() > IDEMPOTENCY_KEY_MAX
-            || !key.chars().all(|c| c.is_ascii_graphic())
-        {
-            return Err(ApiError::invalid(format!(
-                "Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters"
-            )));
-        }
+            || !key.chars().all(|c| c.is_ascii_graphic()))
+    {
+        return Err(ApiError::invalid(format!(
+            "Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters"
+        )));
     }
 
     let outcome = state
@@ -274,10 +273,10 @@ pub async fn admin_seats(
     admin(state, authorization.as_deref())?;
     let licenses = state.licenses.current();
     let filter = query.get("license").map(String::as_str);
-    if let Some(id) = filter {
-        if licenses.get(id).is_none() {
-            return Err(ApiError::unknown_license(id));
-        }
+    if let Some(id) = filter
+        && licenses.get(id).is_none()
+    {
+        return Err(ApiError::unknown_license(id));
     }
     let rows = state.store.seats(filter).await.map_err(store_err(state))?;
     let now = state.clock.now();

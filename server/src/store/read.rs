@@ -37,10 +37,10 @@ impl ReadPool {
             None => open_connection(&self.path, true)?,
         };
         let result = f(&conn);
-        if let Ok(mut idle) = self.idle.lock() {
-            if idle.len() < POOL_KEEP {
-                idle.push(conn);
-            }
+        if let Ok(mut idle) = self.idle.lock()
+            && idle.len() < POOL_KEEP
+        {
+            idle.push(conn);
         }
         Ok(result?)
     }

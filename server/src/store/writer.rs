@@ -524,16 +524,16 @@ impl Ctx<'_> {
             .prepare_cached("SELECT holder FROM leases WHERE seat_id = ?1 AND license_id = ?2")?
             .query_row(params![seat_id, license_id], |r| r.get(0))
             .optional()?;
-        if let Some(holder) = lapsed {
-            if self.first_in_window(format!("lost\0{seat_id}")) {
-                self.event(
-                    EventKind::Lost,
-                    Some(license_id),
-                    Some(seat_id),
-                    Some(&holder),
-                    Some("heartbeat after the lease lapsed"),
-                )?;
-            }
+        if let Some(holder) = lapsed
+            && self.first_in_window(format!("lost\0{seat_id}"))
+        {
+            self.event(
+                EventKind::Lost,
+                Some(license_id),
+                Some(seat_id),
+                Some(&holder),
+                Some("heartbeat after the lease lapsed"),
+            )?;
         }
         Ok(HeartbeatOutcome::Lost)
     }
