@@ -1,0 +1,600 @@
+//! End-to-end tests of `leasehold`, the admin console, against the real
+//! `leaseholdd`: the one-shot commands as a script would run them, and the
+//! console itself driven in tmux (send-keys, capture-pane) the way an admin
+//! uses it. The tmux tests print a reason and pass when tmux is not
+//! installed (CI installs it).
+
+use std::path::Path;
+use std::process::{Command as StdCommand, Stdio};
+use std::time::{Duration, Instant};
+
+use leasehold_tests::{Server, TEST_LICENSES, eventually, leasehold_bin};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Run `leasehold ARGS` against `server` (with `--server`, plus `--token`
+/// unless `token` is None) in `cwd`, with a clean environment for the token.
+async fn leasehold_in(server: &Server, token: Option<&str>, cwd: &Path, args: &[&str]) -> Run {
+    let bin = leasehold_bin();
+    assert!(
+        bin.exists(),
+        "{} not built: run `cargo build -p leasehold-tui` first",
+        bin.display()
+    );
+    let mut cmd = Command::new(&bin);
+    cmd.args(args)
+        .arg("--server")
+        .arg(&server.base)
+        .current_dir(cwd)
+        .env_remove("LEASEHOLD_ADMIN_TOKEN")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    if let Some(t) = token {
+        cmd.arg("--token").arg(t);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(30), cmd.output())
+        .await
+        .expect("leasehold finished within 30 s")
+        .expect("run leasehold");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+async fn leasehold(server: &Server, args: &[&str]) -> Run {
+    let cwd = std::env::temp_dir();
+    leasehold_in(server, Some(&server.admin_token), &cwd, args).await
+}
+
+fn ok(run: &Run, what: &str) -> String {
+    assert_eq!(
+        run.code,
+        Some(0),
+        "{what} failed\nstdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+    run.stdout.clone()
+}
+
+/// A failure is one clear line on stderr and a non-zero exit.
+fn one_line_failure(run: &Run, what: &str) -> String {
+    assert!(
+        run.code.is_some_and(|c| c != 0),
+        "{what} should fail; stdout:\n{}",
+        run.stdout
+    );
+    let err = run.stderr.trim_end();
+    assert_eq!(err.lines().count(), 1, "{what}: one line on stderr:\n{err}");
+    assert!(err.starts_with("leasehold: "), "{err}");
+    err.to_string()
+}
+
+async fn checkout(server: &Server, license: &str, key: &str, holder: &str, fp: &str) -> String {
+    let resp = server
+        .checkout(license, key, json!({ "holder": holder, "fingerprint": fp }))
+        .await;
+    assert_eq!(resp.status(), 201, "checkout {holder}");
+    let lease: Value = resp.json().await.expect("lease json");
+    lease["seat_id"].as_str().expect("seat_id").to_string()
+}
+
+async fn seat_ids(server: &Server) -> Vec<String> {
+    let v = server.admin_get("/v1/admin/seats").await;
+    v["seats"]
+        .as_array()
+        .expect("seats")
+        .iter()
+        .map(|s| s["seat_id"].as_str().expect("seat_id").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn one_shot_commands_report_and_revoke() {
+    let server = Server::start(TEST_LICENSES).await;
+    let seat = checkout(&server, "small", "small-key", "alice", "fp-alice").await;
+    checkout(&server, "tiny", "tiny-key", "bob", "fp-bob").await;
+
+    // status: a table, and JSON with the server's fields.
+    let out = ok(&leasehold(&server, &["status"]).await, "status");
+    let small = out.lines().find(|l| l.starts_with("small ")).expect(&out);
+    assert!(small.contains("1/5") && small.contains(" ok"), "{out}");
+    let tiny = out.lines().find(|l| l.starts_with("tiny ")).expect(&out);
+    assert!(tiny.contains("1/1") && tiny.contains("FULL"), "{out}");
+    let v: Value = serde_json::from_str(&ok(
+        &leasehold(&server, &["status", "--json"]).await,
+        "status --json",
+    ))
+    .unwrap();
+    let l = v["licenses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["id"] == "small")
+        .unwrap();
+    assert_eq!(
+        (l["seats"].as_u64(), l["live"].as_u64()),
+        (Some(5), Some(1))
+    );
+    assert!(v["now"].is_string());
+
+    // seats: the full seat id (scripts pass it to revoke), filter by license.
+    let out = ok(
+        &leasehold(&server, &["seats", "--license", "small"]).await,
+        "seats",
+    );
+    assert!(out.starts_with("LICENSE"), "{out}");
+    let row = out.lines().find(|l| l.contains(&seat)).expect(&out);
+    assert!(
+        row.contains("alice") && row.contains("fp-alice") && row.contains("live"),
+        "{row}"
+    );
+    assert!(!out.contains("bob"), "filtered to small:\n{out}");
+    let v: Value = serde_json::from_str(&ok(
+        &leasehold(&server, &["seats", "--json"]).await,
+        "seats --json",
+    ))
+    .unwrap();
+    assert_eq!(v["seats"].as_array().unwrap().len(), 2);
+
+    // revoke with a reason and a block.
+    let out = ok(
+        &leasehold(
+            &server,
+            &[
+                "revoke",
+                &seat,
+                "--reason",
+                "stuck build agent",
+                "--block",
+                "1m",
+            ],
+        )
+        .await,
+        "revoke",
+    );
+    assert!(out.contains(&format!("revoked seat {seat}")), "{out}");
+    assert!(
+        !seat_ids(&server).await.contains(&seat),
+        "seat gone on the server"
+    );
+    let hb = server.heartbeat("small", "small-key", &seat).await;
+    assert_eq!(hb.status(), 410, "the next heartbeat learns it");
+    let again = server
+        .checkout(
+            "small",
+            "small-key",
+            json!({ "holder": "alice", "fingerprint": "fp-alice" }),
+        )
+        .await;
+    assert_eq!(again.status(), 403, "blocked for a minute");
+
+    // events: the checkouts and the revoke, as text and JSON.
+    let out = ok(&leasehold(&server, &["events"]).await, "events");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("checkout") && l.contains("alice")),
+        "{out}"
+    );
+    let revoke_line = out.lines().find(|l| l.contains("revoke")).expect(&out);
+    assert!(revoke_line.contains(&seat), "{out}");
+    let v: Value = serde_json::from_str(&ok(
+        &leasehold(&server, &["events", "--json"]).await,
+        "events --json",
+    ))
+    .unwrap();
+    let events = v["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "revoke" && e["seat_id"] == seat.as_str())
+    );
+    let first = events[0]["id"].as_i64().unwrap();
+    let v: Value = serde_json::from_str(&ok(
+        &leasehold(
+            &server,
+            &["events", "--json", "--after", &first.to_string()],
+        )
+        .await,
+        "events --after",
+    ))
+    .unwrap();
+    assert!(
+        v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["id"].as_i64().unwrap() > first)
+    );
+
+    // revoke --json; then the same seat again: unknown_seat, one line, non-zero.
+    let other = seat_ids(&server).await.pop().expect("bob's seat");
+    let v: Value = serde_json::from_str(&ok(
+        &leasehold(&server, &["revoke", &other, "--json"]).await,
+        "revoke --json",
+    ))
+    .unwrap();
+    assert_eq!(v, json!({ "seat_id": other, "revoked": true }));
+    let err = one_line_failure(
+        &leasehold(&server, &["revoke", &other]).await,
+        "revoke twice",
+    );
+    assert!(
+        err.contains("unknown_seat") && err.contains(&other),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn one_shot_errors_are_one_line_and_token_sources_work() {
+    let server = Server::start(TEST_LICENSES).await;
+    let tmp = std::env::temp_dir();
+
+    let err = one_line_failure(
+        &leasehold_in(&server, Some("not-the-token"), &tmp, &["status"]).await,
+        "wrong token",
+    );
+    assert!(err.contains("401"), "{err}");
+
+    // A port nobody listens on.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut cmd = Command::new(leasehold_bin());
+    let out = cmd
+        .args([
+            "seats",
+            "--server",
+            &format!("http://127.0.0.1:{dead}"),
+            "--token",
+            "x",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let run = Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    let err = one_line_failure(&run, "unreachable server");
+    assert!(err.contains("cannot reach the server"), "{err}");
+
+    // No token anywhere.
+    let empty = tempfile::tempdir().unwrap();
+    let err = one_line_failure(
+        &leasehold_in(&server, None, empty.path(), &["status"]).await,
+        "no token",
+    );
+    assert!(err.contains("no admin token"), "{err}");
+
+    // ./data/admin.token, as written by the server into its data dir.
+    let parent = server.data_dir().parent().unwrap().to_path_buf();
+    ok(
+        &leasehold_in(&server, None, &parent, &["status"]).await,
+        "token from ./data/admin.token",
+    );
+
+    // LEASEHOLD_ADMIN_TOKEN.
+    let out = Command::new(leasehold_bin())
+        .args(["status", "--server", &server.base])
+        .current_dir(&tmp)
+        .env("LEASEHOLD_ADMIN_TOKEN", &server.admin_token)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn events_follow_prints_new_events_as_they_happen() {
+    let server = Server::start(TEST_LICENSES).await;
+    checkout(&server, "small", "small-key", "early", "fp-early").await;
+    let mut child = Command::new(leasehold_bin())
+        .args([
+            "events",
+            "--follow",
+            "--json",
+            "--server",
+            &server.base,
+            "--token",
+            &server.admin_token,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("an event within 20 s")
+            .unwrap()
+            .expect("a line");
+        serde_json::from_str(&line).unwrap()
+    };
+    let first = next().await;
+    assert_eq!(
+        (first["kind"].as_str(), first["holder"].as_str()),
+        (Some("checkout"), Some("early"))
+    );
+    let seat = checkout(&server, "small", "small-key", "late", "fp-late").await;
+    let ev = next().await;
+    assert_eq!(ev["seat_id"], seat.as_str());
+    assert!(ev["id"].as_i64() > first["id"].as_i64());
+    child.kill().await.unwrap();
+}
+
+// ---------------------------------------------------------------- tmux
+
+fn have_tmux() -> bool {
+    StdCommand::new("tmux")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A tmux server of its own (its own socket), killed on drop, so the test
+/// neither sees nor disturbs anyone's sessions.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(name: &str, command: &str) -> Tmux {
+        let socket = format!("leasehold-e2e-{}-{name}", std::process::id());
+        let t = Tmux { socket };
+        let status = t
+            .cmd()
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                "console",
+                "-x",
+                "160",
+                "-y",
+                "45",
+                command,
+            ])
+            .status()
+            .expect("tmux new-session");
+        assert!(status.success(), "tmux new-session failed");
+        t
+    }
+
+    fn cmd(&self) -> StdCommand {
+        let mut c = StdCommand::new("tmux");
+        c.args(["-L", &self.socket]);
+        c
+    }
+
+    fn screen(&self) -> String {
+        let out = self
+            .cmd()
+            .args(["capture-pane", "-p", "-t", "console"])
+            .output()
+            .expect("capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = self
+            .cmd()
+            .args(["send-keys", "-t", "console"])
+            .args(keys)
+            .status()
+            .expect("send-keys");
+        assert!(status.success());
+    }
+
+    /// Type text literally (no key-name lookup).
+    fn type_text(&self, text: &str) {
+        let status = self
+            .cmd()
+            .args(["send-keys", "-t", "console", "-l", text])
+            .status()
+            .expect("send-keys -l");
+        assert!(status.success());
+    }
+
+    async fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let screen = self.screen();
+            if check(&screen) {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; screen:\n{screen}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn alive(&self) -> bool {
+        self.cmd()
+            .args(["has-session", "-t", "console"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").stderr(Stdio::null()).status();
+    }
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn console_command(server: &Server, log: &Path, extra: &str) -> String {
+    format!(
+        "env NO_COLOR=1 {} --server {} --token {} --log-file {} {extra}",
+        sh_quote(&leasehold_bin().to_string_lossy()),
+        sh_quote(&server.base),
+        sh_quote(&server.admin_token),
+        sh_quote(&log.to_string_lossy()),
+    )
+}
+
+#[tokio::test]
+async fn console_shows_a_held_seat_and_revokes_it() {
+    if !have_tmux() {
+        println!("skipped: tmux is not installed (the console tests drive it in tmux)");
+        return;
+    }
+    let server = Server::start(TEST_LICENSES).await;
+    let seat = checkout(&server, "small", "small-key", "carol-e2e", "fp-carol").await;
+    checkout(&server, "small", "small-key", "dave-e2e", "fp-dave").await;
+    let logs = tempfile::tempdir().unwrap();
+    let tmux = Tmux::start(
+        "revoke",
+        &console_command(&server, &logs.path().join("console.log"), ""),
+    );
+
+    let screen = tmux
+        .wait_for("the held seats", Duration::from_secs(20), |s| {
+            s.contains("carol-e2e") && s.contains("dave-e2e") && s.contains("connected")
+        })
+        .await;
+    assert!(
+        screen.contains(&seat[..8]),
+        "short seat id shown:\n{screen}"
+    );
+    assert!(screen.contains("● live"), "state word and glyph:\n{screen}");
+    assert!(screen.contains("small"), "pool listed:\n{screen}");
+
+    // Filter down to carol, open the revoke modal, give a reason, confirm.
+    tmux.keys(&["/"]);
+    tmux.type_text("carol-e2e");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the filter", Duration::from_secs(10), |s| {
+        s.contains("Holders 1 of 2")
+    })
+    .await;
+    tmux.keys(&["r"]);
+    let modal = tmux
+        .wait_for("the revoke modal", Duration::from_secs(10), |s| {
+            s.contains("Revoke seat")
+        })
+        .await;
+    assert!(
+        modal.contains(&seat),
+        "modal names the full seat id:\n{modal}"
+    );
+    assert!(
+        modal.contains("carol-e2e") && modal.contains("small"),
+        "{modal}"
+    );
+    tmux.keys(&["Tab"]);
+    tmux.type_text("e2e test");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the outcome", Duration::from_secs(10), |s| {
+        s.contains("revoked carol-e2e")
+    })
+    .await;
+
+    // Gone on the server; the feed shows the revoke; dave is untouched.
+    let ids = seat_ids(&server).await;
+    assert!(!ids.contains(&seat), "revoked seat still on the server");
+    assert_eq!(ids.len(), 1);
+    let events = server.admin_get("/v1/admin/events").await;
+    assert!(
+        events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "revoke" && e["seat_id"] == seat.as_str()),
+        "{events}"
+    );
+    tmux.keys(&["Escape"]); // clear the filter
+    tmux.wait_for(
+        "the revoke event in the feed",
+        Duration::from_secs(10),
+        |s| {
+            s.lines()
+                .any(|l| l.contains("revoke") && l.contains("carol-e2e"))
+                && s.contains("dave-e2e")
+        },
+    )
+    .await;
+
+    // q quits and gives the terminal back.
+    tmux.keys(&["q"]);
+    eventually(Duration::from_secs(10), "the console to exit", || async {
+        (!tmux.alive()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn console_survives_the_server_going_away() {
+    if !have_tmux() {
+        println!("skipped: tmux is not installed (the console tests drive it in tmux)");
+        return;
+    }
+    let mut server = Server::start(TEST_LICENSES).await;
+    checkout(&server, "small", "small-key", "erin-e2e", "fp-erin").await;
+    let logs = tempfile::tempdir().unwrap();
+    let tmux = Tmux::start(
+        "outage",
+        &console_command(&server, &logs.path().join("console.log"), "--read-only"),
+    );
+    tmux.wait_for("the held seat", Duration::from_secs(20), |s| {
+        s.contains("erin-e2e")
+    })
+    .await;
+
+    // Read-only: r does not open the modal.
+    tmux.keys(&["r"]);
+    tmux.wait_for("the read-only notice", Duration::from_secs(10), |s| {
+        s.contains("read-only") && !s.contains("Revoke seat")
+    })
+    .await;
+
+    server.kill9();
+    let screen = tmux
+        .wait_for("the disconnected banner", Duration::from_secs(20), |s| {
+            s.contains("DISCONNECTED")
+        })
+        .await;
+    assert!(screen.contains("erin-e2e"), "last data kept:\n{screen}");
+
+    server.restart().await;
+    tmux.wait_for("reconnection", Duration::from_secs(30), |s| {
+        !s.contains("DISCONNECTED") && s.contains("● connected") && s.contains("erin-e2e")
+    })
+    .await;
+    assert!(tmux.alive(), "the console is still running");
+    tmux.keys(&["C-c"]);
+    eventually(Duration::from_secs(10), "the console to exit", || async {
+        (!tmux.alive()).then_some(())
+    })
+    .await;
+}
