@@ -201,9 +201,7 @@ async fn serve_prepared(
     for t in tasks {
         let _ = t.await;
     }
-    let store = state.store.clone();
-    drop(state);
-    store.close().await;
+    state.store.close().await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -231,8 +231,19 @@ async fn a_stalled_server_does_not_evict_healthy_clients() {
 async fn sigterm_stops_cleanly() {
     let mut s = Server::start(TEST_LICENSES).await;
     seat(&s, "small", "small-key", "a").await;
+    // An open event stream must not hold the shutdown up.
+    let stream = s
+        .client()
+        .get(s.url("/v1/admin/events/stream"))
+        .header("authorization", s.auth())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let started = Instant::now();
     let status = s.terminate().expect("was running");
     assert!(status.success(), "exit status {status:?}");
+    assert!(started.elapsed() < Duration::from_secs(10), "stopped promptly");
 }
 
 #[tokio::test]

@@ -292,17 +292,11 @@ impl Store {
     }
 
     /// Finish queued commands, record a clean stop and join the writer.
-    pub async fn close(self) {
-        let Store {
-            commands,
-            writer_thread,
-            ..
-        } = self;
-        drop(commands);
-        let handle = writer_thread.lock().map(|mut g| g.take()).unwrap_or(None);
+    /// Commands sent after this fail with [`StoreError::Closed`].
+    pub async fn close(&self) {
+        let _ = self.call(|reply| Command::Shutdown { reply }).await;
+        let handle = self.writer_thread.lock().map(|mut g| g.take()).unwrap_or(None);
         if let Some(handle) = handle {
-            // Other clones of the sender (request tasks still finishing) keep
-            // the writer alive until they drop; don't block the runtime on it.
             let _ = tokio::task::spawn_blocking(move || handle.join()).await;
         }
     }

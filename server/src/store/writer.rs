@@ -60,6 +60,9 @@ pub enum Command {
         detail: String,
         reply: Reply<Event>,
     },
+    /// Finish what is queued before it, record a clean stop, and exit, even
+    /// if request tasks still hold senders.
+    Shutdown { reply: Reply<()> },
 }
 
 /// Denied checkouts and heartbeats on lapsed seats can arrive thousands of
@@ -131,6 +134,7 @@ impl Writer {
 
     /// Serve commands until every sender is gone.
     pub fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let mut stop_reply = None;
         while let Some(first) = rx.blocking_recv() {
             let mut batch = vec![first];
             while batch.len() < self.options.max_batch {
@@ -139,12 +143,25 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            if let Some(i) = batch.iter().position(|c| matches!(c, Command::Shutdown { .. })) {
+                let rest = batch.split_off(i);
+                self.process(batch);
+                if let Some(Command::Shutdown { reply }) = rest.into_iter().next() {
+                    stop_reply = Some(reply);
+                }
+                break;
+            }
             self.process(batch);
         }
+        // Refuse whatever comes after the stop (callers get Closed → 503).
+        drop(rx);
         // Clean stop: record when we were last alive so the next start does
         // not mistake this shutdown's downtime for time the leases had.
         self.last_alive_persisted = Timestamp::from_millis(i64::MIN);
         self.process(Vec::new());
+        if let Some(reply) = stop_reply {
+            let _ = reply.send(Ok(()));
+        }
     }
 
     fn process(&mut self, batch: Vec<Command>) {
@@ -278,6 +295,7 @@ fn error_finish(cmd: Command, e: rusqlite::Error) -> Finish {
         Command::Reap { reply, .. } => finish(reply, Err(e.into())),
         Command::Tick { reply } => finish(reply, Err(e.into())),
         Command::RecordEvent { reply, .. } => finish(reply, Err(e.into())),
+        Command::Shutdown { reply } => finish(reply, Err(e.into())),
     }
 }
 
@@ -318,7 +336,7 @@ impl Ctx<'_> {
                 reply,
             } => done(reply, self.revoke(&seat_id, reason, block)),
             Command::Reap { limit, reply } => done(reply, self.reap(limit)),
-            Command::Tick { reply } => done(reply, Ok(())),
+            Command::Tick { reply } | Command::Shutdown { reply } => done(reply, Ok(())),
             Command::RecordEvent {
                 kind,
                 license_id,
