@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use leasehold_common::text::sanitize_for_terminal;
 use leasehold_tui::cli::Cli;
 
 fn main() -> ExitCode {
@@ -28,7 +29,9 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("leasehold: {e:#}");
+            // One line, and nothing a server said can reach the terminal raw.
+            let line = format!("{e:#}").replace('\n', " ");
+            eprintln!("leasehold: {}", sanitize_for_terminal(&line));
             ExitCode::FAILURE
         }
     }
