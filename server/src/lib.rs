@@ -8,6 +8,7 @@
 //! - [`reaper`]: deletes reapable leases in batches; the alive tick that lets
 //!   the store notice stalls.
 //! - [`licenses`]: the licenses file, loaded and hot-reloaded.
+//! - [`queue`]: first-come-first-served waiting for a seat (`?wait=`).
 //! - [`keys`]: signing key and admin token files.
 //! - [`metrics`]: Prometheus counters and the latency histogram.
 //! - [`clock`]: the clock trait; tests use [`clock::ManualClock`].
@@ -21,6 +22,7 @@ pub mod http;
 pub mod keys;
 pub mod licenses;
 pub mod metrics;
+pub mod queue;
 pub mod reaper;
 pub mod serve;
 pub mod store;
@@ -54,6 +56,8 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// Notified after each accepted licenses-file reload.
     pub reloaded: Arc<Notify>,
+    /// Checkouts waiting for a seat (`?wait=`).
+    pub queues: Arc<queue::WaitQueues>,
 }
 
 /// Check the data dir, load the licenses file, bind `config.listen`, and
@@ -118,6 +122,7 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             clock,
             shutdown: shutdown_rx,
             reloaded: Arc::new(Notify::new()),
+            queues: Arc::new(queue::WaitQueues::default()),
         }),
         shutdown_tx,
         _data_dir_lock: lock,
@@ -177,6 +182,11 @@ async fn serve_prepared(
             stop.clone(),
         )),
         tokio::spawn(reaper::run_alive_tick(state.store.clone(), stop.clone())),
+        tokio::spawn(queue::forward_events(
+            state.queues.clone(),
+            state.store.subscribe(),
+            stop.clone(),
+        )),
         tokio::spawn(licenses::watch_file(
             config.licenses.clone(),
             state.licenses.clone(),

@@ -22,6 +22,7 @@ use super::error::ApiError;
 use crate::AppState;
 use crate::keys::key_matches;
 use crate::metrics::Metrics;
+use crate::queue::{MAX_WAIT_S, Ticket};
 use crate::store::{self, CheckoutOutcome, HeartbeatOutcome, LeaseRow};
 
 pub type Result<T> = std::result::Result<T, ApiError>;
@@ -111,6 +112,7 @@ pub async fn checkout(
     license_id: String,
     authorization: Option<String>,
     idempotency_key: Option<String>,
+    query: HashMap<String, String>,
     body: Bytes,
 ) -> Result<Response> {
     client_license(state, &license_id, authorization.as_deref())?;
@@ -137,16 +139,56 @@ pub async fn checkout(
         )));
     }
 
-    let outcome = state
-        .store
-        .checkout(store::CheckoutRequest {
-            license_id: license_id.clone(),
-            holder: req.holder,
-            fingerprint,
-            idempotency_key,
-        })
-        .await
-        .map_err(store_err(state))?;
+    let wait = Duration::from_secs(
+        query_int(&query, "wait")?
+            .unwrap_or(0)
+            .min(MAX_WAIT_S as i64) as u64,
+    );
+    let req = store::CheckoutRequest {
+        license_id: license_id.clone(),
+        holder: req.holder,
+        fingerprint,
+        idempotency_key,
+    };
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut ticket = None;
+    loop {
+        // Armed before the attempt, so a seat freed during it still wakes us.
+        let notified = state.queues.changed.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().enable();
+        let ahead = match &ticket {
+            Some(t) => Ticket::ahead(t),
+            None => state.queues.waiting(&license_id),
+        };
+        let outcome = state
+            .store
+            .checkout_behind(req.clone(), u32::try_from(ahead).unwrap_or(u32::MAX))
+            .await
+            .map_err(store_err(state))?;
+        match outcome {
+            CheckoutOutcome::Full { retry_after, .. } if tokio::time::Instant::now() < deadline => {
+                if ticket.is_none() {
+                    ticket = Some(state.queues.join(&license_id));
+                }
+                // Wake on a freed seat, on the earliest lease lapsing, or at
+                // the end of the wait (one last try, then 409).
+                let recheck = tokio::time::Instant::now() + retry_after;
+                tokio::select! {
+                    _ = notified => {}
+                    _ = tokio::time::sleep_until(recheck.min(deadline)) => {}
+                }
+            }
+            outcome => return checkout_reply(state, &license_id, outcome),
+        }
+    }
+}
+
+fn checkout_reply(
+    state: &AppState,
+    license_id: &str,
+    outcome: CheckoutOutcome,
+) -> Result<Response> {
     match outcome {
         CheckoutOutcome::Granted { lease, reused } => {
             Metrics::inc(if reused {
@@ -184,7 +226,7 @@ pub async fn checkout(
                 until.millis_since(now).max(0) as u64,
             ))))
         }
-        CheckoutOutcome::UnknownLicense => Err(ApiError::unknown_license(&license_id)),
+        CheckoutOutcome::UnknownLicense => Err(ApiError::unknown_license(license_id)),
     }
 }
 

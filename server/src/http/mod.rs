@@ -137,10 +137,11 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         .and(warp::post())
         .and(authorization())
         .and(warp::header::optional::<String>("idempotency-key"))
+        .and(query())
         .and(limited_body())
         .and(with_state(state.clone()))
-        .then(|license, auth, key, body, s: State| async move {
-            reply(handlers::checkout(&s, license, auth, key, body).await)
+        .then(|license, auth, key, q, body, s: State| async move {
+            reply(handlers::checkout(&s, license, auth, key, q, body).await)
         })
         .boxed();
 

@@ -178,7 +178,18 @@ impl Store {
     }
 
     pub async fn checkout(&self, req: CheckoutRequest) -> Result<CheckoutOutcome, StoreError> {
-        self.call(|reply| Command::Checkout { req, reply }).await
+        self.checkout_behind(req, 0).await
+    }
+
+    /// A checkout with `ahead` waiters in line before it: it succeeds only if
+    /// a seat is free for each of them and one more.
+    pub async fn checkout_behind(
+        &self,
+        req: CheckoutRequest,
+        ahead: u32,
+    ) -> Result<CheckoutOutcome, StoreError> {
+        self.call(|reply| Command::Checkout { req, ahead, reply })
+            .await
     }
 
     pub async fn heartbeat(
@@ -295,7 +306,11 @@ impl Store {
     /// Commands sent after this fail with [`StoreError::Closed`].
     pub async fn close(&self) {
         let _ = self.call(|reply| Command::Shutdown { reply }).await;
-        let handle = self.writer_thread.lock().map(|mut g| g.take()).unwrap_or(None);
+        let handle = self
+            .writer_thread
+            .lock()
+            .map(|mut g| g.take())
+            .unwrap_or(None);
         if let Some(handle) = handle {
             let _ = tokio::task::spawn_blocking(move || handle.join()).await;
         }

@@ -29,6 +29,8 @@ type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 pub enum Command {
     Checkout {
         req: CheckoutRequest,
+        /// Waiters in line ahead of this checkout: their seats are spoken for.
+        ahead: u32,
         reply: Reply<CheckoutOutcome>,
     },
     Heartbeat {
@@ -62,7 +64,9 @@ pub enum Command {
     },
     /// Finish what is queued before it, record a clean stop, and exit, even
     /// if request tasks still hold senders.
-    Shutdown { reply: Reply<()> },
+    Shutdown {
+        reply: Reply<()>,
+    },
 }
 
 /// Denied checkouts and heartbeats on lapsed seats can arrive thousands of
@@ -143,7 +147,10 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            if let Some(i) = batch.iter().position(|c| matches!(c, Command::Shutdown { .. })) {
+            if let Some(i) = batch
+                .iter()
+                .position(|c| matches!(c, Command::Shutdown { .. }))
+            {
                 let rest = batch.split_off(i);
                 self.process(batch);
                 if let Some(Command::Shutdown { reply }) = rest.into_iter().next() {
@@ -318,7 +325,7 @@ impl Ctx<'_> {
             (finish(reply, r.map_err(StoreError::from)), ok)
         }
         match cmd {
-            Command::Checkout { req, reply } => done(reply, self.checkout(&req)),
+            Command::Checkout { req, ahead, reply } => done(reply, self.checkout(&req, ahead)),
             Command::Heartbeat {
                 license_id,
                 seat_id,
@@ -350,7 +357,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn checkout(&mut self, req: &CheckoutRequest) -> rusqlite::Result<CheckoutOutcome> {
+    fn checkout(&mut self, req: &CheckoutRequest, ahead: u32) -> rusqlite::Result<CheckoutOutcome> {
         let Some(lic) = self.licenses.get(&req.license_id) else {
             return Ok(CheckoutOutcome::UnknownLicense);
         };
@@ -427,7 +434,7 @@ impl Ctx<'_> {
 
         let threshold = live_threshold(self.now, policy.skew);
         let live = live_count(self.conn, &lic.id, threshold)?;
-        if live >= policy.seats {
+        if live.saturating_add(ahead) >= policy.seats {
             let earliest: Option<i64> = self
                 .conn
                 .prepare_cached(
