@@ -243,7 +243,10 @@ async fn sigterm_stops_cleanly() {
     let started = Instant::now();
     let status = s.terminate().expect("was running");
     assert!(status.success(), "exit status {status:?}");
-    assert!(started.elapsed() < Duration::from_secs(10), "stopped promptly");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "stopped promptly"
+    );
 }
 
 #[tokio::test]
