@@ -61,6 +61,13 @@ pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
 /// by a newer build rather than guessing at its schema.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<Result<(), String>> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version < 0 {
+        // Not a version any leaseholdd writes; `version as usize` below would
+        // wrap and silently skip every migration.
+        return Ok(Err(format!(
+            "database schema version {version} was not written by leaseholdd"
+        )));
+    }
     if version > CURRENT_VERSION {
         return Ok(Err(format!(
             "database schema version {version} is newer than this leaseholdd understands ({CURRENT_VERSION})"
