@@ -55,6 +55,7 @@ fn bad_checkouts() -> Vec<(&'static str, Vec<u8>)> {
         ("empty body", b"".to_vec()),
         ("not json", b"holder=alice".to_vec()),
         ("json array", b"[]".to_vec()),
+        ("struct as array", br#"["bob", "fp"]"#.to_vec()),
         ("missing holder", br#"{"fingerprint": "f"}"#.to_vec()),
         ("holder not a string", br#"{"holder": 42}"#.to_vec()),
         ("empty holder", br#"{"holder": ""}"#.to_vec()),
@@ -157,6 +158,7 @@ async fn bad_admin_input_is_rejected_and_changes_nothing() {
         r#"{"block_s": "ten"}"#,
         r#"{"block_s": 999999999999}"#,
         r#"{"reason": 7}"#,
+        r#"["a reason", 60]"#,
         "not json",
     ] {
         let resp = revoke(body).await.unwrap();
@@ -189,6 +191,16 @@ async fn bad_admin_input_is_rejected_and_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 400);
+    for bad in ["-1", "+3"] {
+        let resp = c
+            .get(s.url("/v1/admin/events/stream"))
+            .header("authorization", s.auth())
+            .header("last-event-id", bad)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400, "Last-Event-ID {bad}");
+    }
 }
 
 #[tokio::test]

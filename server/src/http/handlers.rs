@@ -432,9 +432,14 @@ pub async fn admin_events_stream(
     admin(&state, authorization.as_deref())?;
     let from_header = match last_event_id.as_deref().map(str::trim) {
         None | Some("") => None,
-        Some(v) => Some(v.parse::<i64>().map_err(|_| {
-            ApiError::invalid(format!("Last-Event-ID must be an event id, not {v:?}"))
-        })?),
+        Some(v) => Some(
+            v.parse::<i64>()
+                .ok()
+                .filter(|id| *id >= 0 && v.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or_else(|| {
+                    ApiError::invalid(format!("Last-Event-ID must be an event id, not {v:?}"))
+                })?,
+        ),
     };
     let after = from_header.or(query_int(&query, "after")?).unwrap_or(0);
     Ok(super::sse::stream(state, after).into_response())
