@@ -13,8 +13,12 @@
 //! - [`token`]: compact JWS (EdDSA / Ed25519) lease tokens and the JWKS.
 //! - [`api`]: the JSON wire types of the HTTP contract.
 //! - [`text`]: input rules for strings an admin's terminal will print.
+//! - `client` (feature `client`): the typed HTTP client and `LeaseKeeper`,
+//!   the crate's one I/O edge (its time logic still takes a clock).
 
 pub mod api;
+#[cfg(feature = "client")]
+pub mod client;
 pub mod liveness;
 pub mod policy;
 pub mod text;

@@ -1,0 +1,426 @@
+//! `LeaseKeeper`: holds one seat for a Rust application.
+//!
+//! ```no_run
+//! # async fn app() {
+//! use leasehold_common::client::{KeeperConfig, KeeperState, LeaseKeeper};
+//!
+//! let keeper = LeaseKeeper::start(KeeperConfig::new(
+//!     "http://127.0.0.1:7400", "demo-cad", "demo-cad-key", "alice", "machine-7f3a",
+//! ))
+//! .unwrap();
+//! let mut state = keeper.subscribe();
+//! tokio::spawn(async move {
+//!     while state.changed().await.is_ok() {
+//!         let held = state.borrow_and_update().is_held();
+//!         // Degrade (read-only mode, a banner) only when not held.
+//!         let _ = held;
+//!     }
+//! });
+//! // ... the application runs ...
+//! keeper.shutdown().await; // releases the seat
+//! # }
+//! ```
+//!
+//! The decisions live in the pure [`super::machine::Machine`]; this module is
+//! the driver that sends the requests it asks for, verifies every lease token
+//! against the server's JWKS, publishes state changes and releases on
+//! shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::clock::{LocalClock, SystemClock};
+use super::http::{Client, ClientError};
+use super::machine::{Action, Expected, Machine, check_lease};
+use crate::api::{CheckoutRequest, Lease};
+use crate::token::{Jwks, TokenError, verify};
+
+/// What the keeper is doing, as published on its watch channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeeperState {
+    /// No seat yet, or the seat was lost (410: revoked, reaped): checking out.
+    Acquiring,
+    /// Holding this verified lease. It stays `Held` through transient
+    /// failures (server down, timeouts, 5xx) for as long as the lease is
+    /// valid; the lease is replaced by each successful heartbeat.
+    Held(Lease),
+    /// The pool is full (409): checking out again after `retry_after`.
+    Waiting { retry_after: Duration },
+    /// The held lease has expired by the local clock and renewing or
+    /// re-acquiring it failed. Still trying; this is when to degrade.
+    Lapsed,
+    /// An admin revoked the seat and blocked re-checkout (403). Stopped.
+    Blocked {
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// A permanent error: wrong key, unknown license, rejected request. Stopped.
+    Failed(String),
+    /// Shut down; the seat was released.
+    Stopped,
+}
+
+impl KeeperState {
+    pub fn is_held(&self) -> bool {
+        matches!(self, KeeperState::Held(_))
+    }
+
+    pub fn lease(&self) -> Option<&Lease> {
+        match self {
+            KeeperState::Held(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// The keeper has stopped trying.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            KeeperState::Blocked { .. } | KeeperState::Failed(_) | KeeperState::Stopped
+        )
+    }
+}
+
+/// What a keeper needs to know.
+#[derive(Debug, Clone)]
+pub struct KeeperConfig {
+    /// Base URL, e.g. `http://127.0.0.1:7400`.
+    pub server: String,
+    pub license: String,
+    /// The license key (`Authorization: Bearer`).
+    pub key: String,
+    /// Who holds the seat, shown to admins (1–128 printable characters).
+    pub holder: String,
+    /// This machine's fingerprint. A re-sent checkout from the same machine
+    /// re-claims its live seat instead of taking a second one.
+    pub fingerprint: String,
+    /// Upper bound for one request (default 10 s); a request is also never
+    /// given longer than the held lease has left.
+    pub request_timeout: Duration,
+}
+
+impl KeeperConfig {
+    pub fn new(server: &str, license: &str, key: &str, holder: &str, fingerprint: &str) -> Self {
+        KeeperConfig {
+            server: server.to_string(),
+            license: license.to_string(),
+            key: key.to_string(),
+            holder: holder.to_string(),
+            fingerprint: fingerprint.to_string(),
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.request_timeout = d;
+        self
+    }
+}
+
+/// Counters since start, for metrics and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeeperStats {
+    /// Checkouts granted (first acquisition and every re-acquisition).
+    pub checkouts: u64,
+    /// Heartbeats that renewed the lease.
+    pub heartbeats: u64,
+    /// Requests that failed transiently or returned an invalid lease.
+    pub failures: u64,
+    /// 410s: the server no longer held the seat.
+    pub seats_lost: u64,
+    /// Transitions into `Lapsed`.
+    pub lapses: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    checkouts: AtomicU64,
+    heartbeats: AtomicU64,
+    failures: AtomicU64,
+    seats_lost: AtomicU64,
+    lapses: AtomicU64,
+}
+
+impl Counters {
+    fn snapshot(&self) -> KeeperStats {
+        KeeperStats {
+            checkouts: self.checkouts.load(Ordering::Relaxed),
+            heartbeats: self.heartbeats.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+            seats_lost: self.seats_lost.load(Ordering::Relaxed),
+            lapses: self.lapses.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Holds one seat in a background task until [`LeaseKeeper::shutdown`] (or
+/// drop, which also releases the seat if the runtime is still running).
+pub struct LeaseKeeper {
+    state: watch::Receiver<KeeperState>,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for LeaseKeeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseKeeper")
+            .field("state", &*self.state.borrow())
+            .finish()
+    }
+}
+
+impl LeaseKeeper {
+    /// Start keeping a seat. Must be called inside a Tokio runtime.
+    pub fn start(config: KeeperConfig) -> Result<LeaseKeeper, ClientError> {
+        LeaseKeeper::start_with_clock(config, Arc::new(SystemClock::new()))
+    }
+
+    /// Start with a given local clock (tests run keepers hours off).
+    pub fn start_with_clock(
+        config: KeeperConfig,
+        clock: Arc<dyn LocalClock>,
+    ) -> Result<LeaseKeeper, ClientError> {
+        let client = Client::new(&config.server, &config.license, &config.key)?;
+        let machine = Machine::new(clock.now());
+        let (state_tx, state_rx) = watch::channel(KeeperState::Acquiring);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let counters = Arc::new(Counters::default());
+        let fingerprint = Some(config.fingerprint.clone()).filter(|f| !f.is_empty());
+        let driver = Driver {
+            expected: Expected {
+                license: config.license.clone(),
+                holder: config.holder.clone(),
+                fingerprint: fingerprint.clone(),
+            },
+            request: CheckoutRequest {
+                holder: config.holder.clone(),
+                fingerprint,
+            },
+            config,
+            client,
+            clock,
+            jwks: None,
+            machine,
+            state: state_tx,
+            stop: stop_rx,
+            counters: counters.clone(),
+        };
+        let task = tokio::spawn(driver.run());
+        Ok(LeaseKeeper {
+            state: state_rx,
+            stop: stop_tx,
+            task: Some(task),
+            counters,
+        })
+    }
+
+    /// A receiver of state changes.
+    pub fn subscribe(&self) -> watch::Receiver<KeeperState> {
+        self.state.clone()
+    }
+
+    /// The state now.
+    pub fn state(&self) -> KeeperState {
+        self.state.borrow().clone()
+    }
+
+    pub fn stats(&self) -> KeeperStats {
+        self.counters.snapshot()
+    }
+
+    /// Wait until a seat is held (returns its lease) or the keeper stops
+    /// trying (returns that terminal state).
+    pub async fn wait_for_lease(&self) -> Result<Lease, KeeperState> {
+        let mut rx = self.state.clone();
+        let state = match rx.wait_for(|s| s.is_held() || s.is_terminal()).await {
+            Ok(s) => s.clone(),
+            Err(_) => return Err(KeeperState::Stopped),
+        };
+        match state {
+            KeeperState::Held(l) => Ok(l),
+            other => Err(other),
+        }
+    }
+
+    /// Stop, release the seat (if one is held) and wait for both. A request
+    /// in flight is allowed to finish first (it is bounded by the request
+    /// timeout), so a checkout the server granted is released, not leaked.
+    pub async fn shutdown(mut self) -> KeeperState {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        self.state.borrow().clone()
+    }
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        // The task sees this and releases the seat on its own.
+        let _ = self.stop.send(true);
+    }
+}
+
+struct Driver {
+    config: KeeperConfig,
+    client: Client,
+    clock: Arc<dyn LocalClock>,
+    jwks: Option<Jwks>,
+    expected: Expected,
+    request: CheckoutRequest,
+    machine: Machine,
+    state: watch::Sender<KeeperState>,
+    stop: watch::Receiver<bool>,
+    counters: Arc<Counters>,
+}
+
+impl Driver {
+    async fn run(mut self) {
+        loop {
+            if *self.stop.borrow() {
+                break;
+            }
+            let now = self.clock.now();
+            match self.machine.next_action(now) {
+                Action::Finish => {
+                    // Terminal: keep the state visible until shutdown.
+                    while !*self.stop.borrow() {
+                        if self.stop.changed().await.is_err() {
+                            break;
+                        }
+                    }
+                    break;
+                }
+                Action::SleepUntil(until) => {
+                    let ms = until.millis_since(now).max(0) as u64;
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                        changed = self.stop.changed() => {
+                            if changed.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                Action::Checkout { idempotency_key } => {
+                    let sent = self.clock.now();
+                    let timeout = self
+                        .machine
+                        .request_timeout(sent, self.config.request_timeout);
+                    let result = match self
+                        .client
+                        .checkout(&self.request, Some(&idempotency_key), timeout)
+                        .await
+                    {
+                        Ok(lease) => self.verified(lease, None, timeout).await,
+                        Err(e) => Err(e),
+                    };
+                    match &result {
+                        Ok(lease) => {
+                            bump(&self.counters.checkouts);
+                            tracing::info!(seat = %lease.seat_id, expires_at = %lease.expires_at, "leasehold: seat checked out");
+                        }
+                        Err(e) => self.note_failure("checkout", e),
+                    }
+                    let change = self.machine.on_checkout(sent, self.clock.now(), result);
+                    self.publish(change);
+                }
+                Action::Heartbeat { seat_id } => {
+                    let sent = self.clock.now();
+                    let timeout = self
+                        .machine
+                        .request_timeout(sent, self.config.request_timeout);
+                    let result = match self.client.heartbeat(&seat_id, timeout).await {
+                        Ok(lease) => self.verified(lease, Some(&seat_id), timeout).await,
+                        Err(e) => Err(e),
+                    };
+                    match &result {
+                        Ok(_) => bump(&self.counters.heartbeats),
+                        Err(ClientError::SeatLost) => {
+                            bump(&self.counters.seats_lost);
+                            tracing::warn!(seat = %seat_id, "leasehold: seat lost (revoked or reaped); checking out again");
+                        }
+                        Err(e) => self.note_failure("heartbeat", e),
+                    }
+                    let change = self.machine.on_heartbeat(sent, self.clock.now(), result);
+                    self.publish(change);
+                }
+            }
+        }
+        if let Some(seat) = self.machine.seat_id().map(str::to_string) {
+            match self
+                .client
+                .release(&seat, self.config.request_timeout)
+                .await
+            {
+                Ok(()) => tracing::info!(seat = %seat, "leasehold: seat released"),
+                Err(e) => {
+                    tracing::warn!(seat = %seat, "leasehold: release failed ({e}); the seat lapses at its expiry")
+                }
+            }
+        }
+        let change = self.machine.on_stopped();
+        self.publish(change);
+    }
+
+    fn note_failure(&self, what: &str, e: &ClientError) {
+        if e.is_transient() {
+            bump(&self.counters.failures);
+            tracing::warn!("leasehold: {what} failed, will retry: {e}");
+        } else {
+            tracing::warn!("leasehold: {what}: {e}");
+        }
+    }
+
+    fn publish(&mut self, change: Option<KeeperState>) {
+        let Some(state) = change else { return };
+        if state == KeeperState::Lapsed {
+            bump(&self.counters.lapses);
+            tracing::warn!("leasehold: lease lapsed");
+        }
+        self.state.send_replace(state);
+    }
+
+    /// Verify the lease's token against the JWKS (refetched once if the key
+    /// is unknown: the server may have a new key) and its body against the
+    /// token and the request.
+    async fn verified(
+        &mut self,
+        lease: Lease,
+        seat: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Lease, ClientError> {
+        let mut fetched = false;
+        if self.jwks.is_none() {
+            self.jwks = Some(self.client.jwks(timeout).await?);
+            fetched = true;
+        }
+        let claims = loop {
+            let jwks = self.jwks.as_ref().expect("fetched above");
+            match verify(&lease.token, jwks) {
+                Ok(c) => break c,
+                Err(TokenError::UnknownKey) if !fetched => {
+                    self.jwks = Some(self.client.jwks(timeout).await?);
+                    fetched = true;
+                }
+                Err(e) => {
+                    return Err(ClientError::Invalid(format!(
+                        "lease token for seat {}: {e}",
+                        lease.seat_id
+                    )));
+                }
+            }
+        };
+        check_lease(&lease, &claims, &self.expected, seat).map_err(ClientError::Invalid)?;
+        Ok(lease)
+    }
+}

@@ -1,0 +1,676 @@
+//! The keeper's pure core: when to act, what to send, and which state follows
+//! from each answer. No I/O, no clock: every call takes the local `now` (and
+//! the local time a request was sent), so the unit tests below drive it by
+//! hand through outages, revokes, lapses and full pools.
+//!
+//! Time rule: a lease is measured by its own window (`expires_at −
+//! issued_at`, both on the server's clock) laid over the *local* time at
+//! which the request that produced it was sent. The server issued the lease
+//! no earlier than that send, so `sent + window` is never later than the real
+//! expiry in elapsed time (the honest direction), and a client clock that is
+//! hours off, fast or slow, changes nothing.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::http::ClientError;
+use super::keeper::KeeperState;
+use crate::api::Lease;
+use crate::time::{Timestamp, duration_millis};
+use crate::token::LeaseClaims;
+
+/// Heartbeat at this fraction of the window...
+pub const HEARTBEAT_FRACTION: f64 = 1.0 / 3.0;
+/// ...scaled by a random factor in `1 ± HEARTBEAT_JITTER`, so clients that
+/// started together do not heartbeat in lockstep.
+pub const HEARTBEAT_JITTER: f64 = 0.1;
+/// The window assumed before the first lease tells the real one.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+/// Wait this long on a 409 without a `Retry-After`.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
+/// A request never gets less time than this, even right before the deadline.
+pub const MIN_REQUEST_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// The local timing of a held lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldTiming {
+    /// Local time at which the request that produced the lease was sent.
+    pub sent: Timestamp,
+    /// The lease's own window, `expires_at − issued_at`, in milliseconds.
+    pub window_ms: i64,
+}
+
+impl HeldTiming {
+    pub fn of(lease: &Lease, sent: Timestamp) -> Self {
+        HeldTiming {
+            sent,
+            window_ms: lease.expires_at.millis_since(lease.issued_at).max(0),
+        }
+    }
+
+    /// Local time from which the lease must be taken as expired.
+    pub fn deadline(&self) -> Timestamp {
+        Timestamp::from_millis(self.sent.as_millis().saturating_add(self.window_ms))
+    }
+
+    /// When to heartbeat: a third of the window after the send, times
+    /// `factor` (the jitter, near 1).
+    pub fn heartbeat_at(&self, factor: f64) -> Timestamp {
+        let ms = (self.window_ms as f64 * HEARTBEAT_FRACTION * factor).round() as i64;
+        Timestamp::from_millis(self.sent.as_millis().saturating_add(ms.max(0)))
+    }
+}
+
+/// Delay before retrying after the `failures`-th failure in a row (1-based):
+/// exponential from a twentieth of the window up to a sixth of it, within
+/// sane absolute bounds, times `factor` (the jitter, near 1).
+pub fn backoff(window: Duration, failures: u32, factor: f64) -> Duration {
+    let base = (window / 20).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let cap = (window / 6).clamp(Duration::from_millis(200), Duration::from_secs(10));
+    let exp = failures.saturating_sub(1).min(16);
+    let d = base.saturating_mul(1u32 << exp).min(cap);
+    d.mul_f64(factor.max(0.0))
+}
+
+/// What the lease body must say, besides what its token says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected {
+    pub license: String,
+    pub holder: String,
+    pub fingerprint: Option<String>,
+}
+
+/// Check a lease against its verified token claims and what was asked for
+/// (and, on heartbeat, the seat held). `Err` names the mismatch.
+pub fn check_lease(
+    lease: &Lease,
+    claims: &LeaseClaims,
+    expected: &Expected,
+    seat: Option<&str>,
+) -> Result<(), String> {
+    if !claims.matches(lease) {
+        return Err(format!(
+            "token claims {claims:?} do not match the lease body (seat {})",
+            lease.seat_id
+        ));
+    }
+    if lease.license_id != expected.license {
+        return Err(format!("lease is for license {:?}", lease.license_id));
+    }
+    if lease.holder != expected.holder {
+        return Err(format!("lease is for holder {:?}", lease.holder));
+    }
+    if lease.fingerprint != expected.fingerprint {
+        return Err(format!("lease has fingerprint {:?}", lease.fingerprint));
+    }
+    if let Some(seat) = seat
+        && lease.seat_id != seat
+    {
+        return Err(format!(
+            "heartbeat of seat {seat} returned seat {}",
+            lease.seat_id
+        ));
+    }
+    if lease.expires_at < lease.issued_at {
+        return Err("lease expires before it was issued".into());
+    }
+    Ok(())
+}
+
+/// What the driver should do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until this local time (or shutdown).
+    SleepUntil(Timestamp),
+    /// `POST .../seats` with this `Idempotency-Key`.
+    Checkout { idempotency_key: String },
+    /// `POST .../seats/{seat_id}/heartbeat`.
+    Heartbeat { seat_id: String },
+    /// A terminal state was reached: wait for shutdown.
+    Finish,
+}
+
+#[derive(Debug, Clone)]
+struct Held {
+    lease: Lease,
+    timing: HeldTiming,
+}
+
+/// The keeper's state machine.
+#[derive(Debug)]
+pub struct Machine {
+    held: Option<Held>,
+    /// The key of the checkout attempt in progress: kept across transient
+    /// failures (a retry of the same attempt), dropped once the server answers.
+    attempt_key: Option<String>,
+    failures: u32,
+    /// The loss in progress is a lapse (the held lease expired), not a 410.
+    lapsed: bool,
+    window: Duration,
+    next_at: Timestamp,
+    state: KeeperState,
+    rng: StdRng,
+}
+
+impl Machine {
+    pub fn new(now: Timestamp) -> Self {
+        Machine::with_rng(now, StdRng::from_entropy())
+    }
+
+    pub fn with_rng(now: Timestamp, rng: StdRng) -> Self {
+        Machine {
+            held: None,
+            attempt_key: None,
+            failures: 0,
+            lapsed: false,
+            window: DEFAULT_WINDOW,
+            next_at: now,
+            state: KeeperState::Acquiring,
+            rng,
+        }
+    }
+
+    pub fn state(&self) -> &KeeperState {
+        &self.state
+    }
+
+    /// The seat this keeper holds or is trying to renew, if any.
+    pub fn seat_id(&self) -> Option<&str> {
+        self.held.as_ref().map(|h| h.lease.seat_id.as_str())
+    }
+
+    /// The timing of the held lease, if any.
+    pub fn timing(&self) -> Option<HeldTiming> {
+        self.held.as_ref().map(|h| h.timing)
+    }
+
+    pub fn next_action(&mut self, now: Timestamp) -> Action {
+        if self.state.is_terminal() {
+            return Action::Finish;
+        }
+        if now < self.next_at {
+            return Action::SleepUntil(self.next_at);
+        }
+        if let Some(h) = &self.held {
+            return Action::Heartbeat {
+                seat_id: h.lease.seat_id.clone(),
+            };
+        }
+        let rng = &mut self.rng;
+        let key = self
+            .attempt_key
+            .get_or_insert_with(|| format!("{:032x}", rng.r#gen::<u128>()));
+        Action::Checkout {
+            idempotency_key: key.clone(),
+        }
+    }
+
+    /// Time allowed for a request sent at `now`: the configured timeout, but
+    /// no longer than the held lease has left (so a hung request cannot delay
+    /// noticing a lapse), and never less than [`MIN_REQUEST_TIMEOUT`].
+    pub fn request_timeout(&self, now: Timestamp, configured: Duration) -> Duration {
+        match &self.held {
+            Some(h) if now < h.timing.deadline() => {
+                let left = Duration::from_millis(h.timing.deadline().millis_since(now) as u64);
+                configured.min(left).max(MIN_REQUEST_TIMEOUT)
+            }
+            _ => configured,
+        }
+    }
+
+    /// The outcome of a checkout sent at local time `sent`, seen at `now`.
+    /// Returns the new state if it changed.
+    pub fn on_checkout(
+        &mut self,
+        sent: Timestamp,
+        now: Timestamp,
+        result: Result<Lease, ClientError>,
+    ) -> Option<KeeperState> {
+        match result {
+            Ok(lease) => self.hold(lease, sent),
+            Err(ClientError::NoSeats { retry_after, .. }) => {
+                self.attempt_key = None;
+                self.failures = 0;
+                let base = retry_after.unwrap_or(DEFAULT_RETRY_AFTER);
+                // Spread the waiters so a freed seat is not stormed at once.
+                let spread = (base / 10).max(Duration::from_millis(250));
+                let wait = base + spread.mul_f64(self.rng.gen_range(0.0..=1.0));
+                self.next_at = now.saturating_add(wait);
+                self.set(KeeperState::Waiting { retry_after: wait })
+            }
+            Err(ClientError::Blocked {
+                retry_after,
+                message,
+            }) => {
+                self.attempt_key = None;
+                self.set(KeeperState::Blocked {
+                    retry_after,
+                    message,
+                })
+            }
+            Err(
+                e @ (ClientError::Unauthorized(_)
+                | ClientError::UnknownLicense(_)
+                | ClientError::Rejected { .. }),
+            ) => self.set(KeeperState::Failed(e.to_string())),
+            Err(
+                e @ (ClientError::Transient(_) | ClientError::SeatLost | ClientError::Invalid(_)),
+            ) => {
+                if !matches!(e, ClientError::Transient(_)) {
+                    // The server did answer: the next try is a new attempt.
+                    self.attempt_key = None;
+                }
+                self.retry_later(now);
+                self.set(if self.lapsed {
+                    KeeperState::Lapsed
+                } else {
+                    KeeperState::Acquiring
+                })
+            }
+        }
+    }
+
+    /// The outcome of a heartbeat sent at local time `sent`, seen at `now`.
+    /// Returns the new state if it changed.
+    pub fn on_heartbeat(
+        &mut self,
+        sent: Timestamp,
+        now: Timestamp,
+        result: Result<Lease, ClientError>,
+    ) -> Option<KeeperState> {
+        let Some(held) = &self.held else {
+            return None;
+        };
+        match result {
+            Ok(lease) if lease.seat_id == held.lease.seat_id => self.hold(lease, sent),
+            Err(ClientError::SeatLost) => {
+                // Revoked, reaped or released: check out again at once.
+                self.held = None;
+                self.attempt_key = None;
+                self.failures = 0;
+                self.next_at = now;
+                self.set(if self.lapsed {
+                    KeeperState::Lapsed
+                } else {
+                    KeeperState::Acquiring
+                })
+            }
+            Err(
+                e @ (ClientError::Unauthorized(_)
+                | ClientError::UnknownLicense(_)
+                | ClientError::Rejected { .. }),
+            ) => self.set(KeeperState::Failed(e.to_string())),
+            // Transient, a response that breaks the contract (including a
+            // lease for another seat), or an answer a heartbeat cannot get:
+            // keep the lease, valid until its signed expiry, and retry soon.
+            _ => {
+                let deadline = held.timing.deadline();
+                self.retry_later(now);
+                if now >= deadline {
+                    self.lapsed = true;
+                    self.set(KeeperState::Lapsed)
+                } else {
+                    // Wake at the deadline at the latest to try once more.
+                    self.next_at = self.next_at.min(deadline);
+                    None
+                }
+            }
+        }
+    }
+
+    /// A shutdown released the seat (or there was none).
+    pub fn on_stopped(&mut self) -> Option<KeeperState> {
+        self.held = None;
+        self.set(KeeperState::Stopped)
+    }
+
+    fn hold(&mut self, lease: Lease, sent: Timestamp) -> Option<KeeperState> {
+        let timing = HeldTiming::of(&lease, sent);
+        self.window = Duration::from_millis(timing.window_ms as u64);
+        let factor = self
+            .rng
+            .gen_range(1.0 - HEARTBEAT_JITTER..=1.0 + HEARTBEAT_JITTER);
+        self.next_at = timing.heartbeat_at(factor);
+        self.held = Some(Held {
+            lease: lease.clone(),
+            timing,
+        });
+        self.attempt_key = None;
+        self.failures = 0;
+        self.lapsed = false;
+        self.set(KeeperState::Held(lease))
+    }
+
+    fn retry_later(&mut self, now: Timestamp) {
+        self.failures = self.failures.saturating_add(1);
+        let factor = self.rng.gen_range(0.75..=1.25);
+        let delay = backoff(self.window, self.failures, factor);
+        self.next_at = Timestamp::from_millis(
+            now.as_millis()
+                .saturating_add(duration_millis(delay).max(1)),
+        );
+    }
+
+    fn set(&mut self, state: KeeperState) -> Option<KeeperState> {
+        if self.state == state {
+            None
+        } else {
+            self.state = state.clone();
+            Some(state)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: i64 = 1_796_011_200_000;
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millis(T0 + ms)
+    }
+
+    fn lease(seat: &str, issued_ms: i64, window_ms: i64) -> Lease {
+        Lease {
+            license_id: "l".into(),
+            seat_id: seat.into(),
+            holder: "h".into(),
+            fingerprint: Some("fp".into()),
+            issued_at: at(issued_ms),
+            expires_at: at(issued_ms + window_ms),
+            token: String::new(),
+        }
+    }
+
+    fn machine() -> Machine {
+        Machine::with_rng(at(0), StdRng::seed_from_u64(7))
+    }
+
+    fn transient() -> ClientError {
+        ClientError::Transient("connection refused".into())
+    }
+
+    fn checkout_key(m: &mut Machine, now: Timestamp) -> String {
+        match m.next_action(now) {
+            Action::Checkout { idempotency_key } => idempotency_key,
+            other => panic!("expected a checkout, got {other:?}"),
+        }
+    }
+
+    fn sleep_until(m: &mut Machine, now: Timestamp) -> Timestamp {
+        match m.next_action(now) {
+            Action::SleepUntil(t) => t,
+            other => panic!("expected a sleep, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn heartbeat_at_a_third_of_the_window_from_the_send() {
+        let t = HeldTiming::of(&lease("s", 0, 60_000), at(5));
+        assert_eq!(t.window_ms, 60_000);
+        assert_eq!(t.heartbeat_at(1.0), at(20_005));
+        assert_eq!(t.heartbeat_at(0.9), at(18_005));
+        assert_eq!(t.heartbeat_at(1.1), at(22_005));
+        assert_eq!(t.deadline(), at(60_005));
+    }
+
+    #[test]
+    fn schedule_ignores_the_absolute_server_times() {
+        // The same lease seen by a client an hour fast and an hour slow: the
+        // schedule moves with the local send time, never with expires_at.
+        let l = lease("s", 0, 3_000);
+        for offset in [-3_600_000, 0, 3_600_000] {
+            let sent = at(offset);
+            let t = HeldTiming::of(&l, sent);
+            assert_eq!(t.heartbeat_at(1.0).millis_since(sent), 1_000);
+            assert_eq!(t.deadline().millis_since(sent), 3_000);
+        }
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped_within_the_window() {
+        let w = Duration::from_secs(60);
+        assert_eq!(backoff(w, 1, 1.0), Duration::from_secs(1));
+        assert_eq!(backoff(w, 2, 1.0), Duration::from_secs(2));
+        assert_eq!(backoff(w, 4, 1.0), Duration::from_secs(8));
+        assert_eq!(backoff(w, 5, 1.0), Duration::from_secs(10));
+        assert_eq!(backoff(w, 500, 1.0), Duration::from_secs(10));
+        let short = Duration::from_secs(1);
+        assert_eq!(backoff(short, 1, 1.0), Duration::from_millis(50));
+        assert_eq!(backoff(short, 9, 1.0), Duration::from_millis(200));
+        assert_eq!(backoff(w, 1, 0.5), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn jittered_heartbeats_stay_within_ten_percent() {
+        let mut m = machine();
+        for i in 0..50 {
+            let sent = at(i * 100_000);
+            m.on_checkout(sent, sent, Ok(lease("s", i * 100_000, 30_000)));
+            let next = sleep_until(&mut m, sent);
+            let d = next.millis_since(sent);
+            assert!((9_000..=11_000).contains(&d), "{d}");
+        }
+    }
+
+    #[test]
+    fn checkout_then_heartbeats_keep_the_same_seat() {
+        let mut m = machine();
+        assert_eq!(m.state(), &KeeperState::Acquiring);
+        let _key = checkout_key(&mut m, at(0));
+        let s = m.on_checkout(at(0), at(10), Ok(lease("a", 3, 3_000)));
+        assert!(matches!(s, Some(KeeperState::Held(ref l)) if l.seat_id == "a"));
+        let hb = sleep_until(&mut m, at(10));
+        assert!(hb.millis_since(at(0)) >= 900 && hb.millis_since(at(0)) <= 1_100);
+        assert_eq!(
+            m.next_action(hb),
+            Action::Heartbeat {
+                seat_id: "a".into()
+            }
+        );
+        let renewed = lease("a", 1_000, 3_000);
+        let s = m.on_heartbeat(hb, hb, Ok(renewed.clone()));
+        assert_eq!(s, Some(KeeperState::Held(renewed)));
+    }
+
+    #[test]
+    fn a_transient_retry_reuses_the_idempotency_key_and_a_new_attempt_does_not() {
+        let mut m = machine();
+        let k1 = checkout_key(&mut m, at(0));
+        assert_eq!(m.on_checkout(at(0), at(5), Err(transient())), None);
+        let retry_at = sleep_until(&mut m, at(5));
+        assert_eq!(checkout_key(&mut m, retry_at), k1, "same attempt, same key");
+        // A 409 is an answer: the next checkout is a new attempt.
+        let s = m.on_checkout(
+            retry_at,
+            retry_at,
+            Err(ClientError::NoSeats {
+                retry_after: Some(Duration::from_secs(4)),
+                seats: Some(1),
+                live: Some(1),
+            }),
+        );
+        let Some(KeeperState::Waiting { retry_after }) = s else {
+            panic!("{s:?}")
+        };
+        assert!(retry_after >= Duration::from_secs(4));
+        assert!(retry_after <= Duration::from_millis(4_400));
+        let wake = sleep_until(&mut m, retry_at);
+        assert_eq!(
+            wake.millis_since(retry_at),
+            duration_millis(retry_after),
+            "waits for Retry-After"
+        );
+        let k2 = checkout_key(&mut m, wake);
+        assert_ne!(k2, k1);
+        m.on_checkout(wake, wake, Ok(lease("a", 0, 3_000)));
+        // After losing the seat, another new key.
+        let hb = sleep_until(&mut m, wake);
+        m.on_heartbeat(hb, hb, Err(ClientError::SeatLost));
+        assert_ne!(checkout_key(&mut m, hb), k2);
+    }
+
+    #[test]
+    fn transient_heartbeat_failures_keep_the_lease_until_its_deadline() {
+        let mut m = machine();
+        checkout_key(&mut m, at(0));
+        m.on_checkout(at(0), at(0), Ok(lease("a", 0, 3_000)));
+        let mut now = sleep_until(&mut m, at(0));
+        let mut attempts = 0;
+        // The server is down: every heartbeat fails.
+        while now < at(3_000) {
+            assert_eq!(
+                m.next_action(now),
+                Action::Heartbeat {
+                    seat_id: "a".into()
+                }
+            );
+            assert_eq!(
+                m.on_heartbeat(now, now, Err(transient())),
+                None,
+                "still held"
+            );
+            assert!(m.state().is_held());
+            attempts += 1;
+            now = sleep_until(&mut m, now);
+            assert!(now <= at(3_000), "never sleeps past the deadline");
+        }
+        assert!(attempts >= 3, "retries soon: {attempts}");
+        assert_eq!(now, at(3_000), "wakes at the deadline to try once more");
+        // The try at the deadline fails too: now, and only now, lapsed.
+        assert_eq!(
+            m.on_heartbeat(now, now, Err(transient())),
+            Some(KeeperState::Lapsed)
+        );
+        // Still trying the same seat (the server may still hold it).
+        let next = sleep_until(&mut m, now);
+        assert_eq!(
+            m.next_action(next),
+            Action::Heartbeat {
+                seat_id: "a".into()
+            }
+        );
+        // The server is back and still has the seat.
+        let back = lease("a", 5_000, 3_000);
+        assert_eq!(
+            m.on_heartbeat(next, next, Ok(back.clone())),
+            Some(KeeperState::Held(back))
+        );
+    }
+
+    #[test]
+    fn a_lapsed_seat_that_is_gone_is_checked_out_again_and_stays_lapsed_until_then() {
+        let mut m = machine();
+        checkout_key(&mut m, at(0));
+        m.on_checkout(at(0), at(0), Ok(lease("a", 0, 1_000)));
+        assert_eq!(
+            m.on_heartbeat(at(1_000), at(1_200), Err(transient())),
+            Some(KeeperState::Lapsed)
+        );
+        let t = sleep_until(&mut m, at(1_200));
+        assert_eq!(m.on_heartbeat(t, t, Err(ClientError::SeatLost)), None);
+        assert_eq!(m.state(), &KeeperState::Lapsed);
+        checkout_key(&mut m, t);
+        assert_eq!(m.on_checkout(t, t, Err(transient())), None, "still lapsed");
+        let t2 = sleep_until(&mut m, t);
+        let s = m.on_checkout(t2, t2, Ok(lease("b", 0, 1_000)));
+        assert!(matches!(s, Some(KeeperState::Held(ref l)) if l.seat_id == "b"));
+    }
+
+    #[test]
+    fn seat_lost_checks_out_again_at_once() {
+        let mut m = machine();
+        checkout_key(&mut m, at(0));
+        m.on_checkout(at(0), at(0), Ok(lease("a", 0, 60_000)));
+        let hb = sleep_until(&mut m, at(0));
+        assert_eq!(
+            m.on_heartbeat(hb, hb, Err(ClientError::SeatLost)),
+            Some(KeeperState::Acquiring)
+        );
+        assert_eq!(m.seat_id(), None);
+        checkout_key(&mut m, hb);
+    }
+
+    #[test]
+    fn blocked_and_permanent_errors_are_terminal() {
+        let mut m = machine();
+        checkout_key(&mut m, at(0));
+        let s = m.on_checkout(
+            at(0),
+            at(0),
+            Err(ClientError::Blocked {
+                retry_after: Some(Duration::from_secs(60)),
+                message: "m".into(),
+            }),
+        );
+        assert!(matches!(s, Some(KeeperState::Blocked { .. })));
+        assert_eq!(m.next_action(at(100_000)), Action::Finish);
+
+        for e in [
+            ClientError::Unauthorized("u".into()),
+            ClientError::UnknownLicense("u".into()),
+            ClientError::Rejected {
+                status: 400,
+                code: "invalid_request".into(),
+                message: "holder".into(),
+            },
+        ] {
+            let mut m = machine();
+            checkout_key(&mut m, at(0));
+            assert!(matches!(
+                m.on_checkout(at(0), at(0), Err(e)),
+                Some(KeeperState::Failed(_))
+            ));
+            assert_eq!(m.next_action(at(0)), Action::Finish);
+        }
+    }
+
+    #[test]
+    fn a_heartbeat_answer_for_another_seat_is_not_taken() {
+        let mut m = machine();
+        checkout_key(&mut m, at(0));
+        m.on_checkout(at(0), at(0), Ok(lease("a", 0, 60_000)));
+        let hb = sleep_until(&mut m, at(0));
+        assert_eq!(m.on_heartbeat(hb, hb, Ok(lease("b", 0, 60_000))), None);
+        assert_eq!(m.seat_id(), Some("a"));
+    }
+
+    #[test]
+    fn request_timeout_never_outlives_the_lease() {
+        let mut m = machine();
+        let cfg = Duration::from_secs(10);
+        assert_eq!(m.request_timeout(at(0), cfg), cfg, "no lease: configured");
+        checkout_key(&mut m, at(0));
+        m.on_checkout(at(0), at(0), Ok(lease("a", 0, 3_000)));
+        assert_eq!(m.request_timeout(at(1_000), cfg), Duration::from_secs(2));
+        assert_eq!(m.request_timeout(at(2_900), cfg), MIN_REQUEST_TIMEOUT);
+        assert_eq!(m.request_timeout(at(3_000), cfg), cfg);
+    }
+
+    #[test]
+    fn check_lease_refuses_mismatches() {
+        let l = lease("a", 0, 60_000);
+        let claims = LeaseClaims::for_lease(&l);
+        let exp = Expected {
+            license: "l".into(),
+            holder: "h".into(),
+            fingerprint: Some("fp".into()),
+        };
+        assert_eq!(check_lease(&l, &claims, &exp, Some("a")), Ok(()));
+        assert!(check_lease(&l, &claims, &exp, Some("b")).is_err());
+        let mut longer = l.clone();
+        longer.expires_at = at(3_600_000);
+        assert!(
+            check_lease(&longer, &claims, &exp, None).is_err(),
+            "a body promising more than its token is refused"
+        );
+        let other = Expected {
+            holder: "mallory".into(),
+            ..exp.clone()
+        };
+        assert!(check_lease(&l, &claims, &other, None).is_err());
+    }
+}

@@ -1,0 +1,26 @@
+//! The client side of Leasehold (feature `client`): the crate's one I/O edge.
+//!
+//! - [`http::Client`]: a typed client for the client endpoints of the HTTP
+//!   contract, one method per call, each returning [`ClientError`] variants an
+//!   application can act on (transient, seat lost, pool full, blocked, ...).
+//! - [`LeaseKeeper`]: holds one seat for an application. Checks out, verifies
+//!   every token against the server's JWKS, heartbeats at a third of the
+//!   lease's own window, rides out transient failures on the lease it holds,
+//!   re-acquires when the seat is lost, and reports its [`KeeperState`] on a
+//!   `tokio::sync::watch` channel. [`LeaseKeeper::shutdown`] releases the seat.
+//! - [`LocalClock`]: the keeper's clock, so tests can run it hours off.
+//!
+//! Everything time-dependent in here (when to heartbeat, when the held lease
+//! has lapsed) is computed in the pure [`machine`] module from the lease's own
+//! window (`expires_at − issued_at`) and the local time the request was *sent*,
+//! never by comparing the server's absolute times with the local clock: a
+//! client whose clock is an hour off keeps its seat like any other.
+
+pub mod clock;
+pub mod http;
+pub mod keeper;
+pub mod machine;
+
+pub use clock::{LocalClock, SystemClock};
+pub use http::{Client, ClientError};
+pub use keeper::{KeeperConfig, KeeperState, KeeperStats, LeaseKeeper};
