@@ -181,7 +181,11 @@ async fn serve_prepared(
             config.reap_interval,
             stop.clone(),
         )),
-        tokio::spawn(reaper::run_alive_tick(state.store.clone(), stop.clone())),
+        tokio::spawn(reaper::run_alive_tick(
+            state.store.clone(),
+            config.stall_threshold,
+            stop.clone(),
+        )),
         tokio::spawn(queue::forward_events(
             state.queues.clone(),
             state.store.subscribe(),

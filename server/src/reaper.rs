@@ -5,7 +5,7 @@
 //! the writer for long, and the store writes one `reap` event per seat. It is
 //! a small loop that logs failures and carries on.
 //!
-//! The alive tick wakes the writer every second, so a pause of the whole
+//! The alive tick wakes the writer at least every second, so a pause of the whole
 //! process (SIGSTOP, a frozen VM, a clock jump) shows up as a gap the writer
 //! can see and answer with the outage rule before anything is reaped.
 
@@ -57,8 +57,15 @@ pub async fn run_reaper(
     }
 }
 
-pub async fn run_alive_tick(store: Store, mut shutdown: watch::Receiver<bool>) {
-    let mut interval = tokio::time::interval(Duration::from_secs(1));
+/// Wake the writer often enough that an ordinary idle gap never looks like a
+/// stall: at least three ticks per stall threshold, and at least one a second.
+pub async fn run_alive_tick(
+    store: Store,
+    stall_threshold: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let every = (stall_threshold / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tokio::select! {

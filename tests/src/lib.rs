@@ -70,6 +70,8 @@ pub struct ServerOptions {
     /// Extra flags, e.g. `["--reap-interval", "200ms"]`.
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Use this data dir instead of one in the temp dir.
+    pub data_dir: Option<PathBuf>,
 }
 
 impl ServerOptions {
@@ -78,6 +80,7 @@ impl ServerOptions {
             licenses: licenses.to_string(),
             args: Vec::new(),
             env: Vec::new(),
+            data_dir: None,
         }
     }
 
@@ -123,7 +126,10 @@ impl Server {
     }
 
     pub fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.options
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| self.dir.path().join("data"))
     }
 
     pub fn licenses_path(&self) -> PathBuf {
@@ -151,9 +157,14 @@ impl Server {
     }
 
     fn spawn(&mut self, listen: &str) {
-        let (child, addr) =
-            spawn_leaseholdd(self.dir.path(), listen, &self.options, self.log.clone())
-                .unwrap_or_else(|e| panic!("{e}\n--- server log ---\n{}", self.logs()));
+        let (child, addr) = spawn_leaseholdd(
+            self.dir.path(),
+            &self.data_dir(),
+            listen,
+            &self.options,
+            self.log.clone(),
+        )
+        .unwrap_or_else(|e| panic!("{e}\n--- server log ---\n{}", self.logs()));
         self.child = Some(child);
         self.base = format!("http://{addr}");
         self.addr = addr;
@@ -295,6 +306,7 @@ fn signal(pid: u32, name: &str) {
 /// Spawn `leaseholdd` in `dir` and wait for its "listening on" line.
 fn spawn_leaseholdd(
     dir: &Path,
+    data_dir: &Path,
     listen: &str,
     options: &ServerOptions,
     log: Arc<Mutex<String>>,
@@ -303,7 +315,7 @@ fn spawn_leaseholdd(
     cmd.arg("--listen")
         .arg(listen)
         .arg("--data-dir")
-        .arg(dir.join("data"))
+        .arg(data_dir)
         .arg("--licenses")
         .arg(dir.join("licenses.toml"))
         .args(&options.args)

@@ -410,3 +410,53 @@ async fn a_second_server_on_the_same_data_dir_is_refused() {
     assert!(!status.success());
     assert_one_clear_line(&err, &["in use by another leaseholdd"]);
 }
+
+/// Sockets the server process holds open.
+fn open_sockets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| {
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|t| t.to_string_lossy().starts_with("socket:"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn connection_count_is_bounded_under_a_slowloris() {
+    let s = Server::start_with(
+        ServerOptions::new(TEST_LICENSES)
+            .arg("--max-connections")
+            .arg("16")
+            .arg("--header-timeout")
+            .arg("1s"),
+    )
+    .await;
+    let baseline = open_sockets(s.pid());
+    let _slow: Vec<TcpStream> = (0..64)
+        .map(|_| {
+            let mut c = TcpStream::connect(&s.addr).unwrap();
+            let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n");
+            c
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = open_sockets(s.pid());
+    assert!(
+        held <= baseline + 16,
+        "at most 16 connections accepted at once: {held} sockets (baseline {baseline})"
+    );
+    // The slow ones are cut after the header timeout, so a real client is
+    // served within a few timeouts even though it queued behind 64 of them.
+    let started = Instant::now();
+    let resp = s.client().get(s.url("/healthz")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "served in {:?}",
+        started.elapsed()
+    );
+}
