@@ -1,0 +1,441 @@
+//! LeaseKeeper (common, feature "client") against the real `leaseholdd`, with
+//! the faults it exists for: the server paused or killed and restarted, an
+//! admin revoke (with and without a block), a real lapse, a client clock an
+//! hour off, more keepers than seats, and shutdown.
+//!
+//! The licenses here have TTLs of a few seconds so each test runs in seconds.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use leasehold_common::Timestamp;
+use leasehold_common::client::{KeeperConfig, KeeperState, LeaseKeeper, LocalClock, SystemClock};
+use leasehold_tests::{Server, eventually};
+use serde_json::json;
+
+const LICENSES: &str = r#"
+# Outages and restarts: heartbeats every ~2 s; a 4 s pause is inside the TTL.
+[[license]]
+id = "keep"
+key = "keep-key"
+seats = 10
+ttl = "6s"
+skew = "1s"
+reap_grace = "2s"
+
+# Lapses, revokes and clocks: a lease lasts 2 to 3 seconds.
+[[license]]
+id = "quick"
+key = "quick-key"
+seats = 10
+ttl = "2s"
+skew = "500ms"
+reap_grace = "1s"
+
+[[license]]
+id = "clock"
+key = "clock-key"
+seats = 10
+ttl = "3s"
+skew = "500ms"
+reap_grace = "1s"
+
+# More keepers than seats.
+[[license]]
+id = "pool"
+key = "pool-key"
+seats = 4
+ttl = "3s"
+skew = "500ms"
+reap_grace = "1s"
+"#;
+
+fn config(s: &Server, license: &str, holder: &str, fingerprint: &str) -> KeeperConfig {
+    KeeperConfig::new(
+        &s.base,
+        license,
+        &format!("{license}-key"),
+        holder,
+        fingerprint,
+    )
+    .request_timeout(Duration::from_secs(1))
+}
+
+fn keeper(s: &Server, license: &str, holder: &str, fingerprint: &str) -> LeaseKeeper {
+    LeaseKeeper::start(config(s, license, holder, fingerprint)).expect("keeper starts")
+}
+
+fn wall_now() -> Timestamp {
+    Timestamp::from_millis(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64,
+    )
+}
+
+/// Every state a keeper publishes, with the (real) time it was seen.
+#[derive(Clone)]
+struct Recorder(Arc<Mutex<Vec<(Timestamp, KeeperState)>>>);
+
+impl Recorder {
+    fn of(keeper: &LeaseKeeper) -> Recorder {
+        let mut rx = keeper.subscribe();
+        let first = rx.borrow_and_update().clone();
+        let log = Arc::new(Mutex::new(vec![(wall_now(), first)]));
+        let out = log.clone();
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                let s = rx.borrow_and_update().clone();
+                out.lock().unwrap().push((wall_now(), s));
+            }
+        });
+        Recorder(log)
+    }
+
+    fn log(&self) -> Vec<(Timestamp, KeeperState)> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The states after the first `Held`, by name.
+    fn names_since_held(&self) -> Vec<&'static str> {
+        self.log()
+            .into_iter()
+            .map(|(_, s)| name(&s))
+            .skip_while(|n| *n != "held")
+            .collect()
+    }
+}
+
+fn name(s: &KeeperState) -> &'static str {
+    match s {
+        KeeperState::Acquiring => "acquiring",
+        KeeperState::Held(_) => "held",
+        KeeperState::Waiting { .. } => "waiting",
+        KeeperState::Lapsed => "lapsed",
+        KeeperState::Blocked { .. } => "blocked",
+        KeeperState::Failed(_) => "failed",
+        KeeperState::Stopped => "stopped",
+    }
+}
+
+async fn held_seat(k: &LeaseKeeper) -> String {
+    let lease = tokio::time::timeout(Duration::from_secs(15), k.wait_for_lease())
+        .await
+        .expect("a seat within 15 s")
+        .unwrap_or_else(|s| panic!("keeper stopped trying: {s:?}"));
+    lease.seat_id
+}
+
+/// Wait for `n` more successful heartbeats than now.
+async fn more_heartbeats(k: &LeaseKeeper, n: u64, timeout: Duration) {
+    let target = k.stats().heartbeats + n;
+    eventually(timeout, "more heartbeats", || async {
+        (k.stats().heartbeats >= target).then_some(())
+    })
+    .await;
+}
+
+async fn revoke(s: &Server, seat: &str, block_s: Option<u64>) {
+    let body = match block_s {
+        Some(b) => json!({"reason": "keeper test", "block_s": b}),
+        None => json!({"reason": "keeper test"}),
+    };
+    let resp = s
+        .client()
+        .delete(s.url(&format!("/v1/admin/seats/{seat}")))
+        .header("authorization", s.auth())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204, "revoke {seat}");
+}
+
+#[tokio::test]
+async fn a_pause_shorter_than_the_ttl_never_lapses_the_keeper() {
+    let s = Server::start(LICENSES).await;
+    let k = keeper(&s, "keep", "alice", "m-pause");
+    let rec = Recorder::of(&k);
+    let seat = held_seat(&k).await;
+    more_heartbeats(&k, 1, Duration::from_secs(10)).await;
+
+    // Frozen for 4 s: connections hang, every request in that time times out
+    // (after 1 s), and the lease sent ~0 s before the stop lasts 6 s.
+    s.signal("STOP");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(k.state().is_held(), "still held while the server is frozen");
+    s.signal("CONT");
+    more_heartbeats(&k, 1, Duration::from_secs(10)).await;
+
+    let stats = k.stats();
+    assert!(stats.failures >= 1, "the pause was felt: {stats:?}");
+    assert_eq!(stats.checkouts, 1, "never re-acquired: {stats:?}");
+    assert_eq!(stats.lapses, 0, "{stats:?}");
+    assert!(
+        rec.names_since_held().iter().all(|n| *n == "held"),
+        "{:?}",
+        rec.names_since_held()
+    );
+    assert_eq!(k.state().lease().unwrap().seat_id, seat);
+    assert_eq!(s.live("keep").await, 1);
+    k.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_kill9_and_restart_keeps_the_same_seat() {
+    let mut s = Server::start(LICENSES).await;
+    let k = keeper(&s, "keep", "bob", "m-restart");
+    let rec = Recorder::of(&k);
+    let seat = held_seat(&k).await;
+
+    s.kill9();
+    // Connection refused for a while: the keeper rides it out on its lease.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(k.state().is_held());
+    s.restart().await;
+    more_heartbeats(&k, 2, Duration::from_secs(15)).await;
+
+    let stats = k.stats();
+    assert!(stats.failures >= 1, "the outage was felt: {stats:?}");
+    assert_eq!(stats.checkouts, 1, "{stats:?}");
+    assert_eq!((stats.lapses, stats.seats_lost), (0, 0), "{stats:?}");
+    assert!(
+        rec.names_since_held().iter().all(|n| *n == "held"),
+        "{:?}",
+        rec.names_since_held()
+    );
+    assert_eq!(k.state().lease().unwrap().seat_id, seat, "same seat");
+    assert_eq!(s.live("keep").await, 1);
+    k.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_revoke_makes_it_reacquire_and_a_blocking_revoke_stops_it() {
+    let s = Server::start(LICENSES).await;
+    let k = keeper(&s, "quick", "carol", "m-revoke");
+    let first = held_seat(&k).await;
+
+    revoke(&s, &first, None).await;
+    let second = eventually(Duration::from_secs(10), "a new seat", || async {
+        k.state()
+            .lease()
+            .filter(|l| l.seat_id != first)
+            .map(|l| l.seat_id.clone())
+    })
+    .await;
+    let stats = k.stats();
+    assert_eq!((stats.seats_lost, stats.checkouts), (1, 2), "{stats:?}");
+    assert_eq!(s.live("quick").await, 1, "the revoked seat is not counted");
+
+    // With a block: the re-checkout gets 403 and the keeper stops there.
+    revoke(&s, &second, Some(60)).await;
+    let blocked = eventually(Duration::from_secs(10), "blocked", || async {
+        match k.state() {
+            KeeperState::Blocked {
+                retry_after,
+                message,
+            } => Some((retry_after, message)),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(
+        blocked.0.is_some_and(|d| d > Duration::from_secs(50)),
+        "{blocked:?}"
+    );
+    assert_eq!(s.live("quick").await, 0);
+    // It stays blocked (it stopped trying) until shut down.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(matches!(k.state(), KeeperState::Blocked { .. }));
+    assert_eq!(k.stats().checkouts, 2);
+    assert_eq!(k.shutdown().await, KeeperState::Stopped);
+}
+
+#[tokio::test]
+async fn a_lapse_is_reported_only_after_the_lease_expires() {
+    let s = Server::start(LICENSES).await;
+    let k = keeper(&s, "quick", "dave", "m-lapse");
+    let rec = Recorder::of(&k);
+    held_seat(&k).await;
+    more_heartbeats(&k, 1, Duration::from_secs(10)).await;
+
+    // Frozen longer than ttl + skew (2.5 s).
+    s.signal("STOP");
+    let stopped_at = wall_now();
+    let lapsed_at = eventually(Duration::from_secs(8), "Lapsed", || async {
+        rec.log()
+            .into_iter()
+            .find(|(_, s)| *s == KeeperState::Lapsed)
+            .map(|(t, _)| t)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.signal("CONT");
+
+    let log = rec.log();
+    let before: Vec<_> = log.iter().take_while(|(t, _)| *t < lapsed_at).collect();
+    assert!(
+        before
+            .iter()
+            .skip_while(|(_, s)| !s.is_held())
+            .all(|(_, s)| s.is_held()),
+        "held until the lapse: {:?}",
+        log.iter().map(|(_, s)| name(s)).collect::<Vec<_>>()
+    );
+    let last_lease = before
+        .iter()
+        .rev()
+        .find_map(|(_, s)| s.lease().cloned())
+        .expect("a lease before the lapse");
+    assert!(
+        lapsed_at >= last_lease.expires_at,
+        "lapse reported at {lapsed_at}, before the lease's expiry {}",
+        last_lease.expires_at
+    );
+    assert!(
+        lapsed_at.millis_since(stopped_at) < 5_000,
+        "and reported promptly: {} ms after the stop",
+        lapsed_at.millis_since(stopped_at)
+    );
+
+    // The server is back: the keeper holds a seat again.
+    held_seat(&k).await;
+    let stats = k.stats();
+    assert_eq!(stats.lapses, 1, "{stats:?}");
+    assert_eq!(s.live("quick").await, 1, "one seat, not two");
+    k.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_clock_an_hour_off_still_holds_its_seat() {
+    let s = Server::start(LICENSES).await;
+    let hour = Duration::from_secs(3600);
+    let clocks: [(&str, Arc<dyn LocalClock>); 2] = [
+        ("fast", Arc::new(SystemClock::ahead(hour))),
+        ("slow", Arc::new(SystemClock::behind(hour))),
+    ];
+    let mut keepers = Vec::new();
+    for (label, clock) in clocks {
+        let cfg = config(&s, "clock", label, &format!("m-{label}"));
+        let k = LeaseKeeper::start_with_clock(cfg, clock).unwrap();
+        let rec = Recorder::of(&k);
+        let seat = held_seat(&k).await;
+        keepers.push((label, k, rec, seat));
+    }
+    // Over two TTLs.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    for (label, k, rec, seat) in &keepers {
+        let stats = k.stats();
+        assert!(stats.heartbeats >= 4, "{label}: heartbeats {stats:?}");
+        assert_eq!(stats.checkouts, 1, "{label}: {stats:?}");
+        assert_eq!(
+            (stats.lapses, stats.seats_lost),
+            (0, 0),
+            "{label}: {stats:?}"
+        );
+        assert!(
+            rec.names_since_held().iter().all(|n| *n == "held"),
+            "{label}: {:?}",
+            rec.names_since_held()
+        );
+        assert_eq!(&k.state().lease().unwrap().seat_id, seat, "{label}");
+    }
+    assert_eq!(s.live("clock").await, 2);
+    for (_, k, _, _) in keepers {
+        k.shutdown().await;
+    }
+    assert_eq!(s.live("clock").await, 0);
+}
+
+#[tokio::test]
+async fn n_keepers_on_a_pool_of_n_minus_2_never_exceed_it() {
+    let s = Server::start(LICENSES).await;
+    let seats = 4;
+    let mut keepers: Vec<LeaseKeeper> = (0..seats + 2)
+        .map(|i| keeper(&s, "pool", &format!("user-{i}"), &format!("m-{i}")))
+        .collect();
+
+    let held = |ks: &[LeaseKeeper]| ks.iter().filter(|k| k.state().is_held()).count();
+    let waiting = |ks: &[LeaseKeeper]| {
+        ks.iter()
+            .filter(|k| matches!(k.state(), KeeperState::Waiting { .. }))
+            .count()
+    };
+    // Watch for 6 s (two TTLs): never more live than seats, by the server
+    // or by the keepers; the pool fills and the rest wait.
+    let until = std::time::Instant::now() + Duration::from_secs(6);
+    while std::time::Instant::now() < until {
+        let live = s.live("pool").await;
+        assert!(live <= seats as u64, "live {live} > {seats}");
+        assert!(held(&keepers) <= seats, "held {}", held(&keepers));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(held(&keepers), seats);
+    assert_eq!(waiting(&keepers), 2);
+    assert_eq!(s.live("pool").await, seats as u64);
+
+    // Two holders leave; the two waiters take their seats.
+    let mut leaving = Vec::new();
+    for _ in 0..2 {
+        let i = keepers.iter().position(|k| k.state().is_held()).unwrap();
+        leaving.push(keepers.remove(i));
+    }
+    for k in leaving {
+        assert_eq!(k.shutdown().await, KeeperState::Stopped);
+    }
+    eventually(
+        Duration::from_secs(15),
+        "the waiters hold the freed seats",
+        || async {
+            let live = s.live("pool").await;
+            assert!(live <= seats as u64, "live {live} > {seats}");
+            (held(&keepers) == seats).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(s.live("pool").await, seats as u64);
+    for k in keepers {
+        k.shutdown().await;
+    }
+    assert_eq!(s.live("pool").await, 0);
+}
+
+#[tokio::test]
+async fn shutdown_releases_the_seat() {
+    let s = Server::start(LICENSES).await;
+    let k = keeper(&s, "keep", "erin", "m-shutdown");
+    let seat = held_seat(&k).await;
+    assert_eq!(s.live("keep").await, 1);
+    assert_eq!(k.shutdown().await, KeeperState::Stopped);
+    // Released, not left to lapse: gone at once.
+    assert_eq!(s.live("keep").await, 0);
+    let events = s.admin_get("/v1/admin/events?limit=1000").await;
+    assert!(
+        events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "release" && e["seat_id"] == seat.as_str()),
+        "{events}"
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_key_fails_at_once_and_takes_no_seat() {
+    let s = Server::start(LICENSES).await;
+    let cfg = KeeperConfig {
+        key: "not-the-key".into(),
+        ..config(&s, "keep", "frank", "m-wrong")
+    };
+    let k = LeaseKeeper::start(cfg).unwrap();
+    let state = tokio::time::timeout(Duration::from_secs(10), k.wait_for_lease())
+        .await
+        .expect("an answer within 10 s");
+    assert!(
+        matches!(&state, Err(KeeperState::Failed(m)) if m.contains("unauthorized")),
+        "{state:?}"
+    );
+    assert_eq!(s.live("keep").await, 0);
+    k.shutdown().await;
+}
