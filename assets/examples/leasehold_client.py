@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""A Leasehold client in plain HTTP: check out a seat, verify its token
+against the server's JWKS, heartbeat at a third of the lease's window, and
+release the seat on exit.
+
+    pip install -r assets/examples/requirements.txt
+    python3 assets/examples/leasehold_client.py --server http://127.0.0.1:7400 \
+        --license demo-cad --key demo-cad-key --holder alice --seconds 30
+
+Prints one line per step. Exits 0 after releasing the seat (at the end of
+--seconds, or on Ctrl-C / SIGTERM), 1 on an error the server will not change
+its mind about (wrong key, unknown license, blocked), 2 on a bad token.
+"""
+
+import argparse
+import signal
+import sys
+import time
+import uuid
+from datetime import datetime
+
+import jwt  # PyJWT, with cryptography for EdDSA
+import requests
+
+TIMEOUT = 5  # seconds per request
+
+
+def parse_time(s):
+    """RFC 3339 with milliseconds, e.g. 2026-11-30T04:00:00.123Z."""
+    return datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+class Refused(Exception):
+    """The server said no in a way retrying will not change."""
+
+
+class Client:
+    def __init__(self, server, license_id, key, holder, fingerprint):
+        self.base = server.rstrip("/")
+        self.license = license_id
+        self.holder = holder
+        self.fingerprint = fingerprint
+        self.http = requests.Session()
+        self.http.headers["Authorization"] = f"Bearer {key}"
+        self.keys = {}
+
+    def seats_url(self, *parts):
+        return "/".join([f"{self.base}/v1/licenses/{self.license}/seats", *parts])
+
+    def fetch_jwks(self):
+        resp = requests.get(f"{self.base}/.well-known/jwks.json", timeout=TIMEOUT)
+        resp.raise_for_status()
+        self.keys = {k["kid"]: jwt.PyJWK(k, algorithm="EdDSA") for k in resp.json()["keys"]}
+        print(f"jwks: {len(self.keys)} key(s)", flush=True)
+
+    def verify(self, lease):
+        """Check the token's signature and that it says what the body says."""
+        kid = jwt.get_unverified_header(lease["token"]).get("kid")
+        if kid not in self.keys:
+            self.fetch_jwks()  # the server may have a new key
+        claims = jwt.decode(
+            lease["token"],
+            self.keys[kid].key,
+            algorithms=["EdDSA"],
+            issuer="leasehold",
+            # Expiry is the server's business: a token it just issued is
+            # current, and checking exp/iat against a local clock that may be
+            # hours off would refuse good tokens. Schedule by the window.
+            options={"verify_exp": False, "verify_iat": False, "require": ["exp", "iat"]},
+        )
+        expected = {
+            "sub": lease["holder"],
+            "lic": lease["license_id"],
+            "sid": lease["seat_id"],
+            "iat": int(parse_time(lease["issued_at"]).timestamp()),
+            "exp": int(parse_time(lease["expires_at"]).timestamp()),
+        }
+        for name, value in expected.items():
+            if claims.get(name) != value:
+                raise jwt.InvalidTokenError(f"token {name}={claims.get(name)!r}, body says {value!r}")
+        if lease["holder"] != self.holder or lease["license_id"] != self.license:
+            raise jwt.InvalidTokenError("lease is for another holder or license")
+        print(f"verified: token signed by {kid} matches seat {lease['seat_id']}", flush=True)
+
+    def checkout(self, deadline):
+        """Take a seat, waiting while the pool is full. One Idempotency-Key per
+        attempt, re-sent if the attempt is retried after a network error."""
+        key = str(uuid.uuid4())
+        while True:
+            try:
+                resp = self.http.post(
+                    self.seats_url(),
+                    json={"holder": self.holder, "fingerprint": self.fingerprint},
+                    headers={"Idempotency-Key": key},
+                    timeout=TIMEOUT,
+                )
+            except requests.RequestException as e:
+                print(f"checkout: failed ({type(e).__name__}), retrying", flush=True)
+                time.sleep(1)
+                continue
+            if resp.status_code == 201:
+                return resp.json()
+            error = resp.json()
+            if resp.status_code == 409:
+                wait = int(resp.headers.get("Retry-After", "5"))
+                print(f"checkout: no seats ({error['live']}/{error['seats']} live), retry in {wait} s", flush=True)
+                if time.monotonic() + wait > deadline:
+                    raise Refused("no seat became free in time")
+                time.sleep(wait)
+                key = str(uuid.uuid4())  # a new attempt
+                continue
+            if resp.status_code >= 500:
+                time.sleep(1)
+                continue
+            raise Refused(f"{resp.status_code} {error['error']}: {error['message']}")
+
+    def heartbeat(self, seat_id):
+        """The renewed lease, None if the seat is gone (410). Raises on a
+        network error or 5xx: the caller keeps its lease and retries."""
+        resp = self.http.post(self.seats_url(seat_id, "heartbeat"), timeout=TIMEOUT)
+        if resp.status_code == 410:
+            return None
+        resp.raise_for_status()
+        return resp.json()
+
+    def release(self, seat_id):
+        resp = self.http.delete(self.seats_url(seat_id), timeout=TIMEOUT)
+        print(f"release: seat {seat_id} ({resp.status_code})", flush=True)
+
+
+def window_s(lease):
+    return (parse_time(lease["expires_at"]) - parse_time(lease["issued_at"])).total_seconds()
+
+
+def acquire(client, deadline):
+    sent = time.monotonic()
+    lease = client.checkout(deadline)
+    print(f"checkout: seat {lease['seat_id']} expires {lease['expires_at']} (window {window_s(lease):g} s)", flush=True)
+    client.verify(lease)
+    return lease, sent
+
+
+def run(client, seconds):
+    deadline = time.monotonic() + seconds
+    client.fetch_jwks()
+    lease, sent = acquire(client, deadline)
+    try:
+        while True:
+            # Heartbeat at a third of the lease's own window, measured from
+            # when we asked for it (the local clock's offset does not matter).
+            window = window_s(lease)
+            next_beat = sent + window / 3
+            if next_beat > deadline:
+                time.sleep(max(0.0, deadline - time.monotonic()))
+                return
+            time.sleep(max(0.0, next_beat - time.monotonic()))
+            beat_sent = time.monotonic()
+            try:
+                renewed = client.heartbeat(lease["seat_id"])
+            except requests.RequestException as e:
+                # Transient: the lease stays valid until its signed expiry.
+                if time.monotonic() > sent + window:
+                    print("heartbeat: lease lapsed, checking out again", flush=True)
+                    lease, sent = acquire(client, deadline)
+                else:
+                    print(f"heartbeat: failed ({type(e).__name__}), keeping the lease", flush=True)
+                    time.sleep(min(1.0, window / 10))
+                continue
+            if renewed is None:
+                print(f"heartbeat: seat {lease['seat_id']} lost, checking out again", flush=True)
+                lease, sent = acquire(client, deadline)
+                continue
+            print(f"heartbeat: seat {renewed['seat_id']} expires {renewed['expires_at']}", flush=True)
+            client.verify(renewed)
+            lease, sent = renewed, beat_sent
+    finally:
+        client.release(lease["seat_id"])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--server", default="http://127.0.0.1:7400")
+    p.add_argument("--license", required=True)
+    p.add_argument("--key", required=True, help="the license key (Bearer)")
+    p.add_argument("--holder", required=True)
+    p.add_argument("--fingerprint", default=f"py-{uuid.getnode():x}", help="this machine (default: from its MAC)")
+    p.add_argument("--seconds", type=float, default=float("inf"), help="hold the seat this long, then release")
+    args = p.parse_args()
+
+    # SIGTERM releases the seat like Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    client = Client(args.server, args.license, args.key, args.holder, args.fingerprint)
+    try:
+        run(client, args.seconds)
+    except KeyboardInterrupt:
+        pass
+    except Refused as e:
+        print(f"error: {e}", flush=True)
+        return 1
+    except jwt.InvalidTokenError as e:
+        print(f"error: bad lease token: {e}", flush=True)
+        return 2
+    print("done", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+//! The plain-HTTP Python example (`assets/examples/leasehold_client.py`) run
+//! against the real server, so the README's "other languages" story stays true.
+//! Needs python3 with `assets/examples/requirements.txt` installed (CI does).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use leasehold_tests::Server;
+use tokio::process::Command;
+
+const LICENSES: &str = r#"
+[[license]]
+id = "py"
+key = "py-key"
+seats = 2
+ttl = "3s"
+skew = "1s"
+reap_grace = "2s"
+"#;
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+async fn require_python_deps() {
+    let out = Command::new("python3")
+        .args(["-c", "import jwt, requests, cryptography"])
+        .output()
+        .await;
+    match out {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "the Python example needs its packages: run \
+             `pip install -r assets/examples/requirements.txt`\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => panic!(
+            "python3 not found ({e}): install Python 3, then \
+             `pip install -r assets/examples/requirements.txt`"
+        ),
+    }
+}
+
+#[tokio::test]
+async fn python_example_checks_out_verifies_heartbeats_and_releases() {
+    require_python_deps().await;
+    let s = Server::start(LICENSES).await;
+    let script = repo_root().join("assets/examples/leasehold_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        Command::new("python3")
+            .arg(&script)
+            .args(["--server", &s.base, "--license", "py", "--key", "py-key"])
+            .args(["--holder", "py-alice", "--fingerprint", "py-machine-1"])
+            .args(["--seconds", "2"])
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("the example finished within 60 s")
+    .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+
+    let lines: Vec<&str> = stdout.lines().collect();
+    let line = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{stdout}"))
+    };
+    let (jwks, checkout, verified, heartbeat, release, done) = (
+        line("jwks: 1 key"),
+        line("checkout: seat "),
+        line("verified: token signed by "),
+        line("heartbeat: seat "),
+        line("release: seat "),
+        line("done"),
+    );
+    assert!(
+        jwks < checkout && checkout < verified && verified < heartbeat && heartbeat < release,
+        "steps in order:\n{stdout}"
+    );
+    assert_eq!(done, lines.len() - 1, "done last:\n{stdout}");
+    assert!(lines[checkout].contains("(window 3 s)"), "{stdout}");
+    assert!(lines[release].ends_with("(204)"), "{stdout}");
+
+    // The seat it held is the one it released, and it is gone now.
+    let seat = lines[checkout]
+        .strip_prefix("checkout: seat ")
+        .and_then(|r| r.split_whitespace().next())
+        .expect("seat id");
+    assert!(lines[release].contains(seat), "{stdout}");
+    assert_eq!(s.live("py").await, 0, "the seat was released");
+    let events = s.admin_get("/v1/admin/events?limit=1000").await;
+    let kinds: Vec<(&str, &str)> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["seat_id"] == seat)
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap(),
+                e["holder"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [("checkout", "py-alice"), ("release", "py-alice")],
+        "{events}"
+    );
+}
+
+#[tokio::test]
+async fn python_example_reports_a_wrong_key_and_exits_non_zero() {
+    require_python_deps().await;
+    let s = Server::start(LICENSES).await;
+    let script = repo_root().join("assets/examples/leasehold_client.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .args(["--server", &s.base, "--license", "py", "--key", "wrong"])
+        .args(["--holder", "py-bob", "--seconds", "2"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("error: 401 unauthorized"), "{stdout}");
+    assert_eq!(s.live("py").await, 0);
+}
