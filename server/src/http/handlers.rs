@@ -96,6 +96,13 @@ fn json(status: StatusCode, body: &impl serde::Serialize) -> Response {
 }
 
 fn parse_json<T: serde::de::DeserializeOwned>(body: &Bytes, what: &str) -> Result<T> {
+    // serde would also read a struct from a JSON array (`["bob"]`); the
+    // contract is an object.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::invalid(format!(
+            "request body must be a JSON object ({what})"
+        )));
+    }
     serde_json::from_slice(body)
         .map_err(|e| ApiError::invalid(format!("request body is not a valid {what}: {e}")))
 }

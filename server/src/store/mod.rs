@@ -11,6 +11,7 @@
 //! - Times are integer milliseconds; liveness in SQL is always
 //!   `expires_at >= live_threshold(now, skew)` from `leasehold_common`.
 
+mod live_index;
 mod read;
 mod schema;
 pub mod writer;
@@ -126,8 +127,6 @@ pub struct Store {
     commands: mpsc::Sender<Command>,
     reads: Arc<ReadPool>,
     events: broadcast::Sender<Event>,
-    licenses: LicensesHandle,
-    clock: SharedClock,
     writer_thread: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
@@ -144,13 +143,7 @@ impl Store {
         schema::migrate(&mut conn)?.map_err(StoreError::Incompatible)?;
         let (events, _) = broadcast::channel(4096);
         let (commands, rx) = mpsc::channel(options.queue_capacity);
-        let writer = Writer::start(
-            conn,
-            licenses.clone(),
-            clock.clone(),
-            events.clone(),
-            options,
-        )?;
+        let writer = Writer::start(conn, licenses, clock, events.clone(), options)?;
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || writer.run(rx))
@@ -159,8 +152,6 @@ impl Store {
             commands,
             reads: Arc::new(ReadPool::new(path.to_path_buf())),
             events,
-            licenses,
-            clock,
             writer_thread: Arc::new(Mutex::new(Some(thread))),
         })
     }
@@ -268,12 +259,10 @@ impl Store {
             .await
     }
 
-    /// Live seats per license, by the one predicate.
+    /// Live seats per license, by the one predicate (from the writer's live
+    /// index, so it costs no scan however many leases there are).
     pub async fn live_counts(&self) -> Result<Vec<(String, u32)>, StoreError> {
-        let licenses = self.licenses.current();
-        let now = self.clock.now();
-        self.read(move |c| read::live_counts(c, &licenses, now))
-            .await
+        self.call(|reply| Command::LiveCounts { reply }).await
     }
 
     pub async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<Event>, StoreError> {

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use leasehold_common::Timestamp;
 use leasehold_common::api::{Event, EventKind};
-use leasehold_common::{Licenses, Timestamp, live_threshold};
 use rusqlite::{Connection, Row, params};
 
 use super::{LeaseRow, StoreError, open_connection};
@@ -97,31 +97,6 @@ pub(super) fn find_seat(c: &Connection, seat_id: &str) -> rusqlite::Result<Optio
     let mut stmt = c.prepare_cached(&sql)?;
     let mut rows = stmt.query_map(params![seat_id], lease_from_row)?;
     rows.next().transpose()
-}
-
-/// Live seats of one license at `now` by the one predicate.
-pub(super) fn live_count(
-    c: &Connection,
-    license_id: &str,
-    threshold: Timestamp,
-) -> rusqlite::Result<u32> {
-    let mut stmt =
-        c.prepare_cached("SELECT count(*) FROM leases WHERE license_id = ?1 AND expires_at >= ?2")?;
-    stmt.query_row(params![license_id, threshold.as_millis()], |r| r.get(0))
-}
-
-pub(super) fn live_counts(
-    c: &Connection,
-    licenses: &Licenses,
-    now: Timestamp,
-) -> rusqlite::Result<Vec<(String, u32)>> {
-    licenses
-        .iter()
-        .map(|l| {
-            let threshold = live_threshold(now, l.policy.skew);
-            Ok((l.id.clone(), live_count(c, &l.id, threshold)?))
-        })
-        .collect()
 }
 
 pub(super) fn events_after(

@@ -16,7 +16,8 @@ use leasehold_common::{Licenses, Timestamp, is_live, live_threshold, reap_cutoff
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use super::read::{LEASE_COLUMNS, lease_from_row, live_count};
+use super::live_index::LiveIndex;
+use super::read::{LEASE_COLUMNS, lease_from_row};
 use super::{
     CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions,
 };
@@ -56,6 +57,10 @@ pub enum Command {
     Tick {
         reply: Reply<()>,
     },
+    /// Live seats per license, by the one predicate, from the live index.
+    LiveCounts {
+        reply: Reply<Vec<(String, u32)>>,
+    },
     RecordEvent {
         kind: EventKind,
         license_id: Option<String>,
@@ -89,6 +94,7 @@ pub struct Writer {
     last_alive: Timestamp,
     last_alive_persisted: Timestamp,
     throttle: HashMap<String, i64>,
+    index: LiveIndex,
 }
 
 /// An answer held back until the batch commits.
@@ -122,6 +128,7 @@ impl Writer {
                 |r| r.get(0),
             )
             .optional()?;
+        let index = LiveIndex::load(&conn)?;
         let mut writer = Writer {
             conn,
             licenses,
@@ -131,6 +138,7 @@ impl Writer {
             last_alive: last_alive.map(Timestamp::from_millis).unwrap_or(now),
             last_alive_persisted: Timestamp::from_millis(i64::MIN),
             throttle: HashMap::new(),
+            index,
         };
         writer.process(Vec::new());
         Ok(writer)
@@ -187,6 +195,9 @@ impl Writer {
         }
 
         let outage = self.detect_outage(now, &licenses);
+        // The index must be reloaded if anything may have set it apart from
+        // the database: the outage rule's bulk update, or a rollback.
+        let mut index_stale = outage.is_some();
 
         for cmd in batch {
             let mut ctx = Ctx {
@@ -196,6 +207,7 @@ impl Writer {
                 events: Vec::new(),
                 throttle: &mut self.throttle,
                 options: &self.options,
+                index: &mut self.index,
             };
             if let Err(e) = ctx.conn.execute_batch("SAVEPOINT cmd") {
                 finishes.push(error_finish(cmd, e));
@@ -213,6 +225,8 @@ impl Writer {
             }
             if ok {
                 published.extend(events);
+            } else {
+                index_stale = true;
             }
             finishes.push(done);
         }
@@ -255,10 +269,18 @@ impl Writer {
                     finishes.len()
                 );
                 let _ = self.conn.execute_batch("ROLLBACK");
+                index_stale = true;
                 let msg = e.to_string();
                 for f in finishes {
                     f(Err(&msg));
                 }
+            }
+        }
+        if index_stale {
+            match LiveIndex::load(&self.conn) {
+                Ok(index) => self.index = index,
+                // Keep the old one; the next stale batch tries again.
+                Err(e) => tracing::error!("store: cannot reload the live index: {e}"),
             }
         }
     }
@@ -301,6 +323,7 @@ fn error_finish(cmd: Command, e: rusqlite::Error) -> Finish {
         Command::Revoke { reply, .. } => finish(reply, Err(e.into())),
         Command::Reap { reply, .. } => finish(reply, Err(e.into())),
         Command::Tick { reply } => finish(reply, Err(e.into())),
+        Command::LiveCounts { reply } => finish(reply, Err(e.into())),
         Command::RecordEvent { reply, .. } => finish(reply, Err(e.into())),
         Command::Shutdown { reply } => finish(reply, Err(e.into())),
     }
@@ -314,6 +337,7 @@ struct Ctx<'a> {
     events: Vec<Event>,
     throttle: &'a mut HashMap<String, i64>,
     options: &'a StoreOptions,
+    index: &'a mut LiveIndex,
 }
 
 impl Ctx<'_> {
@@ -344,6 +368,17 @@ impl Ctx<'_> {
             } => done(reply, self.revoke(&seat_id, reason, block)),
             Command::Reap { limit, reply } => done(reply, self.reap(limit)),
             Command::Tick { reply } | Command::Shutdown { reply } => done(reply, Ok(())),
+            Command::LiveCounts { reply } => {
+                let counts = self
+                    .licenses
+                    .iter()
+                    .map(|l| {
+                        let threshold = live_threshold(self.now, l.policy.skew);
+                        (l.id.clone(), self.live(&l.id, threshold))
+                    })
+                    .collect();
+                done(reply, Ok(counts))
+            }
             Command::RecordEvent {
                 kind,
                 license_id,
@@ -397,7 +432,7 @@ impl Ctx<'_> {
                 .optional()?;
             if let Some(row) = existing {
                 if is_live(row.expires_at, self.now, policy.skew) {
-                    let lease = self.renew(&row.seat_id, policy.ttl)?;
+                    let lease = self.renew(&row, policy.ttl)?;
                     return Ok(CheckoutOutcome::Granted {
                         lease,
                         reused: true,
@@ -414,17 +449,18 @@ impl Ctx<'_> {
         // give back its live seat rather than counting it twice.
         if let Some(fp) = &req.fingerprint {
             let threshold = live_threshold(self.now, policy.skew);
-            let seat: Option<String> = self
+            let sql = format!(
+                "SELECT {LEASE_COLUMNS} FROM leases
+                 WHERE license_id = ?1 AND fingerprint = ?2 AND expires_at >= ?3
+                 ORDER BY expires_at DESC LIMIT 1"
+            );
+            let held = self
                 .conn
-                .prepare_cached(
-                    "SELECT seat_id FROM leases
-                     WHERE license_id = ?1 AND fingerprint = ?2 AND expires_at >= ?3
-                     ORDER BY expires_at DESC LIMIT 1",
-                )?
-                .query_row(params![lic.id, fp, threshold.as_millis()], |r| r.get(0))
+                .prepare_cached(&sql)?
+                .query_row(params![lic.id, fp, threshold.as_millis()], lease_from_row)
                 .optional()?;
-            if let Some(seat_id) = seat {
-                let lease = self.renew(&seat_id, policy.ttl)?;
+            if let Some(row) = held {
+                let lease = self.renew(&row, policy.ttl)?;
                 return Ok(CheckoutOutcome::Granted {
                     lease,
                     reused: true,
@@ -433,14 +469,9 @@ impl Ctx<'_> {
         }
 
         let threshold = live_threshold(self.now, policy.skew);
-        let live = live_count(self.conn, &lic.id, threshold)?;
+        let live = self.live(&lic.id, threshold);
         if live.saturating_add(ahead) >= policy.seats {
-            let earliest: Option<i64> = self
-                .conn
-                .prepare_cached(
-                    "SELECT min(expires_at) FROM leases WHERE license_id = ?1 AND expires_at >= ?2",
-                )?
-                .query_row(params![lic.id, threshold.as_millis()], |r| r.get(0))?;
+            let earliest = self.index.earliest_from(&lic.id, threshold.as_millis());
             let retry_after = earliest
                 .map(|e| lapses_at(Timestamp::from_millis(e), policy.skew).millis_since(self.now))
                 .unwrap_or(policy.ttl.as_millis() as i64)
@@ -481,6 +512,8 @@ impl Ctx<'_> {
                 self.now.as_millis(),
                 lease.expires_at.as_millis()
             ])?;
+        self.index
+            .insert(&lease.license_id, lease.expires_at.as_millis());
         self.event(
             EventKind::Checkout,
             Some(&lease.license_id),
@@ -499,64 +532,57 @@ impl Ctx<'_> {
     }
 
     /// New expiry for an existing seat, on the server's clock.
-    fn renew(&mut self, seat_id: &str, ttl: Duration) -> rusqlite::Result<LeaseRow> {
+    fn renew(&mut self, row: &LeaseRow, ttl: Duration) -> rusqlite::Result<LeaseRow> {
         let sql = format!(
             "UPDATE leases SET issued_at = ?2, expires_at = ?3 WHERE seat_id = ?1 RETURNING {LEASE_COLUMNS}"
         );
-        self.conn.prepare_cached(&sql)?.query_row(
+        let renewed = self.conn.prepare_cached(&sql)?.query_row(
             params![
-                seat_id,
+                row.seat_id,
                 self.now.as_millis(),
                 self.now.saturating_add(ttl).as_millis()
             ],
             lease_from_row,
-        )
+        )?;
+        self.index
+            .remove(&row.license_id, row.expires_at.as_millis());
+        self.index
+            .insert(&renewed.license_id, renewed.expires_at.as_millis());
+        Ok(renewed)
+    }
+
+    /// Live leases of a license at `threshold`, from the index.
+    fn live(&mut self, license_id: &str, threshold: Timestamp) -> u32 {
+        u32::try_from(self.index.count_from(license_id, threshold.as_millis())).unwrap_or(u32::MAX)
     }
 
     fn heartbeat(&mut self, license_id: &str, seat_id: &str) -> rusqlite::Result<HeartbeatOutcome> {
         let Some(lic) = self.licenses.get(license_id) else {
             return Ok(HeartbeatOutcome::Lost);
         };
-        let threshold = live_threshold(self.now, lic.policy.skew);
         // Only a live seat of *this* license renews: a seat id is a
         // capability, but only together with its own license's key.
-        let sql = format!(
-            "UPDATE leases SET issued_at = ?3, expires_at = ?4
-             WHERE seat_id = ?1 AND license_id = ?2 AND expires_at >= ?5
-             RETURNING {LEASE_COLUMNS}"
-        );
-        let renewed = self
+        let sql =
+            format!("SELECT {LEASE_COLUMNS} FROM leases WHERE seat_id = ?1 AND license_id = ?2");
+        let Some(row) = self
             .conn
             .prepare_cached(&sql)?
-            .query_row(
-                params![
-                    seat_id,
-                    license_id,
-                    self.now.as_millis(),
-                    self.now.saturating_add(lic.policy.ttl).as_millis(),
-                    threshold.as_millis()
-                ],
-                lease_from_row,
-            )
-            .optional()?;
-        if let Some(row) = renewed {
-            return Ok(HeartbeatOutcome::Renewed(row));
+            .query_row(params![seat_id, license_id], lease_from_row)
+            .optional()?
+        else {
+            return Ok(HeartbeatOutcome::Lost);
+        };
+        if is_live(row.expires_at, self.now, lic.policy.skew) {
+            return Ok(HeartbeatOutcome::Renewed(self.renew(&row, lic.policy.ttl)?));
         }
-        // A seat that is still in the table but lapsed: its client just
-        // learned it lost the seat. Worth telling the admins (once).
-        let lapsed: Option<String> = self
-            .conn
-            .prepare_cached("SELECT holder FROM leases WHERE seat_id = ?1 AND license_id = ?2")?
-            .query_row(params![seat_id, license_id], |r| r.get(0))
-            .optional()?;
-        if let Some(holder) = lapsed
-            && self.first_in_window(format!("lost\0{seat_id}"))
-        {
+        // Still in the table but lapsed: its client just learned it lost the
+        // seat. Worth telling the admins (once).
+        if self.first_in_window(format!("lost\0{seat_id}")) {
             self.event(
                 EventKind::Lost,
                 Some(license_id),
                 Some(seat_id),
-                Some(&holder),
+                Some(&row.holder),
                 Some("heartbeat after the lease lapsed"),
             )?;
         }
@@ -564,13 +590,17 @@ impl Ctx<'_> {
     }
 
     fn release(&mut self, license_id: &str, seat_id: &str) -> rusqlite::Result<bool> {
-        let holder: Option<String> = self
+        let deleted: Option<(String, i64)> = self
             .conn
             .prepare_cached(
-                "DELETE FROM leases WHERE seat_id = ?1 AND license_id = ?2 RETURNING holder",
+                "DELETE FROM leases WHERE seat_id = ?1 AND license_id = ?2 RETURNING holder, expires_at",
             )?
-            .query_row(params![seat_id, license_id], |r| r.get(0))
+            .query_row(params![seat_id, license_id], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
+        let holder = deleted.map(|(holder, expires_at)| {
+            self.index.remove(license_id, expires_at);
+            holder
+        });
         if let Some(holder) = &holder {
             self.event(
                 EventKind::Release,
@@ -598,6 +628,8 @@ impl Ctx<'_> {
         else {
             return Ok(None);
         };
+        self.index
+            .remove(&row.license_id, row.expires_at.as_millis());
         let mut detail = reason.unwrap_or_default();
         if let Some(block) = block.filter(|b| !b.is_zero()) {
             let until = self.now.saturating_add(block);
@@ -650,6 +682,7 @@ impl Ctx<'_> {
                 )?
                 .collect::<rusqlite::Result<_>>()?;
             for (seat_id, holder, expires_at) in &rows {
+                self.index.remove(&lic.id, *expires_at);
                 let detail = format!("expired {} unrenewed", Timestamp::from_millis(*expires_at));
                 self.event(
                     EventKind::Reap,
