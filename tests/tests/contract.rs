@@ -494,6 +494,21 @@ async fn operational_endpoints() {
     assert_eq!((status, code.as_str()), (404, "not_found"));
     let (status, code, _) = error_code(c.put(s.url("/healthz")).send().await.unwrap()).await;
     assert_eq!((status, code.as_str()), (405, "method_not_allowed"));
+    // A 405 names what the path serves (RFC 9110), found by schemathesis.
+    for (method, path, allow) in [
+        ("PUT", "/healthz", "GET"),
+        ("GET", "/v1/licenses/small/seats", "POST"),
+        ("TRACE", "/v1/admin/seats/", "GET"),
+        ("GET", "/v1/licenses/small/seats/x/heartbeat", "POST"),
+    ] {
+        let resp = c
+            .request(method.parse().unwrap(), s.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 405, "{method} {path}");
+        assert_eq!(resp.headers()["allow"], allow, "{method} {path}");
+    }
 }
 
 #[tokio::test]

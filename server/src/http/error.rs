@@ -94,6 +94,26 @@ impl ApiError {
     }
 }
 
+/// The methods the routes of [`super::routes`] serve on `path` (for the
+/// `Allow` header of a 405), matching paths the way warp's `path!` does:
+/// segments verbatim, parameters non-empty, one trailing `/` tolerated.
+pub fn allowed_methods(path: &str) -> Option<&'static str> {
+    let path = path.strip_prefix('/').unwrap_or(path);
+    let path = path.strip_suffix('/').unwrap_or(path);
+    let segs: Vec<&str> = path.split('/').collect();
+    let param = |s: &&str| !s.is_empty();
+    match segs.as_slice() {
+        ["healthz"] | ["metrics"] | [".well-known", "jwks.json"] => Some("GET"),
+        ["v1", "admin", "licenses" | "seats" | "events"] => Some("GET"),
+        ["v1", "admin", "events", "stream"] => Some("GET"),
+        ["v1", "admin", "seats", s] if param(s) => Some("DELETE"),
+        ["v1", "licenses", l, "seats"] if param(l) => Some("POST"),
+        ["v1", "licenses", l, "seats", s] if param(l) && param(s) => Some("DELETE"),
+        ["v1", "licenses", l, "seats", s, "heartbeat"] if param(l) && param(s) => Some("POST"),
+        _ => None,
+    }
+}
+
 /// Turn warp's own rejections (no route, wrong method, bad query, oversized
 /// body...) into the same JSON error shape. Never a 5xx for client input.
 pub async fn recover(r: Rejection) -> Result<Response, Infallible> {

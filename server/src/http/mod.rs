@@ -209,7 +209,7 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         .boxed();
 
     let observe = state.clone();
-    healthz
+    let api = healthz
         .or(jwks)
         .unify()
         .or(metrics)
@@ -231,7 +231,21 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         .or(admin_stream)
         .unify()
         .recover(error::recover)
-        .unify()
+        .unify();
+    // A 405 names the methods the path does serve (RFC 9110 §15.5.6).
+    warp::path::full()
+        .and(api)
+        .map(|path: warp::path::FullPath, mut resp: Response| {
+            if resp.status() == warp::http::StatusCode::METHOD_NOT_ALLOWED
+                && let Some(allow) = error::allowed_methods(path.as_str())
+            {
+                resp.headers_mut().insert(
+                    warp::http::header::ALLOW,
+                    warp::http::HeaderValue::from_static(allow),
+                );
+            }
+            resp
+        })
         .with(warp::log::custom(move |info| {
             observe
                 .metrics
