@@ -1,0 +1,148 @@
+//! Hostile input (issue 5): schemathesis fuzzes the real `leaseholdd` from
+//! the contract in `assets/openapi.yaml`, with the settings of
+//! `assets/schemathesis/schemathesis.toml` (every check: no 5xx, status
+//! codes, content types, headers and bodies conform to the spec, ...).
+//!
+//! Needs schemathesis from PyPI; `.ci/run` installs the pinned version.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use leasehold_tests::{Server, ServerOptions};
+
+/// The version `.ci/run` installs.
+const PIP_INSTALL: &str = "python3 -m pip install 'schemathesis==4.32.5'";
+
+/// The license the config pins client operations to: a big pool, so the
+/// fuzzer's checkouts do not only meet `409 no_seats_available`.
+const LICENSES: &str = r#"
+[[license]]
+id = "demo-cad"
+key = "demo-cad-key"
+seats = 100000
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+
+[[license]]
+id = "demo-ide"
+key = "demo-ide-key"
+seats = 3
+ttl = "30s"
+skew = "2s"
+reap_grace = "10s"
+"#;
+
+/// Hard cap on the run (the config bounds it to about a minute).
+const TIMEOUT: Duration = Duration::from_secs(170);
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// `schemathesis` on PATH, else `python3 -m schemathesis.cli`.
+fn schemathesis_command() -> Option<Command> {
+    let works = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(args)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if works("schemathesis", &[]) {
+        return Some(Command::new("schemathesis"));
+    }
+    if works("python3", &["-m", "schemathesis.cli"]) {
+        let mut cmd = Command::new("python3");
+        cmd.args(["-m", "schemathesis.cli"]);
+        return Some(cmd);
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schemathesis_finds_no_server_error_and_no_contract_violation() {
+    let Some(mut cmd) = schemathesis_command() else {
+        panic!("schemathesis is not installed; install it with: {PIP_INSTALL}");
+    };
+    let server = Server::start_with(ServerOptions::new(LICENSES)).await;
+    let root = workspace_root();
+    // Run from a scratch dir: schemathesis and hypothesis keep caches in the
+    // current directory.
+    let scratch = tempfile::tempdir().expect("scratch dir");
+    cmd.arg("--no-color")
+        .arg("--config-file")
+        .arg(root.join("assets/schemathesis/schemathesis.toml"))
+        .arg("run")
+        .arg(root.join("assets/openapi.yaml"))
+        .arg("--url")
+        .arg(&server.base)
+        .current_dir(scratch.path())
+        .env("LEASEHOLD_ADMIN_TOKEN", &server.admin_token)
+        .env("LEASEHOLD_LICENSE", "demo-cad")
+        .env("LEASEHOLD_LICENSE_KEY", "demo-cad-key")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("start schemathesis");
+    let pid = child.id();
+    let started = Instant::now();
+    let output = tokio::time::timeout(
+        TIMEOUT,
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await;
+    let output = match output {
+        Ok(joined) => joined.expect("join").expect("schemathesis output"),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(pid.to_string())
+                .status();
+            panic!("schemathesis did not finish within {TIMEOUT:?}");
+        }
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // The summary (and any failures before it) is what a reader of CI needs.
+    let summary = stdout
+        .find("=== FAILURES ===")
+        .or_else(|| stdout.find("=== WARNINGS ==="))
+        .or_else(|| stdout.find("=== SUMMARY ==="))
+        .map(|i| stdout[..i].rfind('\n').map_or(i, |n| n + 1))
+        .map_or(&*stdout, |i| &stdout[i..]);
+    println!(
+        "schemathesis finished in {:.1}s ({}):\n{summary}",
+        started.elapsed().as_secs_f64(),
+        output.status
+    );
+    let mut problems = Vec::new();
+    if !output.status.success() {
+        problems.push(format!("schemathesis exited with {}", output.status));
+    }
+    // Belt and braces: the server must never have panicked.
+    let logs = server.logs();
+    if logs.contains("panicked") {
+        problems.push("the server panicked".to_string());
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\n--- schemathesis stdout ---\n{stdout}\n--- stderr ---\n{stderr}\n--- server log (tail) ---\n{}",
+        problems.join("; "),
+        logs.lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
