@@ -490,6 +490,35 @@ struct CpuSnapshot {
     at: Instant,
     server: BTreeMap<String, u64>,
     bench: u64,
+    /// Machine-wide (busy, steal) ticks from /proc/stat.
+    machine: (u64, u64),
+}
+
+/// (busy, steal) ticks of all CPUs: busy = everything but idle and iowait.
+fn machine_ticks() -> (u64, u64) {
+    let Ok(s) = std::fs::read_to_string("/proc/stat") else {
+        return (0, 0);
+    };
+    let Some(line) = s.lines().find(|l| l.starts_with("cpu ")) else {
+        return (0, 0);
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal guest guest_nice
+    let busy = v.iter().take(8).sum::<u64>() - v.get(3).unwrap_or(&0) - v.get(4).unwrap_or(&0);
+    (busy, *v.get(7).unwrap_or(&0))
+}
+
+/// CPU use over a window, in cores.
+struct CpuUse {
+    server_threads: BTreeMap<String, f64>,
+    server: f64,
+    bench: f64,
+    machine_busy: f64,
+    machine_steal: f64,
 }
 
 impl CpuSnapshot {
@@ -500,11 +529,11 @@ impl CpuSnapshot {
             bench: stat_ticks(Path::new("/proc/self/stat"))
                 .map(|(_, t)| t)
                 .unwrap_or(0),
+            machine: machine_ticks(),
         }
     }
 
-    /// (server cores by thread name, server cores total, bench cores).
-    fn since(&self, before: &CpuSnapshot) -> (BTreeMap<String, f64>, f64, f64) {
+    fn since(&self, before: &CpuSnapshot) -> CpuUse {
         let secs = self.at.duration_since(before.at).as_secs_f64().max(1e-9);
         let cores = |ticks: u64| round3(ticks as f64 / TICKS_PER_S / secs);
         let mut by_thread = BTreeMap::new();
@@ -516,11 +545,13 @@ impl CpuSnapshot {
                 by_thread.insert(name.clone(), cores(d));
             }
         }
-        (
-            by_thread,
-            cores(total),
-            cores(self.bench.saturating_sub(before.bench)),
-        )
+        CpuUse {
+            server_threads: by_thread,
+            server: cores(total),
+            bench: cores(self.bench.saturating_sub(before.bench)),
+            machine_busy: cores(self.machine.0.saturating_sub(before.machine.0)),
+            machine_steal: cores(self.machine.1.saturating_sub(before.machine.1)),
+        }
     }
 }
 
@@ -999,7 +1030,7 @@ async fn measure(
         }
     })
     .await;
-    let (server_threads, server_cpu, bench_cpu) = cpu_task.await.expect("cpu task");
+    let cpu = cpu_task.await.expect("cpu task");
     let mut total = Tally::new();
     for t in tallies {
         total.merge(t);
@@ -1025,9 +1056,12 @@ async fn measure(
             max: ms(h.max()),
             mean: round3(h.mean() / 1000.0),
         },
-        server_cpu_cores: pid.map(|_| server_cpu),
-        server_threads_cores: server_threads,
-        bench_cpu_cores: bench_cpu,
+        server_cpu_cores: pid.map(|_| cpu.server),
+        server_threads_cores: cpu.server_threads,
+        bench_cpu_cores: cpu.bench,
+        machine_busy_cores: cpu.machine_busy,
+        other_cores: pid.map(|_| round3((cpu.machine_busy - cpu.server - cpu.bench).max(0.0))),
+        machine_steal_cores: cpu.machine_steal,
         server_rss_kib: target.rss_kib(),
         leases_in_store: None,
     };
@@ -1058,6 +1092,14 @@ struct ScenarioResult {
     server_cpu_cores: Option<f64>,
     server_threads_cores: BTreeMap<String, f64>,
     bench_cpu_cores: f64,
+    /// All CPUs of the machine, busy (not idle/iowait), in cores: shows
+    /// whether something else was running during the window.
+    machine_busy_cores: f64,
+    machine_steal_cores: f64,
+    /// Busy cores not used by the server or the generator (other processes
+    /// on a shared machine, kernel threads): figures with a high value here
+    /// were measured on a contended machine.
+    other_cores: Option<f64>,
     server_rss_kib: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     leases_in_store: Option<u64>,
@@ -1202,7 +1244,7 @@ fn finish(
 
 fn print_table(report: &Report) {
     println!(
-        "{:<22} {:>9} {:>11} {:>7} {:>8} {:>8} {:>8} {:>7} {:>7} {:>10} {:>9}",
+        "{:<22} {:>9} {:>11} {:>7} {:>8} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9}",
         "scenario",
         "requests",
         "req/s",
@@ -1213,11 +1255,12 @@ fn print_table(report: &Report) {
         "denied",
         "errors",
         "srv cores",
-        "gen cores"
+        "gen cores",
+        "others"
     );
     for r in &report.scenarios {
         println!(
-            "{:<22} {:>9} {:>11.0} {:>7} {:>8.3} {:>8.3} {:>8.3} {:>7} {:>7} {:>10} {:>9.2}",
+            "{:<22} {:>9} {:>11.0} {:>7} {:>8.3} {:>8.3} {:>8.3} {:>7} {:>7} {:>9} {:>9.2} {:>9.2}",
             r.name,
             r.requests,
             r.throughput_rps,
@@ -1233,6 +1276,8 @@ fn print_table(report: &Report) {
                 .map(|x| format!("{x:.2}"))
                 .unwrap_or_else(|| "-".into()),
             r.bench_cpu_cores,
+            r.other_cores
+                .unwrap_or(r.machine_busy_cores - r.bench_cpu_cores),
         );
         if r.errors_total > 0 {
             println!("    errors: {:?}  statuses: {:?}", r.errors, r.statuses);
