@@ -1,0 +1,1045 @@
+//! Model-based test of the store (issue 5).
+//!
+//! A proptest drives the real [`Store`] (writer thread, SQLite file in a temp
+//! dir, read pool) with random sequences of checkouts, heartbeats, releases,
+//! revokes, reaps and clock moves across two or three licenses with small
+//! pools and short TTLs. A plain in-memory [`Model`] decides the expected
+//! outcome of every operation with the one predicate from `leasehold_common`
+//! (`is_live`, `is_reapable`, `lapses_at`), and every answer of the store is
+//! checked against it. After every step the invariants are asserted against
+//! the store's own read API (`seats`, `live_counts`):
+//!
+//! - live ≤ seats for every license (no over-grant);
+//! - nothing is reaped before `expires_at + reap_grace`;
+//! - a released, revoked or reaped seat never renews or comes back;
+//! - heartbeats never change the live count;
+//! - the table holds exactly the leases the model holds, field for field.
+//!
+//! Clock moves only go forward. A backward step of the server's clock
+//! (an NTP step) makes leases that lapsed within the step live again by the
+//! predicate, so live can exceed seats until the clock catches up; that is a
+//! property of the design (leases are judged on the server's wall clock), not
+//! something this model can hold the store to.
+//!
+//! The stall threshold is set to ten years so that clock jumps are not taken
+//! for outages (the outage rule has its own tests in `store.rs`). Denied and
+//! lost events are throttled by the writer, so only their plausibility is
+//! checked, never their number.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold_common::api::EventKind;
+use leasehold_common::liveness::lapses_at;
+use leasehold_common::{Licenses, Timestamp, is_live, is_reapable};
+use leasehold_server::clock::{ManualClock, SharedClock};
+use leasehold_server::licenses::LicensesHandle;
+use leasehold_server::store::{
+    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Store, StoreOptions,
+};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+
+/// 2027-01-15T08:00:00Z, a round start for the manual clock.
+const T0: i64 = 1_800_000_000_000;
+
+/// Far beyond any clock move of this test: no move is an outage.
+const NO_STALL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// License ids, in the order the store iterates them (id order).
+const LICENSE_IDS: [&str; 3] = ["a", "b", "c"];
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A time as an offset from T0, for readable failures.
+struct Rel(Timestamp);
+
+impl fmt::Display for Rel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0.as_millis() - T0;
+        write!(f, "T0{:+}.{:03}s", d / 1000, (d % 1000).abs())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Generated input
+// ---------------------------------------------------------------------------
+
+/// One license's policy, in milliseconds (reap_grace > skew, as validation
+/// demands).
+#[derive(Debug, Clone, Copy)]
+struct Pol {
+    seats: u32,
+    ttl_ms: u64,
+    skew_ms: u64,
+    grace_ms: u64,
+}
+
+impl Pol {
+    fn ttl(&self) -> Duration {
+        ms(self.ttl_ms)
+    }
+    fn skew(&self) -> Duration {
+        ms(self.skew_ms)
+    }
+    fn grace(&self) -> Duration {
+        ms(self.grace_ms)
+    }
+}
+
+fn pol() -> impl Strategy<Value = Pol> {
+    (
+        prop_oneof![1 => Just(0u32), 6 => 1u32..=4],
+        prop_oneof![(1u64..=10).prop_map(|s| s * 1000), 1_000u64..=10_000],
+        prop_oneof![(0u64..=2).prop_map(|s| s * 1000), 0u64..=2_000],
+        // reap_grace - skew: 1 ms (the tightest legal policy) or up to 5 s.
+        prop_oneof![
+            1 => Just(1u64),
+            2 => (1u64..=5).prop_map(|s| s * 1000),
+            2 => 1u64..=5_000,
+        ],
+    )
+        .prop_map(|(seats, ttl_ms, skew_ms, extra)| Pol {
+            seats,
+            ttl_ms,
+            skew_ms,
+            grace_ms: skew_ms + extra,
+        })
+}
+
+/// Which license a checkout names.
+#[derive(Debug, Clone, Copy)]
+enum Lic {
+    /// The n-th license (mod the number of licenses).
+    Known(usize),
+    /// A license that is not in the licenses file.
+    Unknown,
+}
+
+/// Which seat a heartbeat, release or revoke names.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// The n-th (mod) seat that is live, in issue order, under its own
+    /// license (a held one if none is live).
+    Live(usize),
+    /// The n-th (mod) seat still in the table (live or lapsed), in issue
+    /// order, under its own license.
+    Held(usize),
+    /// The n-th (mod) seat ever granted (maybe released, revoked or reaped
+    /// since), under its own license.
+    Issued(usize),
+    /// The n-th (mod) seat ever granted, presented under the next license.
+    Foreign(usize),
+    /// A seat id that was never issued.
+    Never,
+}
+
+/// A boundary of a held lease to move the clock exactly onto.
+#[derive(Debug, Clone, Copy)]
+enum Edge {
+    /// `expires_at + skew`: the last live millisecond.
+    LastLive,
+    /// `expires_at + skew + 1 ms`: the first lapsed one.
+    FirstLapsed,
+    /// `expires_at + reap_grace`: the last millisecond it may not be reaped.
+    LastKept,
+    /// `expires_at + reap_grace + 1 ms`: the first reapable one.
+    FirstReapable,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Checkout {
+        license: Lic,
+        holder: u8,
+        fingerprint: Option<u8>,
+        key: Option<u8>,
+    },
+    Heartbeat(Target),
+    Release(Target),
+    Revoke {
+        target: Target,
+        block_ms: Option<u64>,
+    },
+    Reap {
+        limit: usize,
+    },
+    /// Move the clock forward.
+    Advance {
+        ms: u64,
+    },
+    /// Move the clock forward exactly onto a boundary of the n-th (mod) held
+    /// lease whose boundary is not yet past (no-op if there is none).
+    ToEdge {
+        lease: usize,
+        edge: Edge,
+    },
+    /// Move the clock forward to the last blocked millisecond of the n-th
+    /// (mod) block still in force, or to the first free one.
+    ToBlockEnd {
+        block: usize,
+        ended: bool,
+    },
+}
+
+fn target() -> impl Strategy<Value = Target> {
+    prop_oneof![
+        4 => (0usize..8).prop_map(Target::Live),
+        3 => (0usize..8).prop_map(Target::Held),
+        2 => (0usize..16).prop_map(Target::Issued),
+        1 => (0usize..16).prop_map(Target::Foreign),
+        1 => Just(Target::Never),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (
+            prop_oneof![12 => (0usize..3).prop_map(Lic::Known), 1 => Just(Lic::Unknown)],
+            0u8..3,
+            proptest::option::weighted(0.5, 0u8..3),
+            proptest::option::weighted(0.4, 0u8..3),
+        )
+            .prop_map(|(license, holder, fingerprint, key)| Op::Checkout {
+                license,
+                holder,
+                fingerprint,
+                key,
+            }),
+        5 => target().prop_map(Op::Heartbeat),
+        2 => target().prop_map(Op::Release),
+        3 => (
+            target(),
+            prop_oneof![
+                Just(None),
+                Just(Some(0)),
+                (1u64..=30).prop_map(|s| Some(s * 1000)),
+                (1u64..=30_000).prop_map(Some),
+            ],
+        )
+            .prop_map(|(target, block_ms)| Op::Revoke { target, block_ms }),
+        2 => (0usize..5).prop_map(|limit| Op::Reap { limit }),
+        4 => (0u64..=2_000).prop_map(|ms| Op::Advance { ms }),
+        1 => (2_000u64..=60_000).prop_map(|ms| Op::Advance { ms }),
+        3 => (
+            0usize..8,
+            prop_oneof![
+                Just(Edge::LastLive),
+                Just(Edge::FirstLapsed),
+                Just(Edge::LastKept),
+                Just(Edge::FirstReapable),
+            ],
+        )
+            .prop_map(|(lease, edge)| Op::ToEdge { lease, edge }),
+        1 => (0usize..4, any::<bool>()).prop_map(|(block, ended)| Op::ToBlockEnd { block, ended }),
+    ]
+}
+
+// ---------------------------------------------------------------------------
+// The reference model
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct MLease {
+    row: LeaseRow,
+    idempotency_key: Option<String>,
+}
+
+/// What the model says a checkout must answer.
+#[derive(Debug)]
+enum Expect {
+    Fresh(LeaseRow),
+    Reused(LeaseRow),
+    Full {
+        seats: u32,
+        live: u32,
+        retry_after: Duration,
+    },
+    Blocked {
+        until: Timestamp,
+    },
+    UnknownLicense,
+}
+
+struct Model {
+    now: Timestamp,
+    licenses: Vec<(String, Pol)>,
+    /// Every lease in the table, by seat id.
+    leases: HashMap<String, MLease>,
+    /// (license, holder, fingerprint or "") → blocked until (exclusive).
+    blocks: BTreeMap<(String, String, String), Timestamp>,
+    /// Every seat ever granted, in issue order: (license, seat).
+    issued: Vec<(String, String)>,
+    /// Seats released, revoked or reaped: never to renew or come back.
+    gone: HashSet<String>,
+}
+
+impl Model {
+    fn pol(&self, license: &str) -> Option<Pol> {
+        self.licenses
+            .iter()
+            .find(|(id, _)| id == license)
+            .map(|(_, p)| *p)
+    }
+
+    fn is_live(&self, lease: &LeaseRow) -> bool {
+        let pol = self.pol(&lease.license_id).unwrap();
+        is_live(lease.expires_at, self.now, pol.skew())
+    }
+
+    fn is_reapable(&self, lease: &LeaseRow) -> bool {
+        let pol = self.pol(&lease.license_id).unwrap();
+        is_reapable(lease.expires_at, self.now, pol.grace())
+    }
+
+    fn live_count(&self, license: &str) -> u32 {
+        self.leases
+            .values()
+            .filter(|l| l.row.license_id == license && self.is_live(&l.row))
+            .count() as u32
+    }
+
+    /// Seats in the table, in issue order.
+    fn held(&self) -> Vec<&LeaseRow> {
+        self.issued
+            .iter()
+            .filter_map(|(_, seat)| self.leases.get(seat).map(|l| &l.row))
+            .collect()
+    }
+
+    /// (license, seat id) for a target.
+    fn resolve(&self, target: Target) -> (String, String) {
+        let never = || (self.licenses[0].0.clone(), "0".repeat(32));
+        match target {
+            Target::Live(n) | Target::Held(n) => {
+                let mut held = self.held();
+                if let Target::Live(_) = target
+                    && held.iter().any(|l| self.is_live(l))
+                {
+                    held.retain(|l| self.is_live(l));
+                }
+                if held.is_empty() {
+                    return never();
+                }
+                let row = held[n % held.len()];
+                (row.license_id.clone(), row.seat_id.clone())
+            }
+            Target::Issued(n) | Target::Foreign(n) => {
+                if self.issued.is_empty() {
+                    return never();
+                }
+                let (license, seat) = self.issued[n % self.issued.len()].clone();
+                if let Target::Foreign(_) = target {
+                    let i = self
+                        .licenses
+                        .iter()
+                        .position(|(id, _)| *id == license)
+                        .unwrap();
+                    let other = self.licenses[(i + 1) % self.licenses.len()].0.clone();
+                    return (other, seat);
+                }
+                (license, seat)
+            }
+            Target::Never => never(),
+        }
+    }
+
+    fn renew(&mut self, seat: &str) -> LeaseRow {
+        let now = self.now;
+        let ttl = {
+            let license = &self.leases[seat].row.license_id;
+            self.pol(license).unwrap().ttl()
+        };
+        let lease = self.leases.get_mut(seat).unwrap();
+        lease.row.issued_at = now;
+        lease.row.expires_at = now.saturating_add(ttl);
+        lease.row.clone()
+    }
+
+    /// Decide a checkout and apply its effects, except inserting a fresh
+    /// seat (its id comes from the store: see [`Model::insert`]).
+    fn checkout(&mut self, req: &CheckoutRequest) -> Expect {
+        let Some(pol) = self.pol(&req.license_id) else {
+            return Expect::UnknownLicense;
+        };
+        let block_key = (
+            req.license_id.clone(),
+            req.holder.clone(),
+            req.fingerprint.clone().unwrap_or_default(),
+        );
+        if let Some(&until) = self.blocks.get(&block_key)
+            && until > self.now
+        {
+            return Expect::Blocked { until };
+        }
+        // Idempotency-Key: the same seat while it is live; once it lapsed
+        // the key is free again.
+        if let Some(key) = &req.idempotency_key {
+            let found: Vec<String> = self
+                .leases
+                .iter()
+                .filter(|(_, l)| {
+                    l.row.license_id == req.license_id && l.idempotency_key.as_ref() == Some(key)
+                })
+                .map(|(seat, _)| seat.clone())
+                .collect();
+            assert!(found.len() <= 1, "model: key {key} names {found:?}");
+            if let Some(seat) = found.first() {
+                if self.is_live(&self.leases[seat].row) {
+                    return Expect::Reused(self.renew(seat));
+                }
+                self.leases.get_mut(seat).unwrap().idempotency_key = None;
+            }
+        }
+        // Fingerprint re-claim: the live seat this machine already holds.
+        if let Some(fp) = &req.fingerprint {
+            let found: Vec<String> = self
+                .leases
+                .iter()
+                .filter(|(_, l)| {
+                    l.row.license_id == req.license_id
+                        && l.row.fingerprint.as_ref() == Some(fp)
+                        && self.is_live(&l.row)
+                })
+                .map(|(seat, _)| seat.clone())
+                .collect();
+            assert!(
+                found.len() <= 1,
+                "model: two live seats for {fp}: {found:?}"
+            );
+            if let Some(seat) = found.first() {
+                return Expect::Reused(self.renew(seat));
+            }
+        }
+        let live = self.live_count(&req.license_id);
+        if live >= pol.seats {
+            let retry_after = self
+                .leases
+                .values()
+                .filter(|l| l.row.license_id == req.license_id && self.is_live(&l.row))
+                .map(|l| lapses_at(l.row.expires_at, pol.skew()).millis_since(self.now))
+                .min()
+                .unwrap_or(pol.ttl_ms as i64)
+                .max(0);
+            return Expect::Full {
+                seats: pol.seats,
+                live,
+                retry_after: ms(retry_after as u64),
+            };
+        }
+        Expect::Fresh(LeaseRow {
+            seat_id: String::new(), // assigned by the store
+            license_id: req.license_id.clone(),
+            holder: req.holder.clone(),
+            fingerprint: req.fingerprint.clone(),
+            checked_out_at: self.now,
+            issued_at: self.now,
+            expires_at: self.now.saturating_add(pol.ttl()),
+        })
+    }
+
+    fn insert(&mut self, row: LeaseRow, idempotency_key: Option<String>) {
+        self.issued
+            .push((row.license_id.clone(), row.seat_id.clone()));
+        self.leases.insert(
+            row.seat_id.clone(),
+            MLease {
+                row,
+                idempotency_key,
+            },
+        );
+    }
+
+    fn heartbeat(&mut self, license: &str, seat: &str) -> HeartbeatOutcome {
+        match self.leases.get(seat) {
+            Some(l) if l.row.license_id == license && self.is_live(&l.row) => {
+                HeartbeatOutcome::Renewed(self.renew(seat))
+            }
+            _ => HeartbeatOutcome::Lost,
+        }
+    }
+
+    fn release(&mut self, license: &str, seat: &str) -> bool {
+        match self.leases.get(seat) {
+            Some(l) if l.row.license_id == license => {
+                self.leases.remove(seat);
+                self.gone.insert(seat.to_string());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn revoke(&mut self, seat: &str, block: Option<Duration>) -> Option<LeaseRow> {
+        let lease = self.leases.remove(seat)?;
+        self.gone.insert(seat.to_string());
+        if let Some(block) = block.filter(|b| !b.is_zero()) {
+            self.blocks.insert(
+                (
+                    lease.row.license_id.clone(),
+                    lease.row.holder.clone(),
+                    lease.row.fingerprint.clone().unwrap_or_default(),
+                ),
+                self.now.saturating_add(block),
+            );
+        }
+        Some(lease.row)
+    }
+
+    /// How many leases a reap with `limit` deletes, per license (the store
+    /// takes licenses in id order, each oldest expiry first).
+    fn reap_counts(&self, limit: usize) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        let mut left = limit;
+        for (id, _) in &self.licenses {
+            let reapable = self
+                .leases
+                .values()
+                .filter(|l| l.row.license_id == *id && self.is_reapable(&l.row))
+                .count();
+            let n = reapable.min(left);
+            left -= n;
+            out.insert(id.clone(), n);
+        }
+        out
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Driving the store
+// ---------------------------------------------------------------------------
+
+struct Run {
+    store: Store,
+    clock: Arc<ManualClock>,
+    model: Model,
+    last_event: i64,
+}
+
+/// `prop_assert!` with the step's context in front of the message.
+macro_rules! check {
+    ($ctx:expr, $cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(TestCaseError::fail(format!("{}: {}", $ctx, format!($($fmt)+))));
+        }
+    };
+}
+
+macro_rules! check_eq {
+    ($ctx:expr, $left:expr, $right:expr, $($fmt:tt)+) => {{
+        let (l, r) = (&$left, &$right);
+        if l != r {
+            return Err(TestCaseError::fail(format!(
+                "{}: {}\n  store: {:?}\n  model: {:?}",
+                $ctx,
+                format!($($fmt)+),
+                l,
+                r
+            )));
+        }
+    }};
+}
+
+/// What an operation did, for the event check.
+#[derive(Default)]
+struct Effects {
+    /// (kind, seat) events that must appear, exactly.
+    expected: Vec<(EventKind, String)>,
+    /// A denied event may appear (a checkout answered Full or Blocked).
+    may_deny: bool,
+    /// A lost event may appear for this seat (a heartbeat on a lapsed seat).
+    may_lose: Option<String>,
+}
+
+impl Run {
+    async fn live_counts(&self) -> BTreeMap<String, u32> {
+        self.store
+            .live_counts()
+            .await
+            .unwrap()
+            .into_iter()
+            .collect()
+    }
+
+    fn set_clock(&mut self, t: Timestamp) {
+        self.model.now = t;
+        self.clock.set(t);
+    }
+
+    async fn step(&mut self, ctx: &str, op: &Op) -> Result<(), TestCaseError> {
+        let mut fx = Effects::default();
+        match *op {
+            Op::Checkout {
+                license,
+                holder,
+                fingerprint,
+                key,
+            } => {
+                let license_id = match license {
+                    Lic::Known(n) => self.model.licenses[n % self.model.licenses.len()].0.clone(),
+                    Lic::Unknown => "nope".to_string(),
+                };
+                let req = CheckoutRequest {
+                    license_id,
+                    holder: format!("h{holder}"),
+                    fingerprint: fingerprint.map(|f| format!("f{f}")),
+                    idempotency_key: key.map(|k| format!("k{k}")),
+                };
+                let expect = self.model.checkout(&req);
+                let got = self.store.checkout(req.clone()).await.unwrap();
+                match (got, expect) {
+                    (
+                        CheckoutOutcome::Granted {
+                            lease,
+                            reused: false,
+                        },
+                        Expect::Fresh(mut want),
+                    ) => {
+                        check!(
+                            ctx,
+                            lease.seat_id.len() == 32
+                                && lease.seat_id.chars().all(|c| c.is_ascii_hexdigit()),
+                            "seat id {:?} is not 128-bit hex",
+                            lease.seat_id
+                        );
+                        check!(
+                            ctx,
+                            !self.model.issued.iter().any(|(_, s)| *s == lease.seat_id),
+                            "fresh seat {} was issued before",
+                            lease.seat_id
+                        );
+                        want.seat_id = lease.seat_id.clone();
+                        check_eq!(ctx, lease, want, "fresh lease");
+                        fx.expected
+                            .push((EventKind::Checkout, lease.seat_id.clone()));
+                        self.model.insert(lease, req.idempotency_key.clone());
+                    }
+                    (
+                        CheckoutOutcome::Granted {
+                            lease,
+                            reused: true,
+                        },
+                        Expect::Reused(want),
+                    ) => {
+                        check_eq!(ctx, lease, want, "reused lease");
+                    }
+                    (
+                        CheckoutOutcome::Full {
+                            seats,
+                            live,
+                            retry_after,
+                        },
+                        Expect::Full {
+                            seats: s,
+                            live: l,
+                            retry_after: r,
+                        },
+                    ) => {
+                        check_eq!(
+                            ctx,
+                            (seats, live, retry_after),
+                            (s, l, r),
+                            "Full (seats, live, retry_after)"
+                        );
+                        fx.may_deny = true;
+                    }
+                    (CheckoutOutcome::Blocked { until }, Expect::Blocked { until: u }) => {
+                        check_eq!(ctx, until, u, "blocked until");
+                        fx.may_deny = true;
+                    }
+                    (CheckoutOutcome::UnknownLicense, Expect::UnknownLicense) => {}
+                    (got, expect) => {
+                        return Err(TestCaseError::fail(format!(
+                            "{ctx}: checkout {req:?}\n  store: {got:?}\n  model: {expect:?}"
+                        )));
+                    }
+                }
+            }
+            Op::Heartbeat(target) => {
+                let (license, seat) = self.model.resolve(target);
+                let live_before = self.live_counts().await;
+                let was_present = self
+                    .model
+                    .leases
+                    .get(&seat)
+                    .is_some_and(|l| l.row.license_id == license);
+                let want = self.model.heartbeat(&license, &seat);
+                let got = self.store.heartbeat(&license, &seat).await.unwrap();
+                if let HeartbeatOutcome::Renewed(row) = &got {
+                    check!(
+                        ctx,
+                        !self.model.gone.contains(&seat),
+                        "seat {seat} renewed after it was released, revoked or reaped: {row:?}"
+                    );
+                }
+                check_eq!(ctx, got, want, "heartbeat {license}/{seat}");
+                let live_after = self.live_counts().await;
+                check_eq!(
+                    ctx,
+                    live_after,
+                    live_before,
+                    "a heartbeat changed the live count"
+                );
+                if matches!(got, HeartbeatOutcome::Lost) && was_present {
+                    fx.may_lose = Some(seat);
+                }
+            }
+            Op::Release(target) => {
+                let (license, seat) = self.model.resolve(target);
+                let want = self.model.release(&license, &seat);
+                let got = self.store.release(&license, &seat).await.unwrap();
+                check_eq!(ctx, got, want, "release {license}/{seat}");
+                if got {
+                    fx.expected.push((EventKind::Release, seat));
+                }
+            }
+            Op::Revoke { target, block_ms } => {
+                let (_, seat) = self.model.resolve(target);
+                let block = block_ms.map(ms);
+                let want = self.model.revoke(&seat, block);
+                let got = self
+                    .store
+                    .revoke(&seat, Some("model test".into()), block)
+                    .await
+                    .unwrap();
+                check_eq!(ctx, got, want, "revoke {seat}");
+                if got.is_some() {
+                    fx.expected.push((EventKind::Revoke, seat));
+                }
+            }
+            Op::Reap { limit } => {
+                let per_license = self.model.reap_counts(limit);
+                let want: usize = per_license.values().sum();
+                let got = self.store.reap(limit).await.unwrap();
+                check_eq!(ctx, got, want, "reap({limit}) count");
+                let left: HashSet<String> = self
+                    .store
+                    .seats(None)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|l| l.seat_id)
+                    .collect();
+                let removed: Vec<LeaseRow> = self
+                    .model
+                    .held()
+                    .into_iter()
+                    .filter(|l| !left.contains(&l.seat_id))
+                    .cloned()
+                    .collect();
+                for (license, &n) in &per_license {
+                    let mine: Vec<&LeaseRow> = removed
+                        .iter()
+                        .filter(|l| l.license_id == *license)
+                        .collect();
+                    check_eq!(ctx, mine.len(), n, "leases of {license} reaped");
+                    for l in &mine {
+                        check!(
+                            ctx,
+                            self.model.is_reapable(l),
+                            "reaped before expires_at + reap_grace: {l:?} at {}",
+                            Rel(self.model.now)
+                        );
+                    }
+                    // Oldest expiry first: nothing kept expired before
+                    // something taken.
+                    let newest_taken = mine.iter().map(|l| l.expires_at).max();
+                    for kept in self.model.held() {
+                        if kept.license_id == *license
+                            && left.contains(&kept.seat_id)
+                            && self.model.is_reapable(kept)
+                            && let Some(newest) = newest_taken
+                        {
+                            check!(
+                                ctx,
+                                kept.expires_at >= newest,
+                                "reap kept {kept:?} but took a later-expiring lease"
+                            );
+                        }
+                    }
+                }
+                for l in removed {
+                    self.model.leases.remove(&l.seat_id);
+                    self.model.gone.insert(l.seat_id.clone());
+                    fx.expected.push((EventKind::Reap, l.seat_id));
+                }
+            }
+            Op::Advance { ms: d } => {
+                let t = self.model.now.saturating_add(ms(d));
+                self.set_clock(t);
+            }
+            Op::ToEdge { lease, edge } => {
+                let now = self.model.now;
+                let targets: Vec<Timestamp> = self
+                    .model
+                    .held()
+                    .into_iter()
+                    .map(|l| {
+                        let pol = self.model.pol(&l.license_id).unwrap();
+                        match edge {
+                            Edge::LastLive => l.expires_at.saturating_add(pol.skew()),
+                            Edge::FirstLapsed => lapses_at(l.expires_at, pol.skew()),
+                            Edge::LastKept => l.expires_at.saturating_add(pol.grace()),
+                            Edge::FirstReapable => l
+                                .expires_at
+                                .saturating_add(pol.grace())
+                                .saturating_add(ms(1)),
+                        }
+                    })
+                    .filter(|&t| t >= now)
+                    .collect();
+                if !targets.is_empty() {
+                    self.set_clock(targets[lease % targets.len()]);
+                }
+            }
+            Op::ToBlockEnd { block, ended } => {
+                let now = self.model.now;
+                let ends: Vec<Timestamp> = self
+                    .model
+                    .blocks
+                    .values()
+                    .copied()
+                    .filter(|&until| until > now)
+                    .collect();
+                if !ends.is_empty() {
+                    let until = ends[block % ends.len()];
+                    let t = if ended {
+                        until
+                    } else {
+                        until.saturating_sub(ms(1))
+                    };
+                    self.set_clock(t);
+                }
+            }
+        }
+        self.check_events(ctx, fx).await?;
+        self.check_invariants(ctx).await
+    }
+
+    /// The events this step logged: exactly the checkout, release, revoke
+    /// and reap events the model expects; denied and lost ones (throttled)
+    /// only where they make sense.
+    async fn check_events(&mut self, ctx: &str, fx: Effects) -> Result<(), TestCaseError> {
+        let events = self
+            .store
+            .events_after(self.last_event, 10_000)
+            .await
+            .unwrap();
+        let mut logged = Vec::new();
+        for e in &events {
+            check!(
+                ctx,
+                e.id > self.last_event,
+                "event ids not increasing: {e:?}"
+            );
+            self.last_event = e.id;
+            check_eq!(ctx, e.at, self.model.now, "event time of {e:?}");
+            match e.kind {
+                EventKind::Denied => {
+                    check!(ctx, fx.may_deny, "unexpected denied event {e:?}");
+                }
+                EventKind::Lost => {
+                    check!(
+                        ctx,
+                        fx.may_lose.is_some() && e.seat_id == fx.may_lose,
+                        "unexpected lost event {e:?}"
+                    );
+                }
+                kind => logged.push((kind, e.seat_id.clone().unwrap_or_default())),
+            }
+        }
+        let mut expected = fx.expected;
+        logged.sort_by(|a, b| (a.0.as_str(), &a.1).cmp(&(b.0.as_str(), &b.1)));
+        expected.sort_by(|a, b| (a.0.as_str(), &a.1).cmp(&(b.0.as_str(), &b.1)));
+        check_eq!(ctx, logged, expected, "events logged");
+        Ok(())
+    }
+
+    /// The invariants, against the store's own read API.
+    async fn check_invariants(&self, ctx: &str) -> Result<(), TestCaseError> {
+        let m = &self.model;
+        let stored: BTreeMap<String, LeaseRow> = self
+            .store
+            .seats(None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|l| (l.seat_id.clone(), l))
+            .collect();
+
+        // Nothing reaped (or otherwise lost) that the model still holds; in
+        // particular nothing before expires_at + reap_grace.
+        for seat in m.held() {
+            check!(
+                ctx,
+                stored.contains_key(&seat.seat_id),
+                "lease vanished from the store (reapable by the predicate: {}): {seat:?} at {}",
+                m.is_reapable(seat),
+                Rel(m.now)
+            );
+        }
+        // A released, revoked or reaped seat never comes back.
+        for seat in stored.keys() {
+            check!(
+                ctx,
+                !m.gone.contains(seat),
+                "seat {seat} is back after it was released, revoked or reaped"
+            );
+        }
+        // Field for field, the table is the model.
+        let modelled: BTreeMap<String, LeaseRow> = m
+            .leases
+            .iter()
+            .map(|(s, l)| (s.clone(), l.row.clone()))
+            .collect();
+        check_eq!(ctx, stored, modelled, "leases table");
+
+        // live ≤ seats, and the store counts what the predicate counts.
+        let live = self.live_counts().await;
+        for (id, pol) in &m.licenses {
+            let n = live.get(id).copied();
+            check_eq!(ctx, n, Some(m.live_count(id)), "live count of {id}");
+            check!(
+                ctx,
+                n.unwrap_or(0) <= pol.seats,
+                "over-grant: {id} has {n:?} live of {} seats",
+                pol.seats
+            );
+        }
+        check_eq!(ctx, live.len(), m.licenses.len(), "licenses counted");
+
+        // Model sanity: one live seat per fingerprint, one lease per key.
+        let mut fps = HashSet::new();
+        let mut keys = HashSet::new();
+        for l in m.leases.values() {
+            if let Some(fp) = &l.row.fingerprint
+                && m.is_live(&l.row)
+            {
+                check!(
+                    ctx,
+                    fps.insert((l.row.license_id.clone(), fp.clone())),
+                    "two live seats of {} for fingerprint {fp}",
+                    l.row.license_id
+                );
+            }
+            if let Some(key) = &l.idempotency_key {
+                check!(
+                    ctx,
+                    keys.insert((l.row.license_id.clone(), key.clone())),
+                    "two leases of {} for key {key}",
+                    l.row.license_id
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn licenses_toml(pols: &[Pol]) -> String {
+    pols.iter()
+        .zip(LICENSE_IDS)
+        .map(|(p, id)| {
+            format!(
+                "[[license]]\nid = \"{id}\"\nkey = \"{id}-key\"\nseats = {}\n\
+                 ttl = \"{}ms\"\nskew = \"{}ms\"\nreap_grace = \"{}ms\"\n",
+                p.seats, p.ttl_ms, p.skew_ms, p.grace_ms
+            )
+        })
+        .collect()
+}
+
+fn run(pols: Vec<Pol>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let dir = tempfile::tempdir().unwrap();
+        let licenses = Licenses::parse(&licenses_toml(&pols)).unwrap();
+        let clock = ManualClock::new(Timestamp::from_millis(T0));
+        let shared: SharedClock = clock.clone();
+        let store = Store::open(
+            &dir.path().join("leasehold.db"),
+            LicensesHandle::new(licenses),
+            shared,
+            StoreOptions {
+                stall_threshold: NO_STALL,
+                ..StoreOptions::default()
+            },
+        )
+        .unwrap();
+        let model = Model {
+            now: Timestamp::from_millis(T0),
+            licenses: pols
+                .iter()
+                .zip(LICENSE_IDS)
+                .map(|(p, id)| (id.to_string(), *p))
+                .collect(),
+            leases: HashMap::new(),
+            blocks: BTreeMap::new(),
+            issued: Vec::new(),
+            gone: HashSet::new(),
+        };
+        let mut run = Run {
+            store: store.clone(),
+            clock,
+            model,
+            last_event: 0,
+        };
+        let mut result = Ok(());
+        for (i, op) in ops.iter().enumerate() {
+            let ctx = format!("step {i} {op:?} at {}", Rel(run.model.now));
+            result = run.step(&ctx, op).await;
+            if result.is_err() {
+                break;
+            }
+        }
+        store.close().await;
+        result
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        // PROPTEST_CASES=5000 for a longer soak.
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(384),
+        max_shrink_iters: 4096,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Random operation sequences on 2–3 small pools: every answer matches
+    /// the model and the invariants hold after every step.
+    #[test]
+    fn store_matches_the_model(
+        pols in proptest::collection::vec(pol(), 2..=3),
+        ops in proptest::collection::vec(op(), 1..=60),
+    ) {
+        run(pols, ops)?;
+    }
+}
+
+/// The model test's own sanity: the boundaries it moves the clock onto are
+/// the ones the predicate draws.
+#[test]
+fn edges_are_the_predicate_boundaries() {
+    let p = Pol {
+        seats: 1,
+        ttl_ms: 1000,
+        skew_ms: 200,
+        grace_ms: 201,
+    };
+    let e = Timestamp::from_millis(T0);
+    let at = |d: u64| e.saturating_add(ms(d));
+    assert!(is_live(e, at(200), p.skew()));
+    assert!(!is_live(e, lapses_at(e, p.skew()), p.skew()));
+    assert!(!is_reapable(e, at(201), p.grace()));
+    assert!(is_reapable(e, at(202), p.grace()));
+}
