@@ -5,6 +5,8 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use crate::store::WriterStats;
+
 /// Upper bounds of the request latency histogram, in seconds.
 const BUCKETS: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -53,8 +55,35 @@ impl Metrics {
     }
 
     /// The exposition text; `pools` is (license, seats, live) per license.
-    pub fn render(&self, pools: &[(String, u32, u32)]) -> String {
+    pub fn render(&self, pools: &[(String, u32, u32)], writer: &WriterStats) -> String {
         let mut out = String::with_capacity(4096);
+        for (name, help, value) in [
+            (
+                "leasehold_store_batches_total",
+                "Transactions committed by the writer (group commits).",
+                writer.batches.load(Relaxed),
+            ),
+            (
+                "leasehold_store_commands_total",
+                "Commands applied by the writer.",
+                writer.commands.load(Relaxed),
+            ),
+            (
+                "leasehold_store_apply_microseconds_total",
+                "Writer time applying commands.",
+                writer.apply_us.load(Relaxed),
+            ),
+            (
+                "leasehold_store_commit_microseconds_total",
+                "Writer time in COMMIT (fsync).",
+                writer.commit_us.load(Relaxed),
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        }
         let gauge = |out: &mut String,
                      name: &str,
                      help: &str,
@@ -175,7 +204,7 @@ mod tests {
         m.observe_request(201, Duration::from_micros(300));
         m.observe_request(409, Duration::from_millis(3));
         m.observe_request(500, Duration::from_secs(10));
-        let text = m.render(&[("demo".into(), 10, 4)]);
+        let text = m.render(&[("demo".into(), 10, 4)], &WriterStats::default());
         assert!(
             text.contains("leasehold_seats{license=\"demo\"} 10"),
             "{text}"

@@ -15,11 +15,11 @@
 //! - heartbeats never change the live count;
 //! - the table holds exactly the leases the model holds, field for field.
 //!
-//! Clock moves only go forward. A backward step of the server's clock
-//! (an NTP step) makes leases that lapsed within the step live again by the
-//! predicate, so live can exceed seats until the clock catches up; that is a
-//! property of the design (leases are judged on the server's wall clock), not
-//! something this model can hold the store to.
+//! Clock moves only go forward. This model found that a backward step of
+//! the server's clock (an NTP step) let a lapsed lease come back to life
+//! beside the seat that replaced it; the writer's time now never runs back
+//! (`store.rs::a_clock_stepping_back_never_revives_a_lapsed_lease`), and
+//! modelling a frozen clock here would add little.
 //!
 //! The stall threshold is set to ten years so that clock jumps are not taken
 //! for outages (the outage rule has its own tests in `store.rs`). Denied and

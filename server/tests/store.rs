@@ -794,7 +794,8 @@ async fn reaper_never_deletes_a_counted_lease_sweep() {
     assert!(seats.len() >= 20, "enough leases to sweep: {}", seats.len());
     let licenses = h.licenses.current();
     let mut reaped_total = 0;
-    let mut step = at(0);
+    // Sweep on from the last checkout: the writer's time never runs back.
+    let mut step = h.now();
     while step < at(300_000) {
         h.set(step);
         let now = h.now();
@@ -1381,5 +1382,38 @@ async fn concurrent_checkouts_never_oversell_the_pool() {
         .collect();
     assert_eq!(stored, granted);
     assert_eq!(h.events_of(EventKind::Checkout).await.len(), 50);
+    h.finish().await;
+}
+
+/// Found by the model-based test: if the server's clock steps back (an NTP
+/// step), a lapsed lease must not come back to life beside the seat that
+/// replaced it. The writer's time never goes backwards.
+#[tokio::test]
+async fn a_clock_stepping_back_never_revives_a_lapsed_lease() {
+    let h = Harness::new();
+    let a = h.fresh(req("cad", "a")).await;
+    h.advance(secs(50));
+    h.fresh(req("cad", "b")).await;
+    h.fresh(req("cad", "c")).await;
+    // a lapses at expires_at + skew + 1 ms; its seat goes to d.
+    h.set(a.expires_at.saturating_add(secs(5) + ms(1)));
+    h.fresh(req("cad", "d")).await;
+    // The wall clock steps back 2 ms: by the raw predicate a is live again.
+    h.set(a.expires_at.saturating_add(secs(5) - ms(1)));
+    assert!(matches!(
+        h.checkout(req("cad", "e")).await,
+        CheckoutOutcome::Full {
+            live: 3,
+            seats: 3,
+            ..
+        }
+    ));
+    assert_eq!(
+        h.heartbeat("cad", &a.seat_id).await,
+        HeartbeatOutcome::Lost,
+        "the lapsed lease stays lapsed"
+    );
+    let live: Vec<(String, u32)> = h.store.live_counts().await.unwrap();
+    assert!(live.contains(&("cad".to_string(), 3)), "{live:?}");
     h.finish().await;
 }

@@ -125,7 +125,7 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
                 })
                 .collect();
             warp::reply::with_header(
-                s.metrics.render(&pools),
+                s.metrics.render(&pools, s.store.writer_stats()),
                 "content-type",
                 "text/plain; version=0.0.4",
             )

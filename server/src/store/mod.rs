@@ -31,6 +31,7 @@ use crate::licenses::LicensesHandle;
 
 pub use read::ReadPool;
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
+pub use writer::WriterStats;
 use writer::{Command, Writer};
 
 /// One row of the `leases` table.
@@ -127,6 +128,7 @@ pub struct Store {
     commands: mpsc::Sender<Command>,
     reads: Arc<ReadPool>,
     events: broadcast::Sender<Event>,
+    stats: Arc<WriterStats>,
     writer_thread: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
@@ -143,7 +145,15 @@ impl Store {
         schema::migrate(&mut conn)?.map_err(StoreError::Incompatible)?;
         let (events, _) = broadcast::channel(4096);
         let (commands, rx) = mpsc::channel(options.queue_capacity);
-        let writer = Writer::start(conn, licenses, clock, events.clone(), options)?;
+        let stats = Arc::new(WriterStats::default());
+        let writer = Writer::start(
+            conn,
+            licenses,
+            clock,
+            events.clone(),
+            options,
+            stats.clone(),
+        )?;
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || writer.run(rx))
@@ -152,6 +162,7 @@ impl Store {
             commands,
             reads: Arc::new(ReadPool::new(path.to_path_buf())),
             events,
+            stats,
             writer_thread: Arc::new(Mutex::new(Some(thread))),
         })
     }
@@ -273,6 +284,11 @@ impl Store {
     pub async fn find_seat(&self, seat_id: &str) -> Result<Option<LeaseRow>, StoreError> {
         let seat_id = seat_id.to_string();
         self.read(move |c| read::find_seat(c, &seat_id)).await
+    }
+
+    /// Batches, commands and time spent by the writer so far.
+    pub fn writer_stats(&self) -> &WriterStats {
+        &self.stats
     }
 
     /// Events as they are committed. Subscribe *before* reading the backlog

@@ -8,7 +8,9 @@
 //! the whole batch (group commit), and nobody hears "done" before it is durable.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use leasehold_common::api::{Event, EventKind};
 use leasehold_common::liveness::lapses_at;
@@ -95,6 +97,17 @@ pub struct Writer {
     last_alive_persisted: Timestamp,
     throttle: HashMap<String, i64>,
     index: LiveIndex,
+    stats: Arc<WriterStats>,
+}
+
+/// How the writer spends its time, for `/metrics` and the benchmarks.
+#[derive(Default, Debug)]
+pub struct WriterStats {
+    pub batches: AtomicU64,
+    pub commands: AtomicU64,
+    /// Microseconds spent applying commands (SQL, index) and in COMMIT.
+    pub apply_us: AtomicU64,
+    pub commit_us: AtomicU64,
 }
 
 /// An answer held back until the batch commits.
@@ -119,6 +132,7 @@ impl Writer {
         clock: SharedClock,
         events: broadcast::Sender<Event>,
         options: StoreOptions,
+        stats: Arc<WriterStats>,
     ) -> Result<Writer, StoreError> {
         let now = clock.now();
         let last_alive: Option<i64> = conn
@@ -139,6 +153,7 @@ impl Writer {
             last_alive_persisted: Timestamp::from_millis(i64::MIN),
             throttle: HashMap::new(),
             index,
+            stats,
         };
         writer.process(Vec::new());
         Ok(writer)
@@ -180,7 +195,16 @@ impl Writer {
     }
 
     fn process(&mut self, batch: Vec<Command>) {
-        let now = self.clock.now();
+        let started = Instant::now();
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .commands
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        // The writer's time never goes backwards: if the wall clock steps
+        // back (an NTP step), a lease that lapsed must not come back to life
+        // beside the seat that replaced it. Time stands still until the clock
+        // catches up instead.
+        let now = self.clock.now().max(self.last_alive);
         let licenses = self.licenses.current();
         let mut published = Vec::new();
         let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
@@ -231,6 +255,10 @@ impl Writer {
             finishes.push(done);
         }
 
+        let applied = Instant::now();
+        self.stats
+            .apply_us
+            .fetch_add(micros(applied - started), Ordering::Relaxed);
         let persist_alive = now.millis_since(self.last_alive_persisted) >= ALIVE_PERSIST_MS;
         let committed = (|| -> rusqlite::Result<()> {
             if persist_alive {
@@ -242,6 +270,9 @@ impl Writer {
             }
             self.conn.execute_batch("COMMIT")
         })();
+        self.stats
+            .commit_us
+            .fetch_add(micros(applied.elapsed()), Ordering::Relaxed);
 
         match committed {
             Ok(()) => {
@@ -767,6 +798,10 @@ impl Ctx<'_> {
         });
         Ok(())
     }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// 128 random bits, lowercase hex. Seat ids are capabilities, so they come
