@@ -130,6 +130,8 @@ pub struct Store {
     events: broadcast::Sender<Event>,
     stats: Arc<WriterStats>,
     writer_thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// Dropping the sender stops the checkpointer thread.
+    checkpointer: Arc<Mutex<Option<(std::sync::mpsc::Sender<()>, JoinHandle<()>)>>>,
 }
 
 impl Store {
@@ -143,6 +145,10 @@ impl Store {
     ) -> Result<Store, StoreError> {
         let mut conn = open_connection(path, false)?;
         schema::migrate(&mut conn)?.map_err(StoreError::Incompatible)?;
+        // Checkpoints run on their own thread, not inside the writer's
+        // COMMIT, so group commit never stalls behind copying the WAL back.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        let checkpointer = spawn_checkpointer(path.to_path_buf())?;
         let (events, _) = broadcast::channel(4096);
         let (commands, rx) = mpsc::channel(options.queue_capacity);
         let stats = Arc::new(WriterStats::default());
@@ -164,6 +170,7 @@ impl Store {
             events,
             stats,
             writer_thread: Arc::new(Mutex::new(Some(thread))),
+            checkpointer: Arc::new(Mutex::new(Some(checkpointer))),
         })
     }
 
@@ -319,7 +326,50 @@ impl Store {
         if let Some(handle) = handle {
             let _ = tokio::task::spawn_blocking(move || handle.join()).await;
         }
+        let checkpointer = self
+            .checkpointer
+            .lock()
+            .map(|mut g| g.take())
+            .unwrap_or(None);
+        if let Some((stop, handle)) = checkpointer {
+            drop(stop);
+            let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+        }
     }
+}
+
+/// How often the checkpointer copies committed WAL frames into the database.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+
+/// A thread that runs `PRAGMA wal_checkpoint(PASSIVE)` on its own connection
+/// every [`CHECKPOINT_EVERY`]: it never blocks the writer, and keeps the WAL
+/// from growing without bound. Stops when its channel's sender is dropped.
+fn spawn_checkpointer(
+    path: PathBuf,
+) -> Result<(std::sync::mpsc::Sender<()>, JoinHandle<()>), StoreError> {
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let handle = std::thread::Builder::new()
+        .name("store-checkpoint".into())
+        .spawn(move || {
+            let mut conn = None;
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(CHECKPOINT_EVERY)
+            {
+                if conn.is_none() {
+                    conn = open_connection(&path, false).ok();
+                }
+                if let Some(c) = &conn {
+                    if let Err(e) = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                        tracing::debug!("checkpoint: {e}");
+                    }
+                }
+            }
+            if let Some(c) = &conn {
+                let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+            }
+        })
+        .map_err(|e| StoreError::Incompatible(format!("cannot start checkpoint thread: {e}")))?;
+    Ok((stop, handle))
 }
 
 /// Open a connection with the pragmas every connection needs.
