@@ -131,7 +131,7 @@ pub struct Store {
     stats: Arc<WriterStats>,
     writer_thread: Arc<Mutex<Option<JoinHandle<()>>>>,
     /// Dropping the sender stops the checkpointer thread.
-    checkpointer: Arc<Mutex<Option<(std::sync::mpsc::Sender<()>, JoinHandle<()>)>>>,
+    checkpointer: Arc<Mutex<Option<Checkpointer>>>,
 }
 
 impl Store {
@@ -338,15 +338,16 @@ impl Store {
     }
 }
 
+/// The checkpoint thread and the sender whose drop stops it.
+type Checkpointer = (std::sync::mpsc::Sender<()>, JoinHandle<()>);
+
 /// How often the checkpointer copies committed WAL frames into the database.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 
 /// A thread that runs `PRAGMA wal_checkpoint(PASSIVE)` on its own connection
 /// every [`CHECKPOINT_EVERY`]: it never blocks the writer, and keeps the WAL
 /// from growing without bound. Stops when its channel's sender is dropped.
-fn spawn_checkpointer(
-    path: PathBuf,
-) -> Result<(std::sync::mpsc::Sender<()>, JoinHandle<()>), StoreError> {
+fn spawn_checkpointer(path: PathBuf) -> Result<Checkpointer, StoreError> {
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
     let handle = std::thread::Builder::new()
         .name("store-checkpoint".into())
@@ -358,10 +359,10 @@ fn spawn_checkpointer(
                 if conn.is_none() {
                     conn = open_connection(&path, false).ok();
                 }
-                if let Some(c) = &conn {
-                    if let Err(e) = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                        tracing::debug!("checkpoint: {e}");
-                    }
+                if let Some(c) = &conn
+                    && let Err(e) = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                {
+                    tracing::debug!("checkpoint: {e}");
                 }
             }
             if let Some(c) = &conn {
