@@ -211,6 +211,7 @@ struct Target {
     child: Option<Child>,
     _dir: Option<tempfile::TempDir>,
     log: Arc<Mutex<Vec<String>>>,
+    admin_token: Option<String>,
 }
 
 impl Target {
@@ -226,6 +227,7 @@ impl Target {
                     child: None,
                     _dir: None,
                     log: Arc::default(),
+                    admin_token: args.admin_token.clone(),
                 };
                 target.check_pools(args.admin_token.as_deref()).await?;
                 Ok(target)
@@ -328,6 +330,7 @@ impl Target {
             child: Some(child),
             _dir: Some(dir),
             log,
+            admin_token: Some(token),
         })
     }
 
@@ -366,6 +369,33 @@ impl Target {
             }
         }
         Ok(())
+    }
+
+    /// Live leases of all licenses, from the admin API (needs the token).
+    async fn live_total(&self) -> Option<u64> {
+        let auth = format!("Bearer {}", self.admin_token.as_ref()?);
+        let mut conn = Conn::connect(self.addr).await.ok()?;
+        let (status, body) = conn
+            .send(
+                &self.host,
+                Method::GET,
+                "/v1/admin/licenses",
+                Some(&auth),
+                None,
+            )
+            .await
+            .ok()?;
+        if status != StatusCode::OK {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        Some(
+            v["licenses"]
+                .as_array()?
+                .iter()
+                .filter_map(|l| l["live"].as_u64())
+                .sum(),
+        )
     }
 
     fn rss_kib(&self) -> Option<u64> {
@@ -705,6 +735,8 @@ struct Worker {
     fixed: Option<Op>,
     /// Keep the seats of big-pool checkouts in `held` (pre-checkout, mixed).
     keep_checkouts: bool,
+    /// Keep them in every scenario (scale: released after the window).
+    keep_always: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -773,6 +805,7 @@ impl Worker {
             rng: StdRng::seed_from_u64(0x5eed ^ id as u64),
             fixed: None,
             keep_checkouts: false,
+            keep_always: false,
         })
     }
 
@@ -871,7 +904,7 @@ impl Worker {
         end: Instant,
     ) -> Tally {
         let mut tally = Tally::new();
-        self.keep_checkouts = scenario == Scenario::Mixed;
+        self.keep_checkouts = scenario == Scenario::Mixed || self.keep_always;
         loop {
             if self.conn.ensure_ready().await.is_err() {
                 if Instant::now() >= end {
@@ -1064,6 +1097,7 @@ async fn measure(
         machine_steal_cores: cpu.machine_steal,
         server_rss_kib: target.rss_kib(),
         leases_in_store: None,
+        leases_at_end: None,
     };
     (workers, result)
 }
@@ -1103,6 +1137,8 @@ struct ScenarioResult {
     server_rss_kib: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     leases_in_store: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    leases_at_end: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -1335,7 +1371,7 @@ async fn run_scale(
             let t = Instant::now();
             let extra = leases - in_store as usize;
             preload_big(&mut workers, &ctx, extra).await?;
-            in_store = leases as u64;
+            in_store = target.live_total().await.unwrap_or(leases as u64);
             let secs = t.elapsed().as_secs_f64();
             eprintln!("[scale] preloaded {extra} leases in {secs:.1}s");
             notes.push(format!(
@@ -1343,14 +1379,24 @@ async fn run_scale(
                 extra as f64 / secs
             ));
         }
-        for scenario in [Scenario::Checkout, Scenario::Heartbeat] {
+        for scenario in [Scenario::Heartbeat, Scenario::Checkout] {
             eprintln!("[scale] {} with ~{in_store} leases", scenario.name());
             let label = format!("{}@{}", scenario.name(), phase);
+            let rotation: Vec<usize> = workers.iter().map(|w| w.held.len()).collect();
+            for w in &mut workers {
+                w.keep_always = scenario == Scenario::Checkout;
+            }
             let (w, mut r) = measure(workers, &ctx, scenario, &window, &target, label).await;
             workers = w;
             r.leases_in_store = Some(in_store);
             if scenario == Scenario::Checkout {
-                in_store += r.ok;
+                // Give back (unmeasured) what the window took, so each phase
+                // measures the store size it names.
+                r.leases_at_end = target.live_total().await;
+                workers = release_extra(workers, &ctx, &rotation).await?;
+            }
+            if let Some(live) = target.live_total().await {
+                in_store = live;
             }
             results.push(r);
         }
@@ -1388,6 +1434,46 @@ async fn run_scale(
     }
     drop(workers);
     finish(&mut target, &args, hb_seats, "scale", results, notes)
+}
+
+/// Release (unmeasured) every seat a worker holds beyond its first `keep[i]`.
+async fn release_extra(
+    workers: Vec<Worker>,
+    ctx: &Arc<Ctx>,
+    keep: &[usize],
+) -> anyhow::Result<Vec<Worker>> {
+    let (workers, results) = on_all(workers, |mut w| {
+        let ctx = ctx.clone();
+        let keep = keep[w.id];
+        async move {
+            w.keep_always = false;
+            let mut result = Ok(());
+            while w.held.len() > keep {
+                let i = w.held.len() - 1;
+                if let Err(e) = w.conn.ensure_ready().await {
+                    result = Err(e);
+                    break;
+                }
+                match w.execute(&ctx, Op::Release(i)).await {
+                    Ok((s, _)) if s == StatusCode::NO_CONTENT => {}
+                    Ok((s, _)) => {
+                        result = Err(anyhow!("release: {s}"));
+                        break;
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            (w, result)
+        }
+    })
+    .await;
+    for r in results {
+        r?;
+    }
+    Ok(workers)
 }
 
 /// Many checkouts into the big pool without keeping their seat ids.
