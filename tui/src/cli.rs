@@ -32,7 +32,7 @@ pub struct Cli {
     pub log_file: Option<PathBuf>,
 
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub command: Option<TopCommand>,
 }
 
 /// How to reach the server; shared by the console and every subcommand.
@@ -105,6 +105,17 @@ pub enum Command {
     },
 }
 
+/// Every subcommand: the admin one-shot commands, and `simulate`, which
+/// speaks the client API (its admin token is optional).
+#[derive(Debug, Subcommand)]
+pub enum TopCommand {
+    #[command(flatten)]
+    Admin(Command),
+    /// Run simulated clients against the server (steady, releasing,
+    /// crashing, flaky, queueing) so the console has something to show.
+    Simulate(crate::simulate::SimulateArgs),
+}
+
 fn parse_block(s: &str) -> Result<Duration, String> {
     leasehold_common::policy::parse_duration(s)
 }
@@ -157,7 +168,7 @@ mod tests {
         assert_eq!(cli.conn.server, "http://x:1");
         assert!(matches!(
             cli.command,
-            Some(Command::Seats { license: Some(ref l), json: true }) if l == "demo-cad"
+            Some(TopCommand::Admin(Command::Seats { license: Some(ref l), json: true })) if l == "demo-cad"
         ));
 
         let cli = Cli::try_parse_from([
@@ -171,12 +182,12 @@ mod tests {
         ])
         .unwrap();
         match cli.command {
-            Some(Command::Revoke {
+            Some(TopCommand::Admin(Command::Revoke {
                 seat_id,
                 reason,
                 block,
                 json,
-            }) => {
+            })) => {
                 assert_eq!(seat_id, "abc");
                 assert_eq!(reason.as_deref(), Some("stuck"));
                 assert_eq!(block, Some(Duration::from_secs(600)));
@@ -185,6 +196,30 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(Cli::try_parse_from(["leasehold", "revoke", "abc", "--block", "soon"]).is_err());
+
+        let cli = Cli::try_parse_from([
+            "leasehold",
+            "simulate",
+            "--clients",
+            "8",
+            "--duration",
+            "4s",
+            "--seed",
+            "1",
+            "--server",
+            "http://x:1",
+        ])
+        .unwrap();
+        match cli.command {
+            Some(TopCommand::Simulate(a)) => {
+                assert_eq!(a.clients, Some(8));
+                assert_eq!(a.duration, Duration::from_secs(4));
+                assert_eq!(a.seed, Some(1));
+                assert!(a.license.is_none() && !a.quiet && !a.json);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["leasehold", "simulate", "--clients", "0"]).is_err());
 
         let cli = Cli::try_parse_from(["leasehold", "--read-only"]).unwrap();
         assert!(cli.read_only && cli.command.is_none());

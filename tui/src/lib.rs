@@ -16,12 +16,15 @@
 //! - [`console`]: the event loop that ties terminal, poller, stream and
 //!   [`app::App`] together; the only code that touches the terminal.
 //! - [`commands`]: `status`, `seats`, `events`, `revoke`.
+//! - [`simulate`]: `simulate`, simulated clients (LeaseKeeper and the typed
+//!   client) so the console has something to show.
 
 pub mod api;
 pub mod app;
 pub mod cli;
 pub mod commands;
 pub mod console;
+pub mod simulate;
 pub mod stream;
 pub mod ui;
 
@@ -34,9 +37,15 @@ use crate::cli::{Cli, DEFAULT_TOKEN_FILE};
 /// Run the command line: the console without a subcommand, else one
 /// one-shot command writing to stdout.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    // The simulator speaks the client API; the admin token is optional.
+    let command = match cli.command {
+        Some(cli::TopCommand::Simulate(args)) => return simulate::run(&cli.conn, args).await,
+        Some(cli::TopCommand::Admin(cmd)) => Some(cmd),
+        None => None,
+    };
     let token = cli::resolve_token(cli.conn.token.as_deref(), Path::new(DEFAULT_TOKEN_FILE))?;
     let client = api::AdminClient::new(&cli.conn.server, &token)?;
-    match cli.command {
+    match command {
         None => {
             init_file_logging(cli.log_file)?;
             console::run(client, cli.read_only).await

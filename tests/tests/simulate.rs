@@ -1,0 +1,254 @@
+//! `leasehold simulate` against the real server: a short run on a 1 s TTL
+//! pool shows every behaviour, the server's log has checkouts, releases,
+//! denials or waits, a reap of a crashed client and a revoke, and the pool
+//! is never exceeded.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use leasehold_tests::{Server, ServerOptions, eventually, leasehold_bin};
+use serde_json::Value;
+use tokio::process::Command;
+
+const LICENSES: &str = r#"
+[[license]]
+id = "sim"
+key = "sim-key"
+seats = 5
+ttl = "1s"
+skew = "0s"
+reap_grace = "300ms"
+"#;
+
+async fn event_kinds(s: &Server) -> Vec<String> {
+    let v = s.admin_get("/v1/admin/events?limit=10000").await;
+    v["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["license_id"] == "sim")
+        .map(|e| e["kind"].as_str().expect("kind").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn simulate_shows_every_behaviour_and_never_exceeds_the_pool() {
+    let bin = leasehold_bin();
+    assert!(
+        bin.exists(),
+        "{} not built: run `cargo build -p leasehold-tui` first",
+        bin.display()
+    );
+    let s = Arc::new(
+        Server::start_with(
+            ServerOptions::new(LICENSES)
+                .arg("--reap-interval")
+                .arg("100ms"),
+        )
+        .await,
+    );
+
+    // Watch the live count for the whole run.
+    let done = Arc::new(AtomicBool::new(false));
+    let max_live = Arc::new(AtomicU64::new(0));
+    let watcher = {
+        let (s, done, max_live) = (s.clone(), done.clone(), max_live.clone());
+        tokio::spawn(async move {
+            while !done.load(Ordering::Relaxed) {
+                max_live.fetch_max(s.live("sim").await, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+
+    let started = Instant::now();
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        Command::new(&bin)
+            .args([
+                "simulate",
+                "--server",
+                &s.base,
+                "--token",
+                &s.admin_token,
+                "--license",
+                "sim",
+                "--key",
+                "sim-key",
+                "--clients",
+                "8",
+                "--duration",
+                "4s",
+                "--seed",
+                "1",
+                "--json",
+            ])
+            .current_dir(std::env::temp_dir())
+            .env_remove("LEASEHOLD_ADMIN_TOKEN")
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("simulate finished within 30 s")
+    .expect("run leasehold simulate");
+    let took = started.elapsed();
+    done.store(true, Ordering::Relaxed);
+    watcher.await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(20),
+        "bounded by --duration (plus the releases): {took:?}"
+    );
+
+    let summary: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let ctx = format!(
+        "summary:\n{stdout}\nstderr:\n{stderr}\nserver log:\n{}",
+        s.logs()
+    );
+    assert_eq!(summary["clients"], 8, "{ctx}");
+    assert_eq!(summary["seats"], 5, "{ctx}");
+    assert_eq!(summary["seed"], 1, "{ctx}");
+    assert_eq!(summary["admin"], true, "{ctx}");
+    for b in ["steady", "releaser", "crasher", "flaky", "late"] {
+        assert!(
+            summary["behaviours"][b]["clients"].as_u64().unwrap_or(0) >= 1,
+            "ran {b}: {ctx}"
+        );
+    }
+    let ev = |k: &str| summary["events"][k].as_u64().unwrap_or(0);
+    assert!(ev("checkout") + ev("granted") >= 5, "{ctx}");
+    assert!(ev("crash") >= 1, "a client crashed: {ctx}");
+    assert!(ev("queued") >= 1, "a late arrival queued: {ctx}");
+    assert!(ev("outage") >= 1, "a flaky client lost its network: {ctx}");
+    assert!(ev("release") >= 1, "{ctx}");
+    assert!(
+        ev("denied") + ev("granted") + ev("wait_timeout") >= 1,
+        "{ctx}"
+    );
+    assert!(ev("revoked") >= 1, "an admin revoked a seat: {ctx}");
+    assert_eq!(ev("error"), 0, "{ctx}");
+    assert!(summary["max_held"].as_u64().unwrap() <= 5, "{ctx}");
+    assert!(summary["max_live_server"].as_u64().unwrap() <= 5, "{ctx}");
+    assert_eq!(summary["within_seats"], true, "{ctx}");
+    assert!(
+        max_live.load(Ordering::Relaxed) <= 5,
+        "live never exceeded seats: {}",
+        max_live.load(Ordering::Relaxed)
+    );
+
+    // The server's own log.
+    let reaped = eventually(
+        Duration::from_secs(10),
+        "a reap of the crashed client",
+        || {
+            let s = s.clone();
+            async move {
+                let kinds = event_kinds(&s).await;
+                kinds.iter().any(|k| k == "reap").then_some(kinds)
+            }
+        },
+    )
+    .await;
+    for k in ["checkout", "release", "revoke"] {
+        assert!(reaped.iter().any(|e| e == k), "no {k} event: {reaped:?}");
+    }
+    let denied = reaped.iter().any(|e| e == "denied");
+    assert!(
+        denied || ev("granted") > 0,
+        "denied or waited checkouts: {reaped:?}"
+    );
+
+    // Everything released or reaped: nothing simulated is left holding.
+    eventually(Duration::from_secs(10), "the pool drained", || {
+        let s = s.clone();
+        async move { (s.live("sim").await == 0).then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn simulate_without_a_token_still_runs_and_prints_events() {
+    let bin = leasehold_bin();
+    let s = Server::start_with(
+        ServerOptions::new(LICENSES)
+            .arg("--reap-interval")
+            .arg("100ms"),
+    )
+    .await;
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        Command::new(&bin)
+            .args([
+                "simulate",
+                "--server",
+                &s.base,
+                "--license",
+                "sim",
+                "--key",
+                "sim-key",
+                "--clients",
+                "6",
+                "--duration",
+                "2s",
+                "--seed",
+                "7",
+            ])
+            .current_dir(std::env::temp_dir())
+            .env_remove("LEASEHOLD_ADMIN_TOKEN")
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("finished within 30 s")
+    .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one info line: {stderr}");
+    assert!(stderr.contains("no admin token"), "{stderr}");
+    assert!(
+        stdout.starts_with("simulating 6 clients on sim"),
+        "{stdout}"
+    );
+    assert!(stdout.lines().any(|l| l.contains(" checkout ")), "{stdout}");
+    assert!(stdout.lines().any(|l| l.contains(" crash ")), "{stdout}");
+    assert!(stdout.contains("summary: 6 clients on sim"), "{stdout}");
+    assert!(
+        stdout.contains("no admin token: revokes skipped"),
+        "{stdout}"
+    );
+
+    // A wrong key is one clear line and a failure, before anything runs.
+    let out = Command::new(&bin)
+        .args([
+            "simulate",
+            "--server",
+            &s.base,
+            "--license",
+            "sim",
+            "--key",
+            "nope",
+            "--duration",
+            "2s",
+        ])
+        .current_dir(std::env::temp_dir())
+        .env_remove("LEASEHOLD_ADMIN_TOKEN")
+        .output()
+        .await
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refused the key"), "{stderr}");
+}
