@@ -59,8 +59,8 @@ pass `--license demo-cad --duration 2m` to watch that.
 
 Behaviours: steady (holds all run), releaser (works a while, releases, comes \
 back; denied while the pool is full), crasher (stops heartbeating without \
-releasing: reaped, or revoked), flaky (network outages it rides out, one \
-longer than the TTL so it lapses), late (arrives mid-run and queues with \
+releasing: reaped, or revoked), flaky (network outages it rides out; in a \
+run of 3 x TTL or more, one outage outlasts the lease so it lapses), late (arrives mid-run and queues with \
 ?wait=). With an admin token (--token, LEASEHOLD_ADMIN_TOKEN or \
 ./data/admin.token) it also revokes a stuck seat now and then and reports reaps.
 
@@ -1138,7 +1138,10 @@ async fn revoker(
         let reason = if was_crashed {
             format!("stuck seat: {}'s machine crashed", slot.plan.holder)
         } else {
-            format!("{} left for the day; freeing the seat", slot.plan.holder)
+            format!(
+                "{}'s seat looked idle; freeing it for someone in line",
+                slot.plan.holder
+            )
         };
         {
             // From now on this seat does not count as held, whatever a
