@@ -46,8 +46,14 @@ impl ReadPool {
     }
 }
 
-pub(super) const LEASE_COLUMNS: &str =
-    "seat_id, license_id, holder, fingerprint, checked_out_at, issued_at, expires_at";
+/// The columns [`lease_from_row`] reads, in order. A macro, so queries can
+/// be `concat!`-ed at compile time (no `format!` on the writer's hot path).
+macro_rules! lease_columns {
+    () => {
+        "seat_id, license_id, holder, fingerprint, checked_out_at, issued_at, expires_at"
+    };
+}
+pub(super) use lease_columns;
 
 pub(super) fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
     Ok(LeaseRow {
@@ -83,18 +89,22 @@ pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
 }
 
 pub(super) fn seats(c: &Connection, license_id: Option<&str>) -> rusqlite::Result<Vec<LeaseRow>> {
-    let sql = format!(
-        "SELECT {LEASE_COLUMNS} FROM leases WHERE (?1 IS NULL OR license_id = ?1)
+    let mut stmt = c.prepare_cached(concat!(
+        "SELECT ",
+        lease_columns!(),
+        " FROM leases WHERE (?1 IS NULL OR license_id = ?1)
          ORDER BY license_id, checked_out_at, seat_id"
-    );
-    let mut stmt = c.prepare_cached(&sql)?;
+    ))?;
     stmt.query_map(params![license_id], lease_from_row)?
         .collect()
 }
 
 pub(super) fn find_seat(c: &Connection, seat_id: &str) -> rusqlite::Result<Option<LeaseRow>> {
-    let sql = format!("SELECT {LEASE_COLUMNS} FROM leases WHERE seat_id = ?1");
-    let mut stmt = c.prepare_cached(&sql)?;
+    let mut stmt = c.prepare_cached(concat!(
+        "SELECT ",
+        lease_columns!(),
+        " FROM leases WHERE seat_id = ?1"
+    ))?;
     let mut rows = stmt.query_map(params![seat_id], lease_from_row)?;
     rows.next().transpose()
 }

@@ -19,7 +19,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::live_index::LiveIndex;
-use super::read::{LEASE_COLUMNS, lease_from_row};
+use super::read::{lease_columns, lease_from_row};
 use super::{
     CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions,
 };
@@ -209,7 +209,7 @@ impl Writer {
         let mut published = Vec::new();
         let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
 
-        if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
+        if let Err(e) = exec_cached(&self.conn, "BEGIN IMMEDIATE") {
             tracing::error!("store: cannot begin a transaction: {e}");
             let msg = e.to_string();
             for cmd in batch {
@@ -233,18 +233,18 @@ impl Writer {
                 options: &self.options,
                 index: &mut self.index,
             };
-            if let Err(e) = ctx.conn.execute_batch("SAVEPOINT cmd") {
+            if let Err(e) = exec_cached(ctx.conn, "SAVEPOINT cmd") {
                 finishes.push(error_finish(cmd, e));
                 continue;
             }
             let (done, ok) = ctx.apply(cmd);
             let events = std::mem::take(&mut ctx.events);
             let end = if ok {
-                "RELEASE cmd"
+                exec_cached(&self.conn, "RELEASE cmd")
             } else {
-                "ROLLBACK TO cmd; RELEASE cmd"
+                self.conn.execute_batch("ROLLBACK TO cmd; RELEASE cmd")
             };
-            if let Err(e) = self.conn.execute_batch(end) {
+            if let Err(e) = end {
                 tracing::error!("store: savepoint: {e}");
             }
             if ok {
@@ -268,7 +268,7 @@ impl Writer {
                     params![META_LAST_ALIVE, now.as_millis()],
                 )?;
             }
-            self.conn.execute_batch("COMMIT")
+            exec_cached(&self.conn, "COMMIT")
         })();
         self.stats
             .commit_us
@@ -443,22 +443,22 @@ impl Ctx<'_> {
             .optional()?;
         if let Some(until) = blocked_until {
             let until = Timestamp::from_millis(until);
-            self.denied(
-                &lic.id,
-                &req.holder,
-                format!("blocked by an admin until {until}"),
-            )?;
+            self.denied(&lic.id, &req.holder, || {
+                format!("blocked by an admin until {until}")
+            })?;
             return Ok(CheckoutOutcome::Blocked { until });
         }
 
         // A retry of a checkout whose answer was lost: the same seat again.
         if let Some(key) = &req.idempotency_key {
-            let sql = format!(
-                "SELECT {LEASE_COLUMNS} FROM leases WHERE license_id = ?1 AND idempotency_key = ?2"
+            const SQL: &str = concat!(
+                "SELECT ",
+                lease_columns!(),
+                " FROM leases WHERE license_id = ?1 AND idempotency_key = ?2"
             );
             let existing = self
                 .conn
-                .prepare_cached(&sql)?
+                .prepare_cached(SQL)?
                 .query_row(params![lic.id, key], lease_from_row)
                 .optional()?;
             if let Some(row) = existing {
@@ -480,14 +480,16 @@ impl Ctx<'_> {
         // give back its live seat rather than counting it twice.
         if let Some(fp) = &req.fingerprint {
             let threshold = live_threshold(self.now, policy.skew);
-            let sql = format!(
-                "SELECT {LEASE_COLUMNS} FROM leases
+            const SQL: &str = concat!(
+                "SELECT ",
+                lease_columns!(),
+                " FROM leases
                  WHERE license_id = ?1 AND fingerprint = ?2 AND expires_at >= ?3
                  ORDER BY expires_at DESC LIMIT 1"
             );
             let held = self
                 .conn
-                .prepare_cached(&sql)?
+                .prepare_cached(SQL)?
                 .query_row(params![lic.id, fp, threshold.as_millis()], lease_from_row)
                 .optional()?;
             if let Some(row) = held {
@@ -507,11 +509,10 @@ impl Ctx<'_> {
                 .map(|e| lapses_at(Timestamp::from_millis(e), policy.skew).millis_since(self.now))
                 .unwrap_or(policy.ttl.as_millis() as i64)
                 .max(0);
-            self.denied(
-                &lic.id,
-                &req.holder,
-                format!("pool full: {live} of {} seats live", policy.seats),
-            )?;
+            let seats = policy.seats;
+            self.denied(&lic.id, &req.holder, || {
+                format!("pool full: {live} of {seats} seats live")
+            })?;
             return Ok(CheckoutOutcome::Full {
                 seats: policy.seats,
                 live,
@@ -564,10 +565,12 @@ impl Ctx<'_> {
 
     /// New expiry for an existing seat, on the server's clock.
     fn renew(&mut self, row: &LeaseRow, ttl: Duration) -> rusqlite::Result<LeaseRow> {
-        let sql = format!(
-            "UPDATE leases SET issued_at = ?2, expires_at = ?3 WHERE seat_id = ?1 RETURNING {LEASE_COLUMNS}"
+        const SQL: &str = concat!(
+            "UPDATE leases SET issued_at = ?2, expires_at = ?3 WHERE seat_id = ?1 RETURNING ",
+            lease_columns!(),
+            ""
         );
-        let renewed = self.conn.prepare_cached(&sql)?.query_row(
+        let renewed = self.conn.prepare_cached(SQL)?.query_row(
             params![
                 row.seat_id,
                 self.now.as_millis(),
@@ -593,11 +596,14 @@ impl Ctx<'_> {
         };
         // Only a live seat of *this* license renews: a seat id is a
         // capability, but only together with its own license's key.
-        let sql =
-            format!("SELECT {LEASE_COLUMNS} FROM leases WHERE seat_id = ?1 AND license_id = ?2");
+        const SQL: &str = concat!(
+            "SELECT ",
+            lease_columns!(),
+            " FROM leases WHERE seat_id = ?1 AND license_id = ?2"
+        );
         let Some(row) = self
             .conn
-            .prepare_cached(&sql)?
+            .prepare_cached(SQL)?
             .query_row(params![seat_id, license_id], lease_from_row)
             .optional()?
         else {
@@ -650,10 +656,14 @@ impl Ctx<'_> {
         reason: Option<String>,
         block: Option<Duration>,
     ) -> rusqlite::Result<Option<LeaseRow>> {
-        let sql = format!("DELETE FROM leases WHERE seat_id = ?1 RETURNING {LEASE_COLUMNS}");
+        const SQL: &str = concat!(
+            "DELETE FROM leases WHERE seat_id = ?1 RETURNING ",
+            lease_columns!(),
+            ""
+        );
         let Some(row) = self
             .conn
-            .prepare_cached(&sql)?
+            .prepare_cached(SQL)?
             .query_row([seat_id], lease_from_row)
             .optional()?
         else {
@@ -734,8 +744,14 @@ impl Ctx<'_> {
         Ok(reaped)
     }
 
-    fn denied(&mut self, license_id: &str, holder: &str, detail: String) -> rusqlite::Result<()> {
+    fn denied(
+        &mut self,
+        license_id: &str,
+        holder: &str,
+        detail: impl FnOnce() -> String,
+    ) -> rusqlite::Result<()> {
         if self.first_in_window(format!("denied\0{license_id}\0{holder}")) {
+            let detail = detail();
             self.event(
                 EventKind::Denied,
                 Some(license_id),
@@ -798,6 +814,12 @@ impl Ctx<'_> {
         });
         Ok(())
     }
+}
+
+/// Run a parameterless statement from the statement cache (the writer runs
+/// BEGIN/SAVEPOINT/RELEASE/COMMIT thousands of times a second).
+fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
 fn micros(d: Duration) -> u64 {
