@@ -20,7 +20,7 @@ use crate::metrics::Metrics;
 use crate::store::Store;
 
 /// Most leases deleted in one writer transaction.
-pub const REAP_BATCH: usize = 1000;
+pub const REAP_BATCH: usize = 500;
 
 pub async fn run_reaper(
     store: Store,

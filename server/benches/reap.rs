@@ -1,0 +1,186 @@
+//! Reaping a large backlog of expired leases (issue 6): how long the reaper
+//! takes to delete 1,000,000 of them, and the longest a concurrent checkout
+//! waits meanwhile (the write stall the reaper causes).
+//!
+//! The backlog is written straight into the database (one transaction), then
+//! the real `Store` is opened on it and reaped in `REAP_BATCH`-sized writer
+//! transactions, exactly as `reaper::run_reaper` does, while a prober task
+//! checks out seats of another license one after the other.
+//!
+//! `cargo bench -p leasehold-server --bench reap` (`REAP_LEASES=N` to change
+//! the backlog).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use leasehold_common::Licenses;
+use leasehold_server::clock::{SharedClock, SystemClock};
+use leasehold_server::licenses::LicensesHandle;
+use leasehold_server::reaper::REAP_BATCH;
+use leasehold_server::store::{
+    CheckoutOutcome, CheckoutRequest, Store, StoreOptions, database_path,
+};
+
+const LICENSES: &str = r#"
+[[license]]
+id = "expired"
+key = "k1"
+seats = 10000000
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+
+[[license]]
+id = "probe"
+key = "k2"
+seats = 10000000
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+"#;
+
+fn open(path: &std::path::Path, clock: &SharedClock) -> Store {
+    let licenses = LicensesHandle::new(Licenses::parse(LICENSES).expect("licenses"));
+    let options = StoreOptions {
+        stall_threshold: Duration::from_secs(3600),
+        ..StoreOptions::default()
+    };
+    Store::open(path, licenses, clock.clone(), options).expect("open store")
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+async fn probe(store: Store, stop: Arc<AtomicBool>) -> Vec<Duration> {
+    let mut waits = Vec::new();
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        let outcome = store
+            .checkout(CheckoutRequest {
+                license_id: "probe".into(),
+                holder: format!("probe-{i}"),
+                fingerprint: None,
+                idempotency_key: None,
+            })
+            .await
+            .expect("probe checkout");
+        assert!(matches!(outcome, CheckoutOutcome::Granted { .. }));
+        waits.push(started.elapsed());
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    waits
+}
+
+fn main() {
+    let n: usize = std::env::var("REAP_LEASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = database_path(dir.path());
+    let clock: SharedClock = Arc::new(SystemClock);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+
+    // Experiment hook: a page size for the new database.
+    if let Some(size) = std::env::var("REAP_PAGE_SIZE").ok() {
+        let c = rusqlite::Connection::open(&path).expect("raw");
+        c.execute_batch(&format!("PRAGMA page_size={size}; VACUUM;"))
+            .expect("page size");
+    }
+    // Schema first, through the store; then the backlog, written directly.
+    rt.block_on(open(&path, &clock).close());
+    let expired_at = clock.now().as_millis() - 3_600_000;
+    let started = Instant::now();
+    {
+        let mut conn = rusqlite::Connection::open(&path).expect("raw connection");
+        let tx = conn.transaction().expect("tx");
+        {
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
+                                         checked_out_at, issued_at, expires_at)
+                     VALUES (?1, 'expired', ?2, NULL, NULL, ?3, ?3, ?4)",
+                )
+                .expect("prepare");
+            for i in 0..n {
+                insert
+                    .execute(rusqlite::params![
+                        format!("{:032x}", (i as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+                        format!("gone-{i}"),
+                        expired_at - 60_000,
+                        expired_at + (i % 1000) as i64,
+                    ])
+                    .expect("insert");
+            }
+        }
+        tx.commit().expect("commit");
+    }
+    println!(
+        "backlog: {n} expired leases written in {:.1?}",
+        started.elapsed()
+    );
+
+    rt.block_on(async {
+        let opened = Instant::now();
+        let store = open(&path, &clock);
+        println!("store opened (live index loaded) in {:.1?}", opened.elapsed());
+
+        // Baseline: checkout latency with nothing else going on.
+        let stop = Arc::new(AtomicBool::new(false));
+        let prober = tokio::spawn(probe(store.clone(), stop.clone()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.store(true, Ordering::Relaxed);
+        let mut baseline = prober.await.expect("prober");
+        baseline.sort();
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let prober = tokio::spawn(probe(store.clone(), stop.clone()));
+        let started = Instant::now();
+        let (mut reaped, mut batches, mut longest_batch) = (0, 0, Duration::ZERO);
+        loop {
+            let t = Instant::now();
+            let n = store.reap(REAP_BATCH).await.expect("reap");
+            longest_batch = longest_batch.max(t.elapsed());
+            reaped += n;
+            batches += 1;
+            if n < REAP_BATCH {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let took = started.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        let mut during = prober.await.expect("prober");
+        during.sort();
+        assert_eq!(reaped, n, "every expired lease reaped");
+        println!(
+            "reaped {reaped} leases in {took:.2?} ({batches} writer transactions of up to {REAP_BATCH}; \
+             {:.0} leases/s; longest transaction {longest_batch:.1?})",
+            reaped as f64 / took.as_secs_f64()
+        );
+        println!(
+            "concurrent checkout latency: before reaping p50 {:.2?} p99 {:.2?} max {:.2?} ({} probes); \
+             while reaping p50 {:.2?} p99 {:.2?} max {:.2?} ({} probes)",
+            percentile(&baseline, 0.5),
+            percentile(&baseline, 0.99),
+            baseline.last().copied().unwrap_or_default(),
+            baseline.len(),
+            percentile(&during, 0.5),
+            percentile(&during, 0.99),
+            during.last().copied().unwrap_or_default(),
+            during.len(),
+        );
+        store.close().await;
+    });
+}
