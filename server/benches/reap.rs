@@ -93,7 +93,7 @@ fn main() {
         .expect("runtime");
 
     // Experiment hook: a page size for the new database.
-    if let Some(size) = std::env::var("REAP_PAGE_SIZE").ok() {
+    if let Ok(size) = std::env::var("REAP_PAGE_SIZE") {
         let c = rusqlite::Connection::open(&path).expect("raw");
         c.execute_batch(&format!("PRAGMA page_size={size}; VACUUM;"))
             .expect("page size");
