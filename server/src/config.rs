@@ -32,13 +32,9 @@ pub struct Config {
     )]
     pub licenses: PathBuf,
 
-    /// Admin bearer token; if unset, read or created in <data-dir>/admin.token.
-    #[arg(
-        long = "admin-token-env-only",
-        env = "LEASEHOLD_ADMIN_TOKEN",
-        hide = true,
-        hide_env_values = true
-    )]
+    /// Admin bearer token from `LEASEHOLD_ADMIN_TOKEN` (never a flag: flags
+    /// show up in `ps`); if unset, read or created in <data-dir>/admin.token.
+    #[arg(skip = std::env::var("LEASEHOLD_ADMIN_TOKEN").ok())]
     pub admin_token: Option<String>,
 
     /// How often the reaper sweeps.

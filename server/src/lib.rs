@@ -35,7 +35,7 @@ use std::sync::Arc;
 use anyhow::{Context, anyhow};
 use leasehold_common::token::TokenSigner;
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Config;
@@ -54,8 +54,6 @@ pub struct AppState {
     pub clock: SharedClock,
     /// Flips to `true` when the server is stopping (ends SSE streams).
     pub shutdown: watch::Receiver<bool>,
-    /// Notified after each accepted licenses-file reload.
-    pub reloaded: Arc<Notify>,
     /// Checkouts waiting for a seat (`?wait=`).
     pub queues: Arc<queue::WaitQueues>,
 }
@@ -121,7 +119,6 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             metrics: Arc::new(Metrics::default()),
             clock,
             shutdown: shutdown_rx,
-            reloaded: Arc::new(Notify::new()),
             queues: Arc::new(queue::WaitQueues::default()),
         }),
         shutdown_tx,
@@ -195,7 +192,6 @@ async fn serve_prepared(
             config.licenses.clone(),
             state.licenses.clone(),
             state.store.clone(),
-            state.reloaded.clone(),
             stop.clone(),
         )),
     ];

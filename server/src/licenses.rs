@@ -15,7 +15,7 @@ use std::time::Duration;
 use leasehold_common::Licenses;
 use leasehold_common::api::EventKind;
 use notify::{RecursiveMode, Watcher};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 
 use crate::store::Store;
 
@@ -57,14 +57,13 @@ const DEBOUNCE: Duration = Duration::from_millis(250);
 /// A backstop for filesystems where change notifications are lost.
 const POLL_EVERY: Duration = Duration::from_secs(5);
 
-/// Watch the licenses file and hot-reload it until `shutdown` flips.
-/// `reloaded` is notified after each accepted change (the waiting queue and
-/// tests listen to it).
+/// Watch the licenses file and hot-reload it until `shutdown` flips. Every
+/// outcome is a `config` event (waiters in line wake on it: a grown pool may
+/// let them in).
 pub async fn watch_file(
     path: PathBuf,
     handle: LicensesHandle,
     store: Store,
-    reloaded: Arc<Notify>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
@@ -121,7 +120,7 @@ pub async fn watch_file(
             continue;
         }
         last_seen = Some(bytes.clone());
-        apply_edit(&path, &bytes, &handle, &store, &reloaded).await;
+        apply_edit(&path, &bytes, &handle, &store).await;
     }
 }
 
@@ -134,13 +133,7 @@ async fn read_settled(path: &Path) -> Option<Vec<u8>> {
     (first == second).then_some(first)
 }
 
-async fn apply_edit(
-    path: &Path,
-    bytes: &[u8],
-    handle: &LicensesHandle,
-    store: &Store,
-    reloaded: &Notify,
-) {
+async fn apply_edit(path: &Path, bytes: &[u8], handle: &LicensesHandle, store: &Store) {
     let parsed = std::str::from_utf8(bytes)
         .map_err(|_| "licenses file is not UTF-8".to_string())
         .and_then(|text| Licenses::parse(text).map_err(|e| e.to_string()));
@@ -149,7 +142,6 @@ async fn apply_edit(
             let old = handle.current();
             let changes = old.describe_changes(&new);
             handle.replace(new);
-            reloaded.notify_waiters();
             let summary = if changes.is_empty() {
                 "no policy change".to_string()
             } else {
