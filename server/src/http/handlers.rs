@@ -289,29 +289,53 @@ pub async fn release(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+/// Every configured license with its live seats (from the writer's index).
+async fn pools(
+    state: &AppState,
+) -> std::result::Result<Vec<(LicenseConfig, u32)>, store::StoreError> {
+    let live: HashMap<String, u32> = state.store.live_counts().await?.into_iter().collect();
+    Ok(state
+        .licenses
+        .current()
+        .iter()
+        .map(|l| (l.clone(), live.get(&l.id).copied().unwrap_or(0)))
+        .collect())
+}
+
 pub async fn admin_licenses(state: &AppState, authorization: Option<String>) -> Result<Response> {
     admin(state, authorization.as_deref())?;
-    let licenses = state.licenses.current();
     let now = state.clock.now();
-    let live: HashMap<String, u32> = state
-        .store
-        .live_counts()
+    let licenses = pools(state)
         .await
         .map_err(store_err(state))?
         .into_iter()
-        .collect();
-    let licenses = licenses
-        .iter()
-        .map(|l| LicenseSummary {
-            id: l.id.clone(),
+        .map(|(l, live)| LicenseSummary {
             seats: l.policy.seats,
-            live: live.get(&l.id).copied().unwrap_or(0),
+            live,
             ttl_s: api::seconds(l.policy.ttl),
             skew_s: api::seconds(l.policy.skew),
             reap_grace_s: api::seconds(l.policy.reap_grace),
+            id: l.id,
         })
         .collect();
     Ok(json(StatusCode::OK, &LicensesResponse { now, licenses }))
+}
+
+/// `GET /metrics`. A store that cannot answer shows as no pool gauges rather
+/// than a failed scrape.
+pub async fn metrics(state: &AppState) -> Response {
+    let pools: Vec<(String, u32, u32)> = pools(state)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(l, live)| (l.id, l.policy.seats, live))
+        .collect();
+    warp::reply::with_header(
+        state.metrics.render(&pools, state.store.writer_stats()),
+        "content-type",
+        "text/plain; version=0.0.4",
+    )
+    .into_response()
 }
 
 pub async fn admin_seats(

@@ -105,32 +105,7 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
     let metrics = warp::path!("metrics")
         .and(warp::get())
         .and(with_state(state.clone()))
-        .then(|s: State| async move {
-            let licenses = s.licenses.current();
-            let live: HashMap<String, u32> = s
-                .store
-                .live_counts()
-                .await
-                .unwrap_or_default()
-                .into_iter()
-                .collect();
-            let pools: Vec<(String, u32, u32)> = licenses
-                .iter()
-                .map(|l| {
-                    (
-                        l.id.clone(),
-                        l.policy.seats,
-                        live.get(&l.id).copied().unwrap_or(0),
-                    )
-                })
-                .collect();
-            warp::reply::with_header(
-                s.metrics.render(&pools, s.store.writer_stats()),
-                "content-type",
-                "text/plain; version=0.0.4",
-            )
-            .into_response()
-        })
+        .then(|s: State| async move { handlers::metrics(&s).await })
         .boxed();
 
     let checkout = warp::path!("v1" / "licenses" / String / "seats")
