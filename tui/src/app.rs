@@ -248,10 +248,13 @@ pub struct App {
     policies: HashMap<String, PoolPolicy>,
     /// All seats of the last snapshot (strings sanitized).
     pub seats: Vec<SeatView>,
-    /// Lower-cased "license holder fingerprint seat" per seat, for the filter.
-    search_keys: Vec<String>,
+    /// Per seat: the filter's search text, the holder sort key, widths.
+    search_keys: Vec<SeatKey>,
     /// Indices into `seats` after filter and sort: the rows on screen.
     pub view: Vec<usize>,
+    /// Longest license id, holder and fingerprint (in chars) among `view`,
+    /// kept with it so a frame does not walk every row.
+    view_widths: [usize; 3],
     /// Newest first, at most [`EVENT_CAP`].
     pub events: VecDeque<Event>,
     pub last_event_id: Option<i64>,
@@ -303,6 +306,7 @@ impl App {
             seats: Vec::new(),
             search_keys: Vec::new(),
             view: Vec::new(),
+            view_widths: [0; 3],
             events: VecDeque::new(),
             last_event_id: None,
             filter: String::new(),
@@ -337,6 +341,12 @@ impl App {
 
     pub fn policy(&self, license_id: &str) -> Option<PoolPolicy> {
         self.policies.get(license_id).copied()
+    }
+
+    /// The longest license id, holder and fingerprint (`—` counts 1) among
+    /// the filtered rows, in characters (0 when there are none).
+    pub fn column_widths(&self) -> [usize; 3] {
+        self.view_widths
     }
 
     /// The seat under the cursor, if any.
@@ -509,23 +519,23 @@ impl App {
             self.search_keys
                 .iter()
                 .enumerate()
-                .filter(|(_, k)| k.contains(&needle))
+                .filter(|(_, k)| k.search.contains(&needle))
                 .map(|(i, _)| i)
                 .collect()
         };
         let seats = &self.seats;
-        let key = self.sort;
-        view.sort_unstable_by(|&a, &b| {
+        let keys = &self.search_keys;
+        let sort = self.sort;
+        let compare = |a: usize, b: usize| {
             let (x, y) = (&seats[a], &seats[b]);
-            let primary = match key {
+            let primary = match sort {
                 SortKey::License => x
                     .license_id
                     .cmp(&y.license_id)
                     .then_with(|| x.holder.cmp(&y.holder)),
-                SortKey::Holder => x
-                    .holder
-                    .to_lowercase()
-                    .cmp(&y.holder.to_lowercase())
+                SortKey::Holder => keys[a]
+                    .holder_lower()
+                    .cmp(keys[b].holder_lower())
                     .then_with(|| x.license_id.cmp(&y.license_id)),
                 // Shortest-held first: the latest checkout.
                 SortKey::HeldFor => y.checked_out_at.cmp(&x.checked_out_at),
@@ -536,19 +546,44 @@ impl App {
                     .then_with(|| x.expires_at.cmp(&y.expires_at)),
             };
             primary.then_with(|| x.seat_id.cmp(&y.seat_id))
-        });
+        };
+        // Sort compact stand-ins that order like the start of the key, held
+        // side by side, and compare the seats themselves only on a tie: with
+        // 100,000 rows the comparisons would otherwise chase pointers into
+        // every seat's strings (see tui/benches/render.rs).
+        let mut decorated: Vec<([u128; 3], usize)> = view
+            .iter()
+            .map(|&i| (sort_prefix(sort, &seats[i], &keys[i]), i))
+            .collect();
+        decorated.sort_unstable_by(|x, y| x.0.cmp(&y.0).then_with(|| compare(x.1, y.1)));
+        view.clear();
+        view.extend(decorated.iter().map(|d| d.1));
         if self.sort_desc {
             view.reverse();
         }
-        self.view = view;
+        let mut widths = [0; 3];
+        for &i in &view {
+            for (w, k) in widths.iter_mut().zip(keys[i].widths) {
+                *w = (*w).max(k);
+            }
+        }
+        self.view_widths = widths;
         self.selected = match &self.selected_seat {
-            Some(id) => self
-                .view
-                .iter()
-                .position(|&i| &self.seats[i].seat_id == id)
-                .unwrap_or(self.selected),
+            Some(id) => {
+                // Scan the seats in memory order, then find the hit's row.
+                let hits: Vec<usize> = seats
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| &s.seat_id == id)
+                    .map(|(i, _)| i)
+                    .collect();
+                view.iter()
+                    .position(|i| hits.contains(i))
+                    .unwrap_or(self.selected)
+            }
             None => self.selected,
         };
+        self.view = view;
         self.ensure_visible();
     }
 
@@ -796,6 +831,10 @@ fn secs(s: f64) -> Duration {
 }
 
 fn clean(s: String) -> String {
+    // Printable ASCII is never unsafe: skip the per-char Unicode checks.
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return s;
+    }
     match sanitize_for_terminal(&s) {
         std::borrow::Cow::Borrowed(_) => s,
         std::borrow::Cow::Owned(o) => o,
@@ -818,15 +857,131 @@ fn sanitize_event(mut e: Event) -> Event {
     e
 }
 
-fn search_key(s: &SeatView) -> String {
-    format!(
-        "{}\u{1f}{}\u{1f}{}\u{1f}{}",
-        s.license_id,
-        s.holder,
-        s.fingerprint.as_deref().unwrap_or(""),
-        s.seat_id
-    )
-    .to_lowercase()
+/// What filter, sort and column widths need of one seat, made once per
+/// snapshot.
+#[derive(Debug)]
+struct SeatKey {
+    /// Lower-cased "license␟holder␟fingerprint␟seat", for the filter.
+    search: String,
+    /// Where the lower-cased holder sits in `search`, for the holder sort.
+    holder: std::ops::Range<usize>,
+    /// Characters in the license id, the holder and the fingerprint (`—`,
+    /// shown for none, counts 1).
+    widths: [usize; 3],
+}
+
+impl SeatKey {
+    fn holder_lower(&self) -> &str {
+        &self.search[self.holder.clone()]
+    }
+}
+
+fn search_key(s: &SeatView) -> SeatKey {
+    let fingerprint = s.fingerprint.as_deref().unwrap_or("");
+    let mut search = String::with_capacity(
+        s.license_id.len() + s.holder.len() + fingerprint.len() + s.seat_id.len() + 3,
+    );
+    // Part by part is the same as lower-casing the joined string: the
+    // separator is neither cased nor case-ignorable, so it ends the context
+    // of a final sigma just as the end of the string does.
+    let push_lower = |out: &mut String, part: &str| {
+        if part.is_ascii() {
+            let from = out.len();
+            out.push_str(part);
+            out[from..].make_ascii_lowercase();
+        } else {
+            out.push_str(&part.to_lowercase());
+        }
+    };
+    push_lower(&mut search, &s.license_id);
+    search.push('\u{1f}');
+    let start = search.len();
+    push_lower(&mut search, &s.holder);
+    let holder = start..search.len();
+    search.push('\u{1f}');
+    push_lower(&mut search, fingerprint);
+    search.push('\u{1f}');
+    push_lower(&mut search, &s.seat_id);
+    let widths = [
+        s.license_id.chars().count(),
+        s.holder.chars().count(),
+        s.fingerprint.as_deref().map_or(1, |f| f.chars().count()),
+    ];
+    SeatKey {
+        search,
+        holder,
+        widths,
+    }
+}
+
+/// Numbers that order seats like the start of the `sort` key does (a < b
+/// here implies a < b there; ties say nothing). A string field is followed
+/// by the next one only when its prefix holds all of it; otherwise by
+/// `u128::MAX` (never a prefix of UTF-8: no 0xFF byte), which orders it
+/// after every complete string with the same prefix, as its length does.
+fn sort_prefix(sort: SortKey, s: &SeatView, k: &SeatKey) -> [u128; 3] {
+    let (seat, holder) = (s.seat_id.as_bytes(), s.holder.as_bytes());
+    match sort {
+        SortKey::License => {
+            let license = s.license_id.as_bytes();
+            if fits(license, 16) {
+                [
+                    str_prefix(license),
+                    str_prefix(holder),
+                    str_prefix(holder.get(16..).unwrap_or_default()),
+                ]
+            } else {
+                [str_prefix(license), u128::MAX, u128::MAX]
+            }
+        }
+        SortKey::Holder => {
+            let lower = k.holder_lower().as_bytes();
+            let license = if fits(lower, 32) {
+                str_prefix(s.license_id.as_bytes())
+            } else {
+                u128::MAX
+            };
+            [
+                str_prefix(lower),
+                str_prefix(lower.get(16..).unwrap_or_default()),
+                license,
+            ]
+        }
+        SortKey::HeldFor => [
+            u128::from(!time_order(s.checked_out_at)),
+            str_prefix(seat),
+            str_prefix(seat.get(16..).unwrap_or_default()),
+        ],
+        SortKey::ExpiresIn => [
+            u128::from(time_order(s.expires_at)),
+            str_prefix(seat),
+            str_prefix(seat.get(16..).unwrap_or_default()),
+        ],
+        SortKey::State => [
+            (u128::from(state_rank(s.state)) << 64) | u128::from(time_order(s.expires_at)),
+            str_prefix(seat),
+            str_prefix(seat.get(16..).unwrap_or_default()),
+        ],
+    }
+}
+
+/// Do the first `n` bytes, zero-padded, tell `s` apart from every other
+/// string (no longer than `n`, no NUL that padding could stand for)?
+fn fits(s: &[u8], n: usize) -> bool {
+    s.len() <= n && !s.contains(&0)
+}
+
+/// The first 16 bytes, big-endian, zero-padded: orders like the bytes.
+fn str_prefix(s: &[u8]) -> u128 {
+    let mut buf = [0u8; 16];
+    let n = s.len().min(16);
+    buf[..n].copy_from_slice(&s[..n]);
+    u128::from_be_bytes(buf)
+}
+
+/// Milliseconds as an unsigned number in the same order.
+fn time_order(t: Timestamp) -> u64 {
+    (t.as_millis() as u64) ^ (1 << 63)
 }
 
 /// The first 8 characters of a seat id, as shown in tables and messages.
@@ -1407,5 +1562,93 @@ pub(crate) mod tests {
             "{:?}",
             start.elapsed()
         );
+    }
+}
+
+#[cfg(test)]
+mod sort_tests {
+    use super::tests::{seat, snapshot, ts};
+    use super::*;
+
+    /// The plain comparison the prefix keys stand in for.
+    fn reference_order(app: &App) -> Vec<usize> {
+        let mut view: Vec<usize> = (0..app.seats.len()).collect();
+        view.sort_by(|&a, &b| {
+            let (x, y) = (&app.seats[a], &app.seats[b]);
+            let primary = match app.sort {
+                SortKey::License => x
+                    .license_id
+                    .cmp(&y.license_id)
+                    .then_with(|| x.holder.cmp(&y.holder)),
+                SortKey::Holder => x
+                    .holder
+                    .to_lowercase()
+                    .cmp(&y.holder.to_lowercase())
+                    .then_with(|| x.license_id.cmp(&y.license_id)),
+                SortKey::HeldFor => y.checked_out_at.cmp(&x.checked_out_at),
+                SortKey::ExpiresIn => x.expires_at.cmp(&y.expires_at),
+                SortKey::State => state_rank(x.state)
+                    .cmp(&state_rank(y.state))
+                    .then_with(|| x.expires_at.cmp(&y.expires_at)),
+            };
+            primary.then_with(|| x.seat_id.cmp(&y.seat_id))
+        });
+        if app.sort_desc {
+            view.reverse();
+        }
+        view
+    }
+
+    #[test]
+    fn prefix_keys_sort_like_the_plain_comparison() {
+        // Shared long prefixes, short and empty strings, non-ASCII and
+        // final sigmas, equal times: where the prefixes tie.
+        let licenses = [
+            "a",
+            "long-license-name-0001",
+            "long-license-name-0002",
+            "sixteen-bytes-id",
+            "sixteen-bytes-idx",
+            "Ω",
+        ];
+        let holders = [
+            "build-agent-long-prefix-07",
+            "build-agent-long-prefix-7",
+            "Build-Agent-Long-Prefix-08",
+            "ΣΟΦΙΑΣ",
+            "σοφιας",
+            "",
+            "a",
+            "A",
+            "a-holder-name-longer-than-32-bytes-1",
+            "A-HOLDER-NAME-LONGER-THAN-32-BYTES-2",
+        ];
+        let mut seats = Vec::new();
+        for i in 0..600usize {
+            let mut s = seat(
+                licenses[i % 6],
+                holders[(i / 6) % 10],
+                &format!("{:032x}", (i * 7919) % 1000),
+                -((i % 5) as i64),
+                (i % 7) as i64 - 3,
+            );
+            if i % 11 == 0 {
+                s.state = SeatState::Lapsed;
+            }
+            seats.push(s);
+        }
+        let mut app = App::new("s", false, false);
+        app.update(snapshot(seats, vec![], ts(0), ts(0)), ts(0));
+        for _ in 0..SortKey::ALL.len() {
+            for _ in 0..2 {
+                let expected = reference_order(&app);
+                let key = |v: &[usize]| -> Vec<String> {
+                    v.iter().map(|&i| format!("{:?}", app.seats[i])).collect()
+                };
+                assert_eq!(key(&app.view), key(&expected), "{:?}", app.sort);
+                app.on_key(KeyEvent::new(KeyCode::Char('S'), KeyModifiers::NONE));
+            }
+            app.on_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::NONE));
+        }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! `now` is passed in, never read here, so a frame is a pure function of its
 //! inputs and the snapshot tests are deterministic. Only the rows on screen
-//! are turned into widgets, so 10,000 holders cost what a screenful does.
+//! are turned into widgets and nothing here walks every row, so 100,000
+//! holders cost what a screenful does.
 //!
 //! Every state has a word or a glyph as well as a colour, so the screen reads
 //! the same under `NO_COLOR` and for colour-blind admins; [`Theme`] drops the
@@ -316,26 +317,15 @@ fn draw_holders(frame: &mut Frame, area: Rect, app: &App, theme: Theme, server_n
         ));
     }
     let focused = app.pane == Pane::Holders;
-    // Text columns as wide as the filtered rows need (within bounds; a
-    // cheap pass even for 10,000 rows), the spare width at the end: easier
-    // to read across than a stretched table.
-    let longest =
-        |f: &dyn Fn(&leasehold_common::api::SeatView) -> usize, min: usize, max: usize| {
-            app.view
-                .iter()
-                .map(|&i| f(&app.seats[i]))
-                .max()
-                .unwrap_or(0)
-                .clamp(min, max) as u16
-        };
+    // Text columns as wide as the filtered rows need (within bounds; the
+    // app keeps the longest with the view, so a frame never walks all rows),
+    // the spare width at the end: easier to read across than a stretched
+    // table.
+    let [license_w, holder_w, fingerprint_w] = app.column_widths();
     let widths = [
-        Constraint::Length(longest(&|s| s.license_id.chars().count(), 9, 24)),
-        Constraint::Length(longest(&|s| s.holder.chars().count(), 8, 40)),
-        Constraint::Length(longest(
-            &|s| s.fingerprint.as_deref().map_or(1, |f| f.chars().count()),
-            11,
-            32,
-        )),
+        Constraint::Length(license_w.clamp(9, 24) as u16),
+        Constraint::Length(holder_w.clamp(8, 40) as u16),
+        Constraint::Length(fingerprint_w.clamp(11, 32) as u16),
         Constraint::Length(8),
         Constraint::Length(10),
         Constraint::Length(12),
