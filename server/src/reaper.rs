@@ -25,16 +25,10 @@ pub const REAP_BATCH: usize = 500;
 pub async fn run_reaper(
     store: Store,
     metrics: Arc<Metrics>,
-    every: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    period: Duration,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let mut interval = tokio::time::interval(every);
-    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = interval.tick() => {}
-            _ = shutdown.wait_for(|stop| *stop) => return,
-        }
+    every(period, shutdown, || async {
         loop {
             match store.reap(REAP_BATCH).await {
                 Ok(n) => {
@@ -54,7 +48,8 @@ pub async fn run_reaper(
                 }
             }
         }
-    }
+    })
+    .await;
 }
 
 /// Wake the writer often enough that an ordinary idle gap never looks like a
@@ -62,18 +57,31 @@ pub async fn run_reaper(
 pub async fn run_alive_tick(
     store: Store,
     stall_threshold: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let every = (stall_threshold / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
-    let mut interval = tokio::time::interval(every);
+    let period = (stall_threshold / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    every(period, shutdown, || async {
+        if let Err(e) = store.tick().await {
+            tracing::debug!("alive tick: {e}");
+        }
+    })
+    .await;
+}
+
+/// Run `job` every `period` until shutdown. A late tick is not made up
+/// (after a stall the job runs once, not once per missed period).
+async fn every<F, Fut>(period: Duration, mut shutdown: watch::Receiver<bool>, mut job: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut interval = tokio::time::interval(period);
     interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = interval.tick() => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
-        if let Err(e) = store.tick().await {
-            tracing::debug!("alive tick: {e}");
-        }
+        job().await;
     }
 }

@@ -328,9 +328,27 @@ fn spawn_leaseholdd(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    spawn_until_listening(&mut cmd, Duration::from_secs(30), move |line| {
+        if let Ok(mut l) = log.lock() {
+            l.push_str(line);
+            l.push('\n');
+        }
+    })
+}
+
+/// Spawn `cmd` (a `leaseholdd`) with stderr piped and wait until it logs
+/// `listening on http://ADDR`; returns the child and ADDR. Its stderr keeps
+/// being drained into `on_line` for the whole run, so it never blocks on a
+/// full pipe.
+pub fn spawn_until_listening(
+    cmd: &mut Command,
+    timeout: Duration,
+    mut on_line: impl FnMut(&str) + Send + 'static,
+) -> Result<(Child, String), String> {
     let mut child = cmd
+        .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", leaseholdd_bin().display()))?;
+        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
     let stderr = child.stderr.take().expect("piped stderr");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -342,25 +360,22 @@ fn spawn_leaseholdd(
             {
                 let _ = tx.send(rest.trim().to_string());
             }
-            if let Ok(mut l) = log.lock() {
-                l.push_str(&line);
-                l.push('\n');
-            }
+            on_line(&line);
         }
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + timeout;
     loop {
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(addr) => return Ok((child, addr)),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {}
+        if let Ok(addr) = rx.recv_timeout(Duration::from_millis(50)) {
+            return Ok((child, addr));
         }
         if let Ok(Some(status)) = child.try_wait() {
             return Err(format!("leaseholdd exited during start-up: {status}"));
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            return Err("leaseholdd did not report 'listening on' within 30s".into());
+            return Err(format!(
+                "leaseholdd did not report 'listening on' within {timeout:?}"
+            ));
         }
     }
 }

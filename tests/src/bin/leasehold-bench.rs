@@ -25,11 +25,10 @@
 //! and the server's RSS with many live leases.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -260,8 +259,8 @@ impl Target {
         let licenses = dir.path().join("licenses.toml");
         std::fs::write(&licenses, licenses_toml())?;
         let token = format!("bench-{:032x}", rand::random::<u128>());
-        let mut child = Command::new(&binary)
-            .arg("--listen")
+        let mut cmd = Command::new(&binary);
+        cmd.arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
             .arg(dir.path().join("data"))
@@ -274,51 +273,25 @@ impl Target {
             .env_remove("LEASEHOLD_DATA_DIR")
             .env_remove("LEASEHOLD_LICENSES")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?;
-        let stderr = child.stderr.take().context("piped stderr")?;
+            .stdout(Stdio::null());
         let log: Arc<Mutex<Vec<String>>> = Arc::default();
-        let (tx, rx) = mpsc::channel();
-        {
-            let log = log.clone();
-            // Keeps draining stderr for the whole run, so the server never
-            // blocks on a full pipe.
-            std::thread::spawn(move || {
-                let mut tx = Some(tx);
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
-                    if let Some(rest) = line.split("listening on http://").nth(1)
-                        && let Some(tx) = tx.take()
-                    {
-                        let _ = tx.send(rest.trim().to_string());
+        let keep = log.clone();
+        let (child, addr) = leasehold_tests::spawn_until_listening(
+            &mut cmd,
+            Duration::from_secs(30),
+            move |line| {
+                if let Ok(mut l) = keep.lock() {
+                    if l.len() >= 200 {
+                        l.remove(0);
                     }
-                    if let Ok(mut l) = log.lock() {
-                        if l.len() >= 200 {
-                            l.remove(0);
-                        }
-                        l.push(line);
-                    }
+                    l.push(line.to_string());
                 }
-            });
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(addr) => break addr,
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {}
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                let log = log.lock().map(|l| l.join("\n")).unwrap_or_default();
-                bail!("leaseholdd exited during start-up: {status}\n{log}");
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                bail!("leaseholdd did not report 'listening on' within 30s");
-            }
-        };
+            },
+        )
+        .map_err(|e| {
+            let log = log.lock().map(|l| l.join("\n")).unwrap_or_default();
+            anyhow!("{e}\n{log}")
+        })?;
         let addr: SocketAddr = addr
             .parse()
             .with_context(|| format!("bad address {addr}"))?;
