@@ -385,6 +385,10 @@ fn open_connection(path: &Path, read_only: bool) -> rusqlite::Result<Connection>
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(Duration::from_secs(5))?;
     if !read_only {
+        // Small pages for a new database (a no-op on an existing one): leases
+        // are keyed by random seat ids, so every write dirties a page of its
+        // own, and each dirty page is copied whole into the WAL.
+        conn.pragma_update(None, "page_size", 1024)?;
         // WAL lets readers run beside the writer; FULL makes a commit survive
         // power loss, which is what "acknowledged" promises.
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
