@@ -181,6 +181,13 @@ fn main() {
             during.last().copied().unwrap_or_default(),
             during.len(),
         );
+        let w = store.writer_stats();
+        println!(
+            "writer: {} transactions, {:.2} s applying, {:.2} s in COMMIT",
+            w.batches.load(Ordering::Relaxed),
+            w.apply_us.load(Ordering::Relaxed) as f64 / 1e6,
+            w.commit_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
         store.close().await;
     });
 }
