@@ -263,6 +263,25 @@ impl Server {
             .expect("release request")
     }
 
+    /// A request to an admin endpoint, carrying the admin token.
+    pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client()
+            .request(method, self.url(path))
+            .header("authorization", self.auth())
+    }
+
+    /// GET a public endpoint (no credentials); panics unless 200.
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        let resp = self
+            .client()
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(resp.status(), 200, "GET {path}");
+        resp.json().await.expect("json")
+    }
+
     /// GET an admin endpoint with the admin token; panics unless 200.
     pub async fn admin_get(&self, path: &str) -> serde_json::Value {
         let resp = self

@@ -342,9 +342,7 @@ async fn admin_views_revoke_and_block() {
         assert!(row[field].is_string(), "{field}");
     }
     let unknown = s
-        .client()
-        .get(s.url("/v1/admin/seats?license=nope"))
-        .header("authorization", s.auth())
+        .admin(reqwest::Method::GET, "/v1/admin/seats?license=nope")
         .send()
         .await
         .unwrap();
@@ -352,9 +350,10 @@ async fn admin_views_revoke_and_block() {
 
     // Revoke with a block: the seat is gone at once, re-checkout refused.
     let revoke = s
-        .client()
-        .delete(s.url(&format!("/v1/admin/seats/{}", a.seat_id)))
-        .header("authorization", s.auth())
+        .admin(
+            reqwest::Method::DELETE,
+            &format!("/v1/admin/seats/{}", a.seat_id),
+        )
         .json(&json!({"reason": "stuck seat, ticket 42", "block_s": 60}))
         .send()
         .await
@@ -385,17 +384,19 @@ async fn admin_views_revoke_and_block() {
 
     // Revoke without a body (curl -X DELETE), then again: 404.
     let plain = s
-        .client()
-        .delete(s.url(&format!("/v1/admin/seats/{}", b.seat_id)))
-        .header("authorization", s.auth())
+        .admin(
+            reqwest::Method::DELETE,
+            &format!("/v1/admin/seats/{}", b.seat_id),
+        )
         .send()
         .await
         .unwrap();
     assert_eq!(plain.status(), 204);
     let again = s
-        .client()
-        .delete(s.url(&format!("/v1/admin/seats/{}", b.seat_id)))
-        .header("authorization", s.auth())
+        .admin(
+            reqwest::Method::DELETE,
+            &format!("/v1/admin/seats/{}", b.seat_id),
+        )
         .send()
         .await
         .unwrap();
@@ -522,9 +523,7 @@ async fn sse_delivers_events_and_resumes_after_last_event_id() {
     .await;
 
     let mut stream = s
-        .client()
-        .get(s.url("/v1/admin/events/stream"))
-        .header("authorization", s.auth())
+        .admin(reqwest::Method::GET, "/v1/admin/events/stream")
         .send()
         .await
         .unwrap();
@@ -556,9 +555,7 @@ async fn sse_delivers_events_and_resumes_after_last_event_id() {
     )
     .await;
     let mut resumed = s
-        .client()
-        .get(s.url("/v1/admin/events/stream"))
-        .header("authorization", s.auth())
+        .admin(reqwest::Method::GET, "/v1/admin/events/stream")
         .header("last-event-id", msgs[1].0.to_string())
         .send()
         .await

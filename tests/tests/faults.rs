@@ -134,9 +134,7 @@ async fn kill9_under_load_loses_and_resurrects_nothing() {
             .unwrap()
         {
             let id = seat["seat_id"].as_str().unwrap();
-            s.client()
-                .delete(s.url(&format!("/v1/admin/seats/{id}")))
-                .header("authorization", s.auth())
+            s.admin(reqwest::Method::DELETE, &format!("/v1/admin/seats/{id}"))
                 .send()
                 .await
                 .unwrap();

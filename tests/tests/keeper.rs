@@ -142,9 +142,7 @@ async fn revoke(s: &Server, seat: &str, block_s: Option<u64>) {
         None => json!({"reason": "keeper test"}),
     };
     let resp = s
-        .client()
-        .delete(s.url(&format!("/v1/admin/seats/{seat}")))
-        .header("authorization", s.auth())
+        .admin(reqwest::Method::DELETE, &format!("/v1/admin/seats/{seat}"))
         .json(&body)
         .send()
         .await

@@ -161,15 +161,7 @@ async fn kill9_and_restart_keep_acknowledged_leases() {
         s.release("small", "small-key", &released).await.status(),
         204
     );
-    let kid_before: Value = s
-        .client()
-        .get(s.url("/.well-known/jwks.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let kid_before = s.get_json("/.well-known/jwks.json").await;
 
     s.kill9();
     s.restart().await;
@@ -189,15 +181,7 @@ async fn kill9_and_restart_keep_acknowledged_leases() {
         s.heartbeat("small", "small-key", &released).await.status(),
         410
     );
-    let kid_after: Value = s
-        .client()
-        .get(s.url("/.well-known/jwks.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let kid_after = s.get_json("/.well-known/jwks.json").await;
     assert_eq!(kid_before, kid_after, "same signing key after restart");
 }
 
@@ -233,9 +217,7 @@ async fn sigterm_stops_cleanly() {
     seat(&s, "small", "small-key", "a").await;
     // An open event stream must not hold the shutdown up.
     let stream = s
-        .client()
-        .get(s.url("/v1/admin/events/stream"))
-        .header("authorization", s.auth())
+        .admin(reqwest::Method::GET, "/v1/admin/events/stream")
         .send()
         .await
         .unwrap();
