@@ -7,6 +7,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use leasehold_server::config::Config;
 
+// Measured: glibc malloc trimmed the writer thread's arena with madvise under
+// load, and every trim stopped the other core for a TLB shootdown.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let config = Config::parse();
     tracing_subscriber::fmt()

@@ -78,6 +78,16 @@ impl Metrics {
                 "Writer time in COMMIT (fsync).",
                 writer.commit_us.load(Relaxed),
             ),
+            (
+                "leasehold_store_wal_catch_ups_total",
+                "Checkpoints the writer finished between batches so the WAL could start over.",
+                writer.wal_catch_ups.load(Relaxed),
+            ),
+            (
+                "leasehold_store_wal_catch_up_microseconds_total",
+                "Writer time in those checkpoints.",
+                writer.wal_catch_up_us.load(Relaxed),
+            ),
         ] {
             let _ = writeln!(
                 out,

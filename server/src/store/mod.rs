@@ -11,6 +11,7 @@
 //! - Times are integer milliseconds; liveness in SQL is always
 //!   `expires_at >= live_threshold(now, skew)` from `leasehold_common`.
 
+pub mod checkpoint;
 mod live_index;
 mod read;
 mod schema;
@@ -29,6 +30,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
 
+use checkpoint::{Checkpointer, WalHousekeeping};
 pub use read::ReadPool;
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
 pub use writer::WriterStats;
@@ -109,6 +111,9 @@ pub struct StoreOptions {
     pub queue_capacity: usize,
     /// Events kept in the log; older ones are pruned by the reaper.
     pub event_retention: i64,
+    /// A WAL with more frames than this is started over, even under writes
+    /// without a pause (see [`checkpoint`]).
+    pub wal_restart_frames: i64,
 }
 
 impl Default for StoreOptions {
@@ -118,6 +123,7 @@ impl Default for StoreOptions {
             max_batch: 1024,
             queue_capacity: 8192,
             event_retention: 100_000,
+            wal_restart_frames: checkpoint::RESTART_FRAMES,
         }
     }
 }
@@ -148,7 +154,12 @@ impl Store {
         // Checkpoints run on their own thread, not inside the writer's
         // COMMIT, so group commit never stalls behind copying the WAL back.
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-        let checkpointer = spawn_checkpointer(path.to_path_buf())?;
+        let wal = Arc::new(WalHousekeeping::new(options.wal_restart_frames));
+        let checkpoint_path = path.to_path_buf();
+        let checkpointer = checkpoint::spawn_checkpointer(
+            move || open_connection(&checkpoint_path, false),
+            wal.clone(),
+        )?;
         let (events, _) = broadcast::channel(4096);
         let (commands, rx) = mpsc::channel(options.queue_capacity);
         let stats = Arc::new(WriterStats::default());
@@ -159,6 +170,7 @@ impl Store {
             events.clone(),
             options,
             stats.clone(),
+            wal,
         )?;
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
@@ -336,41 +348,6 @@ impl Store {
             let _ = tokio::task::spawn_blocking(move || handle.join()).await;
         }
     }
-}
-
-/// The checkpoint thread and the sender whose drop stops it.
-type Checkpointer = (std::sync::mpsc::Sender<()>, JoinHandle<()>);
-
-/// How often the checkpointer copies committed WAL frames into the database.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
-
-/// A thread that runs `PRAGMA wal_checkpoint(PASSIVE)` on its own connection
-/// every [`CHECKPOINT_EVERY`]: it never blocks the writer, and keeps the WAL
-/// from growing without bound. Stops when its channel's sender is dropped.
-fn spawn_checkpointer(path: PathBuf) -> Result<Checkpointer, StoreError> {
-    let (stop, stopped) = std::sync::mpsc::channel::<()>();
-    let handle = std::thread::Builder::new()
-        .name("store-checkpoint".into())
-        .spawn(move || {
-            let mut conn = None;
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                stopped.recv_timeout(CHECKPOINT_EVERY)
-            {
-                if conn.is_none() {
-                    conn = open_connection(&path, false).ok();
-                }
-                if let Some(c) = &conn
-                    && let Err(e) = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                {
-                    tracing::debug!("checkpoint: {e}");
-                }
-            }
-            if let Some(c) = &conn {
-                let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-            }
-        })
-        .map_err(|e| StoreError::Incompatible(format!("cannot start checkpoint thread: {e}")))?;
-    Ok((stop, handle))
 }
 
 /// Open a connection with the pragmas every connection needs.

@@ -18,6 +18,7 @@ use leasehold_common::{Licenses, Timestamp, is_live, live_threshold, reap_cutoff
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use super::checkpoint::WalHousekeeping;
 use super::live_index::LiveIndex;
 use super::read::{lease_columns, lease_from_row};
 use super::{
@@ -98,6 +99,7 @@ pub struct Writer {
     throttle: HashMap<String, i64>,
     index: LiveIndex,
     stats: Arc<WriterStats>,
+    wal: Arc<WalHousekeeping>,
 }
 
 /// How the writer spends its time, for `/metrics` and the benchmarks.
@@ -108,6 +110,10 @@ pub struct WriterStats {
     /// Microseconds spent applying commands (SQL, index) and in COMMIT.
     pub apply_us: AtomicU64,
     pub commit_us: AtomicU64,
+    /// Checkpoints the writer finished so the WAL could start over, and the
+    /// time they took (the writer applies nothing meanwhile).
+    pub wal_catch_ups: AtomicU64,
+    pub wal_catch_up_us: AtomicU64,
 }
 
 /// An answer held back until the batch commits.
@@ -133,6 +139,7 @@ impl Writer {
         events: broadcast::Sender<Event>,
         options: StoreOptions,
         stats: Arc<WriterStats>,
+        wal: Arc<WalHousekeeping>,
     ) -> Result<Writer, StoreError> {
         let now = clock.now();
         let last_alive: Option<i64> = conn
@@ -154,6 +161,7 @@ impl Writer {
             throttle: HashMap::new(),
             index,
             stats,
+            wal,
         };
         writer.process(Vec::new());
         Ok(writer)
@@ -195,6 +203,14 @@ impl Writer {
     }
 
     fn process(&mut self, batch: Vec<Command>) {
+        // Outside any transaction, so the next one can restart the WAL.
+        let catch_up = Instant::now();
+        if self.wal.writer_catch_up(&self.conn) {
+            self.stats.wal_catch_ups.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .wal_catch_up_us
+                .fetch_add(micros(catch_up.elapsed()), Ordering::Relaxed);
+        }
         let started = Instant::now();
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
         self.stats
