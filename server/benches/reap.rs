@@ -3,9 +3,9 @@
 //! waits meanwhile (the write stall the reaper causes).
 //!
 //! The backlog is written straight into the database (one transaction), then
-//! the real `Store` is opened on it and reaped in `REAP_BATCH`-sized writer
-//! transactions, exactly as `reaper::run_reaper` does, while a prober task
-//! checks out seats of another license one after the other.
+//! the real `Store` is opened on it and reaped by `reaper::reap_backlog`, the
+//! reaper's own loop, while a prober task checks out seats of another license
+//! one after the other.
 //!
 //! `cargo bench -p leasehold-server --bench reap` (`REAP_LEASES=N` to change
 //! the backlog).
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use leasehold_common::Licenses;
 use leasehold_server::clock::{SharedClock, SystemClock};
 use leasehold_server::licenses::LicensesHandle;
-use leasehold_server::reaper::REAP_BATCH;
+use leasehold_server::reaper::{REAP_BATCH, reap_backlog};
 use leasehold_server::store::{
     CheckoutOutcome, CheckoutRequest, Store, StoreOptions, database_path,
 };
@@ -147,18 +147,10 @@ fn main() {
         let stop = Arc::new(AtomicBool::new(false));
         let prober = tokio::spawn(probe(store.clone(), stop.clone()));
         let started = Instant::now();
-        let (mut reaped, mut batches, mut longest_batch) = (0, 0, Duration::ZERO);
-        loop {
-            let t = Instant::now();
-            let n = store.reap(REAP_BATCH).await.expect("reap");
-            longest_batch = longest_batch.max(t.elapsed());
-            reaped += n;
-            batches += 1;
-            if n < REAP_BATCH {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
+        let mut batches = 0;
+        let reaped = reap_backlog(&store, |_| batches += 1)
+            .await
+            .expect("reap");
         let took = started.elapsed();
         stop.store(true, Ordering::Relaxed);
         let mut during = prober.await.expect("prober");
@@ -166,7 +158,7 @@ fn main() {
         assert_eq!(reaped, n, "every expired lease reaped");
         println!(
             "reaped {reaped} leases in {took:.2?} ({batches} writer transactions of up to {REAP_BATCH}; \
-             {:.0} leases/s; longest transaction {longest_batch:.1?})",
+             {:.0} leases/s)",
             reaped as f64 / took.as_secs_f64()
         );
         println!(
@@ -183,10 +175,12 @@ fn main() {
         );
         let w = store.writer_stats();
         println!(
-            "writer: {} transactions, {:.2} s applying, {:.2} s in COMMIT",
+            "writer: {} transactions, {:.2} s applying, {:.2} s in COMMIT, {} WAL catch-ups in {:.2} s",
             w.batches.load(Ordering::Relaxed),
             w.apply_us.load(Ordering::Relaxed) as f64 / 1e6,
-            w.commit_us.load(Ordering::Relaxed) as f64 / 1e6
+            w.commit_us.load(Ordering::Relaxed) as f64 / 1e6,
+            w.wal_catch_ups.load(Ordering::Relaxed),
+            w.wal_catch_up_us.load(Ordering::Relaxed) as f64 / 1e6
         );
         store.close().await;
     });

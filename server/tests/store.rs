@@ -742,6 +742,8 @@ async fn reap_only_strictly_after_expiry_plus_grace_one_event_per_seat() {
     assert_eq!(e.holder.as_deref(), Some("alice"));
     assert_eq!(e.license_id.as_deref(), Some("cad"));
     assert_eq!(e.at, h.now());
+    let detail = format!("expired {} unrenewed", a.expires_at);
+    assert_eq!(e.detail.as_deref(), Some(detail.as_str()));
     h.finish().await;
 }
 
@@ -1401,6 +1403,7 @@ async fn the_wal_starts_over_under_writes_without_a_pause() {
         StoreOptions {
             stall_threshold: NO_STALL,
             wal_restart_frames: 64,
+            checkpoint_every: ms(20),
             ..StoreOptions::default()
         },
     )

@@ -114,6 +114,9 @@ pub struct StoreOptions {
     /// A WAL with more frames than this is started over, even under writes
     /// without a pause (see [`checkpoint`]).
     pub wal_restart_frames: i64,
+    /// How often the checkpoint thread copies the WAL into the database when
+    /// it is not far behind.
+    pub checkpoint_every: Duration,
 }
 
 impl Default for StoreOptions {
@@ -124,6 +127,7 @@ impl Default for StoreOptions {
             queue_capacity: 8192,
             event_retention: 100_000,
             wal_restart_frames: checkpoint::RESTART_FRAMES,
+            checkpoint_every: checkpoint::CHECKPOINT_EVERY,
         }
     }
 }
@@ -159,6 +163,7 @@ impl Store {
         let checkpointer = checkpoint::spawn_checkpointer(
             move || open_connection(&checkpoint_path, false),
             wal.clone(),
+            options.checkpoint_every,
         )?;
         let (events, _) = broadcast::channel(4096);
         let (commands, rx) = mpsc::channel(options.queue_capacity);
