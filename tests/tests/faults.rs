@@ -358,6 +358,9 @@ async fn a_full_disk_fails_requests_with_503_and_recovers_losing_nothing() {
         .arg(format!("of={}", filler.display()))
         .output();
     let mut saw_503 = false;
+    // Seats acknowledged while the disk filled up: a reply is built before
+    // the batch commits, so these prove none is sent for a failed commit.
+    let mut acknowledged = Vec::new();
     for i in 0..400 {
         let resp = s
             .checkout(
@@ -367,7 +370,10 @@ async fn a_full_disk_fails_requests_with_503_and_recovers_losing_nothing() {
             )
             .await;
         match resp.status().as_u16() {
-            201 => continue,
+            201 => {
+                let body: Value = resp.json().await.unwrap();
+                acknowledged.push(body["seat_id"].as_str().unwrap().to_string());
+            }
             503 => {
                 let body: Value = resp.json().await.unwrap();
                 assert_eq!(body["error"], "unavailable");
@@ -404,4 +410,11 @@ async fn a_full_disk_fails_requests_with_503_and_recovers_losing_nothing() {
         200,
         "the acknowledged lease survived"
     );
+    for seat in &acknowledged {
+        assert_eq!(
+            s.heartbeat("big", "big-key", seat).await.status(),
+            200,
+            "seat {seat}, acknowledged while the disk filled, survived"
+        );
+    }
 }

@@ -168,13 +168,14 @@ pub async fn checkout(
             Some(t) => Ticket::ahead(t),
             None => state.queues.waiting(&license_id),
         };
-        let outcome = state
+        let applied = state
             .store
-            .checkout_behind(req.clone(), u32::try_from(ahead).unwrap_or(u32::MAX))
+            .checkout_applied(req.clone(), u32::try_from(ahead).unwrap_or(u32::MAX))
             .await
             .map_err(store_err(state))?;
-        match outcome {
+        match applied.value {
             CheckoutOutcome::Full { retry_after, .. } if tokio::time::Instant::now() < deadline => {
+                applied.committed().await.map_err(store_err(state))?;
                 if ticket.is_none() {
                     ticket = Some(state.queues.join(&license_id));
                 }
@@ -186,43 +187,52 @@ pub async fn checkout(
                     _ = tokio::time::sleep_until(recheck.min(deadline)) => {}
                 }
             }
-            outcome => return checkout_reply(state, &license_id, outcome),
+            _ => {
+                // Signed while the batch commits; sent only once it has.
+                let answer = checkout_reply(state, &license_id, &applied.value);
+                let outcome = applied.committed().await.map_err(store_err(state))?;
+                let counter = match outcome {
+                    CheckoutOutcome::Granted { reused: true, .. } => {
+                        &state.metrics.checkouts_reused
+                    }
+                    CheckoutOutcome::Granted { reused: false, .. } => &state.metrics.checkouts,
+                    CheckoutOutcome::Full { .. } => &state.metrics.denials_full,
+                    CheckoutOutcome::Blocked { .. } => &state.metrics.denials_blocked,
+                    CheckoutOutcome::UnknownLicense => return answer,
+                };
+                Metrics::inc(counter);
+                return answer;
+            }
         }
     }
 }
 
+/// The answer to a checkout's outcome (the caller counts it).
 fn checkout_reply(
     state: &AppState,
     license_id: &str,
-    outcome: CheckoutOutcome,
+    outcome: &CheckoutOutcome,
 ) -> Result<Response> {
     match outcome {
-        CheckoutOutcome::Granted { lease, reused } => {
-            Metrics::inc(if reused {
-                &state.metrics.checkouts_reused
-            } else {
-                &state.metrics.checkouts
-            });
-            Ok(json(StatusCode::CREATED, &signed(state, lease)))
+        CheckoutOutcome::Granted { lease, .. } => {
+            Ok(json(StatusCode::CREATED, &signed(state, lease.clone())))
         }
         CheckoutOutcome::Full {
             seats,
             live,
             retry_after,
         } => {
-            Metrics::inc(&state.metrics.denials_full);
             let mut err = ApiError::new(
                 StatusCode::CONFLICT,
                 code::NO_SEATS_AVAILABLE,
                 format!("all {seats} seats of {license_id:?} are in use; retry later"),
             )
-            .with_retry_after(ceil_secs(retry_after));
-            err.seats = Some(seats);
-            err.live = Some(live);
+            .with_retry_after(ceil_secs(*retry_after));
+            err.seats = Some(*seats);
+            err.live = Some(*live);
             Err(err)
         }
         CheckoutOutcome::Blocked { until } => {
-            Metrics::inc(&state.metrics.denials_blocked);
             let now = state.clock.now();
             Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -250,25 +260,26 @@ pub async fn heartbeat(
     authorization: Option<String>,
 ) -> Result<Response> {
     client_license(state, &license_id, authorization.as_deref())?;
-    match state
+    let applied = state
         .store
-        .heartbeat(&license_id, &seat_id)
+        .heartbeat_applied(&license_id, &seat_id)
         .await
-        .map_err(store_err(state))?
-    {
-        HeartbeatOutcome::Renewed(row) => {
-            Metrics::inc(&state.metrics.heartbeats);
-            Ok(json(StatusCode::OK, &signed(state, row)))
-        }
-        HeartbeatOutcome::Lost => {
-            Metrics::inc(&state.metrics.heartbeats_lost);
-            Err(ApiError::new(
-                StatusCode::GONE,
-                code::SEAT_LOST,
-                "this seat was released, revoked, reaped or has lapsed; check out again",
-            ))
-        }
-    }
+        .map_err(store_err(state))?;
+    // Signed while the batch commits; sent only once it has.
+    let answer = match &applied.value {
+        HeartbeatOutcome::Renewed(row) => Ok(json(StatusCode::OK, &signed(state, row.clone()))),
+        HeartbeatOutcome::Lost => Err(ApiError::new(
+            StatusCode::GONE,
+            code::SEAT_LOST,
+            "this seat was released, revoked, reaped or has lapsed; check out again",
+        )),
+    };
+    let outcome = applied.committed().await.map_err(store_err(state))?;
+    Metrics::inc(match outcome {
+        HeartbeatOutcome::Renewed(_) => &state.metrics.heartbeats,
+        HeartbeatOutcome::Lost => &state.metrics.heartbeats_lost,
+    });
+    answer
 }
 
 pub async fn release(

@@ -98,6 +98,41 @@ pub enum StoreError {
     Incompatible(String),
 }
 
+impl StoreError {
+    fn commit_failed(msg: &str) -> StoreError {
+        StoreError::Incompatible(format!("commit failed: {msg}"))
+    }
+}
+
+/// What the writer decided for a command whose batch is not yet durable.
+///
+/// Prepare the answer from `value` (sign the token, build the body) while the
+/// batch commits, and tell nobody anything before [`Applied::committed`]
+/// says the batch is durable: the expensive part of a reply then overlaps
+/// the fsync instead of following it.
+#[derive(Debug)]
+pub struct Applied<T> {
+    pub value: T,
+    commit: writer::CommitSignal,
+}
+
+impl<T> Applied<T> {
+    /// `value`, once the batch that decided it is committed.
+    pub async fn committed(self) -> Result<T, StoreError> {
+        let Applied { value, mut commit } = self;
+        let outcome = commit
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| StoreError::Closed)?
+            .clone();
+        match outcome {
+            Some(Ok(())) => Ok(value),
+            Some(Err(msg)) => Err(StoreError::commit_failed(&msg)),
+            None => Err(StoreError::Closed),
+        }
+    }
+}
+
 /// Tuning that tests change; production uses the defaults.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -204,16 +239,17 @@ impl Store {
     }
 
     pub async fn checkout(&self, req: CheckoutRequest) -> Result<CheckoutOutcome, StoreError> {
-        self.checkout_behind(req, 0).await
+        self.checkout_applied(req, 0).await?.committed().await
     }
 
     /// A checkout with `ahead` waiters in line before it: it succeeds only if
-    /// a seat is free for each of them and one more.
-    pub async fn checkout_behind(
+    /// a seat is free for each of them and one more. Answers as soon as the
+    /// writer has decided; see [`Applied`].
+    pub async fn checkout_applied(
         &self,
         req: CheckoutRequest,
         ahead: u32,
-    ) -> Result<CheckoutOutcome, StoreError> {
+    ) -> Result<Applied<CheckoutOutcome>, StoreError> {
         self.call(|reply| Command::Checkout { req, ahead, reply })
             .await
     }
@@ -223,6 +259,18 @@ impl Store {
         license_id: &str,
         seat_id: &str,
     ) -> Result<HeartbeatOutcome, StoreError> {
+        self.heartbeat_applied(license_id, seat_id)
+            .await?
+            .committed()
+            .await
+    }
+
+    /// A heartbeat, answered as soon as the writer has decided; see [`Applied`].
+    pub async fn heartbeat_applied(
+        &self,
+        license_id: &str,
+        seat_id: &str,
+    ) -> Result<Applied<HeartbeatOutcome>, StoreError> {
         let (license_id, seat_id) = (license_id.to_string(), seat_id.to_string());
         self.call(|reply| Command::Heartbeat {
             license_id,
