@@ -17,31 +17,36 @@ use leasehold_common::liveness::lapses_at;
 use leasehold_common::{Licenses, Timestamp, is_live, live_threshold, reap_cutoff};
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{Connection, OptionalExtension, params};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::checkpoint::WalHousekeeping;
 use super::live_index::LiveIndex;
 use super::read::{lease_columns, lease_from_row};
 use super::{
-    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions,
+    Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions,
 };
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
 
 type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
+/// How a batch ended: `None` while it commits, then `Ok` or the error.
+pub type CommitSignal = watch::Receiver<Option<Result<(), String>>>;
+
 /// One queued state change and where to send its answer.
 pub enum Command {
+    /// Answered before the commit (see [`Applied`]).
     Checkout {
         req: CheckoutRequest,
         /// Waiters in line ahead of this checkout: their seats are spoken for.
         ahead: u32,
-        reply: Reply<CheckoutOutcome>,
+        reply: Reply<Applied<CheckoutOutcome>>,
     },
+    /// Answered before the commit (see [`Applied`]).
     Heartbeat {
         license_id: String,
         seat_id: String,
-        reply: Reply<HeartbeatOutcome>,
+        reply: Reply<Applied<HeartbeatOutcome>>,
     },
     Release {
         license_id: String,
@@ -124,7 +129,7 @@ fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> 
     Box::new(move |commit| {
         let answer = match commit {
             Ok(()) => result,
-            Err(msg) => Err(StoreError::Incompatible(format!("commit failed: {msg}"))),
+            Err(msg) => Err(StoreError::commit_failed(msg)),
         };
         let _ = reply.send(answer);
     })
@@ -236,6 +241,7 @@ impl Writer {
             return;
         }
 
+        let (commit_tx, commit) = watch::channel(None);
         let outage = self.detect_outage(now, &licenses);
         // The index must be reloaded if anything may have set it apart from
         // the database: the outage rule's bulk update, or a rollback.
@@ -250,6 +256,7 @@ impl Writer {
                 throttle: &mut self.throttle,
                 options: &self.options,
                 index: &mut self.index,
+                commit: &commit,
             };
             if let Err(e) = exec_cached(ctx.conn, "SAVEPOINT cmd") {
                 finishes.push(error_finish(cmd, e));
@@ -305,6 +312,7 @@ impl Writer {
                         gap as f64 / 1000.0
                     );
                 }
+                let _ = commit_tx.send(Some(Ok(())));
                 for f in finishes {
                     f(Ok(()));
                 }
@@ -320,6 +328,7 @@ impl Writer {
                 let _ = self.conn.execute_batch("ROLLBACK");
                 index_stale = true;
                 let msg = e.to_string();
+                let _ = commit_tx.send(Some(Err(msg.clone())));
                 for f in finishes {
                     f(Err(&msg));
                 }
@@ -387,6 +396,8 @@ struct Ctx<'a> {
     throttle: &'a mut HashMap<String, i64>,
     options: &'a StoreOptions,
     index: &'a mut LiveIndex,
+    /// The batch's commit, for answers given before it.
+    commit: &'a CommitSignal,
 }
 
 impl Ctx<'_> {
@@ -397,13 +408,30 @@ impl Ctx<'_> {
             let ok = r.is_ok();
             (finish(reply, r.map_err(StoreError::from)), ok)
         }
+        // The decision now, with the batch's commit signal: the caller builds
+        // its answer during the fsync and releases it only after.
+        fn early<T: Send + 'static>(
+            reply: Reply<Applied<T>>,
+            r: rusqlite::Result<T>,
+            commit: &CommitSignal,
+        ) -> (Finish, bool) {
+            let ok = r.is_ok();
+            let applied = r.map_err(StoreError::from).map(|value| Applied {
+                value,
+                commit: commit.clone(),
+            });
+            let _ = reply.send(applied);
+            (Box::new(|_| {}), ok)
+        }
         match cmd {
-            Command::Checkout { req, ahead, reply } => done(reply, self.checkout(&req, ahead)),
+            Command::Checkout { req, ahead, reply } => {
+                early(reply, self.checkout(&req, ahead), self.commit)
+            }
             Command::Heartbeat {
                 license_id,
                 seat_id,
                 reply,
-            } => done(reply, self.heartbeat(&license_id, &seat_id)),
+            } => early(reply, self.heartbeat(&license_id, &seat_id), self.commit),
             Command::Release {
                 license_id,
                 seat_id,
@@ -581,21 +609,21 @@ impl Ctx<'_> {
         })
     }
 
-    /// New expiry for an existing seat, on the server's clock.
+    /// New expiry for an existing seat, on the server's clock. Only the two
+    /// times change, so the renewed row is built here rather than read back.
     fn renew(&mut self, row: &LeaseRow, ttl: Duration) -> rusqlite::Result<LeaseRow> {
-        const SQL: &str = concat!(
-            "UPDATE leases SET issued_at = ?2, expires_at = ?3 WHERE seat_id = ?1 RETURNING ",
-            lease_columns!(),
-            ""
-        );
-        let renewed = self.conn.prepare_cached(SQL)?.query_row(
-            params![
+        let renewed = LeaseRow {
+            issued_at: self.now,
+            expires_at: self.now.saturating_add(ttl),
+            ..row.clone()
+        };
+        self.conn
+            .prepare_cached("UPDATE leases SET issued_at = ?2, expires_at = ?3 WHERE seat_id = ?1")?
+            .execute(params![
                 row.seat_id,
-                self.now.as_millis(),
-                self.now.saturating_add(ttl).as_millis()
-            ],
-            lease_from_row,
-        )?;
+                renewed.issued_at.as_millis(),
+                renewed.expires_at.as_millis()
+            ])?;
         self.index
             .remove(&row.license_id, row.expires_at.as_millis());
         self.index
