@@ -434,9 +434,10 @@ fn open_connection(path: &Path, read_only: bool) -> rusqlite::Result<Connection>
         conn.pragma_update(None, "cache_size", -65_536)?;
     }
     // Reads through a memory map skip a read() system call per page. Mapped
-    // pages count in the server's RSS, so the map is kept to 64 MiB: with
-    // 256 MiB and a million leases, RSS reached 290 MiB, 185 MiB of it the map.
-    conn.pragma_update(None, "mmap_size", 64 * 1024 * 1024)?;
+    // pages count in the server's RSS, so the map is kept to 128 MiB: with
+    // 256 MiB and a million leases, RSS reached 290 MiB, 185 MiB of it the
+    // map; with 64 MiB, checkout p99 at a million leases rose by a third.
+    conn.pragma_update(None, "mmap_size", 128 * 1024 * 1024)?;
     // Check it is a database at all, so a corrupt file fails at start-up with
     // SQLite's own words ("file is not a database") and not on first use.
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
