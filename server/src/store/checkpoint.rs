@@ -16,11 +16,12 @@
 //! transaction restarts the WAL at frame one. The file then keeps its size
 //! and a sync writes data only.
 //!
-//! A catch-up costs the writer one sync of the database file: ≈ 10 ms under
-//! the heartbeat bench, 20–120 ms while a million leases are reaped or
-//! renewed and the disk is busy (measured; it hardly depends on how many
-//! frames are left). That is the price of a bounded WAL, paid once per
-//! [`RESTART_FRAMES`] written.
+//! A catch-up costs the writer one sync of the database file. SQLite syncs
+//! the database only when a checkpoint reaches the end of the WAL, so the
+//! background passes left their copied pages dirty and the catch-up wrote
+//! them all back: 40–120 ms with a million leases. The checkpoint thread now
+//! syncs the database after each pass ([`sync_database`]), and a catch-up
+//! while a million leases are reaped takes ≈ 22 ms.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,10 +34,10 @@ use super::StoreError;
 
 /// By default, a WAL longer than this (in frames: 1 KiB pages, so ≈ 256 MiB)
 /// is restarted. Each restart costs the writer one catch-up, a stall of one
-/// database sync: ≈ 10 ms under the heartbeat bench, 40–120 ms with a
-/// million leases in the store (measured). At 64 MiB those stalls came every
-/// two or three seconds at full load and showed in the p99 of checkouts
-/// with 1,000,000 leases; at 256 MiB they are four times rarer. A lighter
+/// database sync (before [`sync_database`]: ≈ 10 ms under the heartbeat
+/// bench, 40–120 ms with a million leases in the store). At 64 MiB those
+/// stalls came every two or three seconds at full load and showed in the p99
+/// of checkouts with 1,000,000 leases; at 256 MiB they are four times rarer. A lighter
 /// load restarts the WAL on its own whenever a background pass copies
 /// everything.
 pub const RESTART_FRAMES: i64 = 262_144;
@@ -113,6 +114,22 @@ impl WalHousekeeping {
     }
 }
 
+/// Flush the database file's pages that checkpoints have copied into it.
+///
+/// SQLite syncs the database only when a checkpoint reaches the end of the
+/// WAL, which a background pass never does while the writer commits. Its
+/// copied pages then piled up dirty in the kernel, and the writer's catch-up,
+/// which does reach the end, had to write them all back: 40–120 ms (perf:
+/// `ext4_do_writepages` under `walCheckpoint`). Syncing here moves that wait
+/// to this thread. A failure only means the catch-up's own sync does it.
+fn sync_database(conn: &Connection) {
+    let Some(path) = conn.path() else { return };
+    match std::fs::File::open(path).and_then(|f| f.sync_data()) {
+        Ok(()) => {}
+        Err(e) => tracing::debug!("checkpoint: syncing {path}: {e}"),
+    }
+}
+
 /// The checkpoint thread and the sender whose drop stops it.
 pub type Checkpointer = (std::sync::mpsc::Sender<()>, JoinHandle<()>);
 
@@ -136,6 +153,12 @@ pub fn spawn_checkpointer(
                 }
                 let Some(c) = &conn else { continue };
                 let pass = passive_checkpoint(c);
+                if pass
+                    .as_ref()
+                    .is_ok_and(|p| previous.is_none_or(|q: CheckpointResult| q != *p))
+                {
+                    sync_database(c);
+                }
                 wait = match &pass {
                     Ok(p) if wal.after_pass(previous, *p) => Duration::ZERO,
                     Ok(_) => every,
