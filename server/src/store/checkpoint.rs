@@ -10,11 +10,11 @@
 //!
 //! So the work is split. The `store-checkpoint` thread copies frames with
 //! PASSIVE checkpoints (it never blocks the writer); once the WAL is longer
-//! than [`RESTART_FRAMES`] (`StoreOptions::wal_restart_frames`) and nearly all of it is copied, it raises
-//! [`WalHousekeeping::catch_up_wanted`]. The writer, between two batches,
-//! runs one PASSIVE checkpoint of its own for the few frames left, so its next
-//! transaction restarts the WAL at frame one. The file then keeps its size
-//! and a sync writes data only.
+//! than [`RESTART_FRAMES`] (`StoreOptions::wal_restart_frames`) and a pass
+//! has copied nearly all of it, it asks the writer to catch up. The writer,
+//! between two batches, runs one PASSIVE checkpoint of its own for the frames
+//! committed since that pass began, so its next transaction restarts the WAL
+//! at frame one. The file then keeps its size and a sync writes data only.
 //!
 //! A catch-up costs the writer one sync of the database file. SQLite syncs
 //! the database only when a checkpoint reaches the end of the WAL, so the
@@ -37,13 +37,14 @@ use super::StoreError;
 /// database sync (before [`sync_database`]: ≈ 10 ms under the heartbeat
 /// bench, 40–120 ms with a million leases in the store). At 64 MiB those
 /// stalls came every two or three seconds at full load and showed in the p99
-/// of checkouts with 1,000,000 leases; at 256 MiB they are four times rarer. A lighter
-/// load restarts the WAL on its own whenever a background pass copies
-/// everything.
+/// of checkouts with 1,000,000 leases; at 256 MiB they are four times
+/// rarer. A lighter load restarts the WAL on its own whenever a background
+/// pass copies everything.
 pub const RESTART_FRAMES: i64 = 262_144;
 
-/// The writer's catch-up is asked for only when at most this many frames are
-/// left to copy, so the stall stays short.
+/// The writer's catch-up is asked for only when a pass left at most this many
+/// of the frames it saw uncopied (readers of old snapshots can hold frames
+/// back). What the catch-up copies is what was committed while the pass ran.
 const CATCH_UP_FRAMES: i64 = 512;
 
 /// By default, how often the checkpointer copies committed frames into the
@@ -61,7 +62,7 @@ pub struct WalHousekeeping {
 /// What one `PRAGMA wal_checkpoint` reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CheckpointResult {
-    /// Frames in the WAL.
+    /// Frames in the WAL when the checkpoint began.
     pub frames: i64,
     /// Of those, frames now copied into the database.
     pub copied: i64,
