@@ -123,11 +123,11 @@ impl WalHousekeeping {
 /// which does reach the end, had to write them all back: 40–120 ms (perf:
 /// `ext4_do_writepages` under `walCheckpoint`). Syncing here moves that wait
 /// to this thread. A failure only means the catch-up's own sync does it.
-fn sync_database(conn: &Connection) {
-    let Some(path) = conn.path() else { return };
-    match std::fs::File::open(path).and_then(|f| f.sync_data()) {
-        Ok(()) => {}
-        Err(e) => tracing::debug!("checkpoint: syncing {path}: {e}"),
+/// The file is opened once, beside the thread's connection (`fsync` flushes
+/// the file's pages whichever descriptor wrote them).
+fn sync_database(database: &std::fs::File) {
+    if let Err(e) = database.sync_data() {
+        tracing::debug!("checkpoint: syncing the database: {e}");
     }
 }
 
@@ -145,20 +145,26 @@ pub fn spawn_checkpointer(
     let handle = std::thread::Builder::new()
         .name("store-checkpoint".into())
         .spawn(move || {
-            let mut conn = None;
+            // The connection, and the database file opened once beside it
+            // for [`sync_database`].
+            let mut conn: Option<(Connection, Option<std::fs::File>)> = None;
             let mut wait = every;
             let mut previous = None;
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
                 if conn.is_none() {
-                    conn = open().ok();
+                    conn = open().ok().map(|c| {
+                        let file = c.path().and_then(|p| std::fs::File::open(p).ok());
+                        (c, file)
+                    });
                 }
-                let Some(c) = &conn else { continue };
+                let Some((c, database)) = &conn else { continue };
                 let pass = passive_checkpoint(c);
-                if pass
-                    .as_ref()
-                    .is_ok_and(|p| previous.is_none_or(|q: CheckpointResult| q != *p))
+                if let Some(database) = database
+                    && pass
+                        .as_ref()
+                        .is_ok_and(|p| previous.is_none_or(|q: CheckpointResult| q != *p))
                 {
-                    sync_database(c);
+                    sync_database(database);
                 }
                 wait = match &pass {
                     Ok(p) if wal.after_pass(previous, *p) => Duration::ZERO,
@@ -170,7 +176,7 @@ pub fn spawn_checkpointer(
                 };
                 previous = pass.ok();
             }
-            if let Some(c) = &conn {
+            if let Some((c, _)) = &conn {
                 let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
             }
         })

@@ -313,21 +313,7 @@ impl Target {
             eprintln!("note: no --admin-token; not checking that {BIG} and {SMALL} exist");
             return Ok(());
         };
-        let mut conn = Conn::connect(self.addr).await?;
-        let auth = format!("Bearer {token}");
-        let (status, body) = conn
-            .send(
-                &self.host,
-                Method::GET,
-                "/v1/admin/licenses",
-                Some(&auth),
-                None,
-            )
-            .await?;
-        if status != StatusCode::OK {
-            bail!("GET /v1/admin/licenses: {status}");
-        }
-        let v: serde_json::Value = serde_json::from_slice(&body)?;
+        let v = self.admin_licenses(token).await?;
         for (id, need) in [(BIG, 1_000_000u64), (SMALL, 1)] {
             let seats = v["licenses"]
                 .as_array()
@@ -344,10 +330,10 @@ impl Target {
         Ok(())
     }
 
-    /// Live leases of all licenses, from the admin API (needs the token).
-    async fn live_total(&self) -> Option<u64> {
-        let auth = format!("Bearer {}", self.admin_token.as_ref()?);
-        let mut conn = Conn::connect(self.addr).await.ok()?;
+    /// `GET /v1/admin/licenses` with the admin token, as JSON.
+    async fn admin_licenses(&self, token: &str) -> anyhow::Result<serde_json::Value> {
+        let mut conn = Conn::connect(self.addr).await?;
+        let auth = format!("Bearer {token}");
         let (status, body) = conn
             .send(
                 &self.host,
@@ -356,12 +342,16 @@ impl Target {
                 Some(&auth),
                 None,
             )
-            .await
-            .ok()?;
+            .await?;
         if status != StatusCode::OK {
-            return None;
+            bail!("GET /v1/admin/licenses: {status}");
         }
-        let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        Ok(serde_json::from_slice(&body)?)
+    }
+
+    /// Live leases of all licenses, from the admin API (needs the token).
+    async fn live_total(&self) -> Option<u64> {
+        let v = self.admin_licenses(self.admin_token.as_ref()?).await.ok()?;
         Some(
             v["licenses"]
                 .as_array()?
