@@ -24,6 +24,8 @@ use leasehold_common::api::{
     Event, LicenseSummary, LicensesResponse, SeatState, SeatView, SeatsResponse,
 };
 use leasehold_common::text::{REASON_MAX_CHARS, is_unsafe_char, sanitize_for_terminal};
+
+use crate::format::short_id;
 use leasehold_common::{Timestamp, is_live};
 
 /// How many events the feed keeps (newest first).
@@ -984,31 +986,6 @@ fn time_order(t: Timestamp) -> u64 {
     (t.as_millis() as u64) ^ (1 << 63)
 }
 
-/// The first 8 characters of a seat id, as shown in tables and messages.
-pub fn short_id(seat_id: &str) -> &str {
-    match seat_id.char_indices().nth(8) {
-        Some((i, _)) => &seat_id[..i],
-        None => seat_id,
-    }
-}
-
-/// A compact signed duration: `42s`, `5m03s`, `3h05m`, `2d03h`, `-7s`.
-pub fn fmt_duration_ms(ms: i64) -> String {
-    let sign = if ms < 0 { "-" } else { "" };
-    // Whole seconds towards zero: a countdown shows 0s only in its last second.
-    let s = (ms / 1000).unsigned_abs();
-    let body = if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else if s < 86_400 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else {
-        format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600)
-    };
-    format!("{sign}{body}")
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -1515,19 +1492,6 @@ pub(crate) mod tests {
         ev.detail = Some("x\u{7}".into());
         app.update(AppEvent::StreamEvent(Box::new(ev)), ts(0));
         assert_eq!(app.events[0].detail.as_deref(), Some("x\u{fffd}"));
-    }
-
-    #[test]
-    fn durations_are_compact() {
-        assert_eq!(fmt_duration_ms(0), "0s");
-        assert_eq!(fmt_duration_ms(999), "0s");
-        assert_eq!(fmt_duration_ms(59_999), "59s");
-        assert_eq!(fmt_duration_ms(61_000), "1m01s");
-        assert_eq!(fmt_duration_ms(3_723_000), "1h02m");
-        assert_eq!(fmt_duration_ms(2 * 86_400_000 + 3_600_000), "2d01h");
-        assert_eq!(fmt_duration_ms(-7_400), "-7s");
-        assert_eq!(short_id("abcdef0123456789"), "abcdef01");
-        assert_eq!(short_id("ab"), "ab");
     }
 
     #[test]

@@ -16,12 +16,12 @@ use leasehold_common::api::{
     Event, EventsResponse, LicensesResponse, RevokeRequest, SeatState, SeatsResponse,
 };
 use leasehold_common::policy::format_duration;
-use leasehold_common::text::{is_unsafe_char, sanitize_for_terminal};
+use leasehold_common::text::sanitize_for_terminal;
 use tokio::sync::mpsc;
 
 use crate::api::{AdminClient, ApiError};
-use crate::app::fmt_duration_ms;
 use crate::cli::Command;
+use crate::format::{fmt_duration_ms, json_for_terminal};
 use crate::stream::{self, StreamMsg};
 
 /// The server clamps `limit` to this.
@@ -169,28 +169,6 @@ fn to_json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
     Ok(json_for_terminal(
         &serde_json::to_string_pretty(v).context("encoding JSON")?,
     ))
-}
-
-/// Escape, as `\uXXXX`, every character a terminal would act on that
-/// serde_json leaves raw (C1 controls, DEL, bidi and other format
-/// characters). Such characters can only occur inside JSON strings, where
-/// the escape means the same character: the data stays exact.
-pub fn json_for_terminal(json: &str) -> String {
-    if !json.chars().any(|c| c != '\n' && is_unsafe_char(c)) {
-        return json.to_string();
-    }
-    let mut out = String::with_capacity(json.len() + 16);
-    for c in json.chars() {
-        if c != '\n' && is_unsafe_char(c) {
-            let mut units = [0u16; 2];
-            for u in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A policy duration as the licenses file writes it: `60s`, `5m`, `500ms`.
@@ -418,20 +396,5 @@ mod tests {
             format_event(&e),
             "2026-11-30T04:00:01.000Z  #12  revoke    demo-cad  alice  seat ab  reason: stuck\u{fffd}"
         );
-    }
-
-    #[test]
-    fn json_output_escapes_terminal_controls_but_keeps_the_data() {
-        let raw =
-            serde_json::to_string(&serde_json::json!({"h": "a\u{1b}b\u{9b}c\u{202e}d\u{e0041}é"}))
-                .unwrap();
-        let safe = json_for_terminal(&raw);
-        assert!(
-            !safe.chars().any(|c| is_unsafe_char(c) && c != '\n'),
-            "{safe}"
-        );
-        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
-        assert_eq!(back["h"], "a\u{1b}b\u{9b}c\u{202e}d\u{e0041}é");
-        assert_eq!(json_for_terminal("{\n  \"a\": 1\n}"), "{\n  \"a\": 1\n}");
     }
 }

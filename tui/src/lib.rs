@@ -1,9 +1,11 @@
 //! `leasehold`: the Leasehold admin console and one-shot admin commands.
 //!
-//! It speaks only the admin HTTP API of the server (see DESIGN.md, "HTTP
-//! contract"); it never opens the database. Module map:
+//! It speaks only the admin HTTP API of the server (`assets/openapi.yaml`);
+//! it never opens the database. Module map:
 //!
-//! - [`cli`]: flags (clap) and where the admin token comes from.
+//! - [`cli`]: flags (clap).
+//! - [`conn`]: the server URL and where the admin token comes from.
+//! - [`format`]: durations, short seat ids and terminal-safe JSON as printed.
 //! - [`api`]: [`api::AdminClient`] (reqwest) for the admin endpoints, the
 //!   [`api::ApiError`] lines people read, and the SSE parser.
 //! - [`stream`]: the event stream kept alive (reconnect with backoff, resume
@@ -23,7 +25,9 @@ pub mod api;
 pub mod app;
 pub mod cli;
 pub mod commands;
+pub mod conn;
 pub mod console;
+pub mod format;
 pub mod simulate;
 pub mod stream;
 pub mod ui;
@@ -32,7 +36,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::cli::{Cli, DEFAULT_TOKEN_FILE};
+use crate::cli::Cli;
+use crate::conn::DEFAULT_TOKEN_FILE;
 
 /// Run the command line: the console without a subcommand, else one
 /// one-shot command writing to stdout.
@@ -43,7 +48,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(cli::TopCommand::Admin(cmd)) => Some(cmd),
         None => None,
     };
-    let token = cli::resolve_token(cli.conn.token.as_deref(), Path::new(DEFAULT_TOKEN_FILE))?;
+    let token = conn::resolve_token(cli.conn.token.as_deref(), Path::new(DEFAULT_TOKEN_FILE))?;
     let client = api::AdminClient::new(&cli.conn.server, &token)?;
     match command {
         None => {

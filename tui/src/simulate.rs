@@ -37,10 +37,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api::{AdminClient, ApiError};
-use crate::cli::{ConnArgs, DEFAULT_TOKEN_FILE, resolve_token};
+use crate::conn::{ConnArgs, DEFAULT_TOKEN_FILE, resolve_token};
+use crate::format::short_id;
 use plan::{Behaviour, ClientPlan, Plan, Rng};
 use proxy::{FlakyProxy, Outage};
-use report::{Kind, Reporter, Summary, short};
+use report::{Kind, Reporter, Summary};
 
 /// Where the quickstart server reads its pools, relative to the working
 /// directory (the repository root in the README's quickstart).
@@ -437,7 +438,7 @@ pub async fn run(conn: &ConnArgs, args: SimulateArgs) -> anyhow::Result<()> {
     if args.json {
         println!(
             "{}",
-            crate::commands::json_for_terminal(&serde_json::to_string_pretty(&summary)?)
+            crate::format::json_for_terminal(&serde_json::to_string_pretty(&summary)?)
         );
     } else {
         print!("{}", report::format_summary(&summary));
@@ -538,13 +539,13 @@ fn watch_keeper(ctx: Arc<Ctx>, slot: Arc<Slot>, keeper: &LeaseKeeper) -> JoinHan
                         r.event(
                             &slot.plan,
                             Kind::Checkout,
-                            &format!("seat {}, lease {}", short(&lease.seat_id), secs(w)),
+                            &format!("seat {}, lease {}", short_id(&lease.seat_id), secs(w)),
                         );
                     } else if lapsed {
                         r.event(
                             &slot.plan,
                             Kind::Recovered,
-                            &format!("seat {} renewed", short(&lease.seat_id)),
+                            &format!("seat {} renewed", short_id(&lease.seat_id)),
                         );
                     }
                     lapsed = false;
@@ -566,7 +567,7 @@ fn watch_keeper(ctx: Arc<Ctx>, slot: Arc<Slot>, keeper: &LeaseKeeper) -> JoinHan
                             Kind::Lost,
                             &format!(
                                 "seat {} gone (410: revoked or reaped), checking out again",
-                                short(&s)
+                                short_id(&s)
                             ),
                         );
                     }
@@ -616,7 +617,7 @@ async fn release_keeper(
         ctx.reporter.event(
             &slot.plan,
             Kind::Release,
-            &format!("seat {} {why}", short(&seat)),
+            &format!("seat {} {why}", short_id(&seat)),
         );
     }
 }
@@ -765,7 +766,7 @@ async fn crasher(ctx: &Arc<Ctx>, slot: &Arc<Slot>) {
         ctx.reporter.event(
             &slot.plan,
             Kind::Checkout,
-            &format!("seat {}, lease {}", short(&seat), secs(window(&lease))),
+            &format!("seat {}, lease {}", short_id(&seat), secs(window(&lease))),
         );
         match hold_manually(ctx, slot, &client, lease, sent, Some(crash_at)).await {
             HoldEnd::Deadline => {
@@ -776,7 +777,7 @@ async fn crasher(ctx: &Arc<Ctx>, slot: &Arc<Slot>) {
                     Kind::Crash,
                     &format!(
                         "seat {} stops heartbeating, not released: reaped after TTL + reap grace",
-                        short(&seat)
+                        short_id(&seat)
                     ),
                 );
                 return;
@@ -787,7 +788,7 @@ async fn crasher(ctx: &Arc<Ctx>, slot: &Arc<Slot>) {
                 ctx.reporter.event(
                     &slot.plan,
                     Kind::Release,
-                    &format!("seat {} (run over before the crash)", short(&seat)),
+                    &format!("seat {} (run over before the crash)", short_id(&seat)),
                 );
                 return;
             }
@@ -796,7 +797,7 @@ async fn crasher(ctx: &Arc<Ctx>, slot: &Arc<Slot>) {
                 ctx.reporter.event(
                     &slot.plan,
                     Kind::Lost,
-                    &format!("seat {} gone (410), checking out again", short(&seat)),
+                    &format!("seat {} gone (410), checking out again", short_id(&seat)),
                 );
             }
         }
@@ -975,13 +976,13 @@ async fn late(ctx: &Arc<Ctx>, slot: &Arc<Slot>) {
             ctx.reporter.event(
                 &slot.plan,
                 Kind::Granted,
-                &format!("seat {} after {} in line", short(&seat), secs(waited)),
+                &format!("seat {} after {} in line", short_id(&seat), secs(waited)),
             );
         } else {
             ctx.reporter.event(
                 &slot.plan,
                 Kind::Checkout,
-                &format!("seat {}, no wait needed", short(&seat)),
+                &format!("seat {}, no wait needed", short_id(&seat)),
             );
         }
         match hold_manually(ctx, slot, &client, lease, sent, None).await {
@@ -990,7 +991,7 @@ async fn late(ctx: &Arc<Ctx>, slot: &Arc<Slot>) {
                 ctx.reporter.event(
                     &slot.plan,
                     Kind::Lost,
-                    &format!("seat {} gone (410), back in line", short(&seat)),
+                    &format!("seat {} gone (410), back in line", short_id(&seat)),
                 );
             }
             HoldEnd::Stopped | HoldEnd::Deadline => {
@@ -999,7 +1000,7 @@ async fn late(ctx: &Arc<Ctx>, slot: &Arc<Slot>) {
                 ctx.reporter.event(
                     &slot.plan,
                     Kind::Release,
-                    &format!("seat {} (end of the day)", short(&seat)),
+                    &format!("seat {} (end of the day)", short_id(&seat)),
                 );
                 return;
             }
@@ -1070,7 +1071,7 @@ async fn report_reaps(ctx: Arc<Ctx>, admin: AdminClient, slots: Vec<Arc<Slot>>) 
                 ctx.reporter.event(
                     &slot.plan,
                     Kind::Reaped,
-                    &format!("seat {} deleted by the reaper", short(&seat)),
+                    &format!("seat {} deleted by the reaper", short_id(&seat)),
                 );
             }
         }
@@ -1163,7 +1164,7 @@ async fn revoker(
             Ok(()) => ctx.reporter.event(
                 &slot.plan,
                 Kind::Revoked,
-                &format!("seat {} by an admin: {reason}", short(&seat)),
+                &format!("seat {} by an admin: {reason}", short_id(&seat)),
             ),
             Err(ApiError::UnknownSeat { .. }) => {}
             Err(e) => ctx

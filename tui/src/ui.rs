@@ -17,9 +17,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
 
-use crate::app::{
-    App, Level, Link, MESSAGE_MS, Modal, Pane, RowState, SortKey, fmt_duration_ms, short_id,
-};
+use crate::app::{App, Level, Link, MESSAGE_MS, Modal, Pane, RowState, SortKey};
+use crate::format::{fmt_duration_ms, short_id};
 
 /// Styles, with or without colour.
 #[derive(Debug, Clone, Copy)]

@@ -126,11 +126,6 @@ pub fn event_line(at: Duration, client: &ClientPlan, kind: Kind, detail: &str) -
     line.trim_end().to_string()
 }
 
-/// A seat id as people read it in the console: its first 8 characters.
-pub fn short(seat: &str) -> &str {
-    seat.get(..8).unwrap_or(seat)
-}
-
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct BehaviourSummary {
     pub clients: usize,
@@ -299,8 +294,6 @@ mod tests {
         assert!(line.starts_with("  12.35s  denied       "), "{line}");
         assert!(line.contains(&c.holder) && line.contains(&c.fingerprint));
         assert!(!line.contains('\u{1b}'), "{line}");
-        assert_eq!(short("0123456789abcdef"), "01234567");
-        assert_eq!(short("ab"), "ab");
     }
 
     #[test]
