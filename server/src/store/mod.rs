@@ -14,7 +14,9 @@
 pub mod checkpoint;
 mod live_index;
 mod read;
+pub mod rules;
 mod schema;
+mod sqlite_tx;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -96,6 +98,12 @@ pub enum StoreError {
     Closed,
     #[error("{0}")]
     Incompatible(String),
+    #[error("cannot begin a transaction: {0}")]
+    BeginFailed(String),
+    /// A reap wrote a different number of events than it deleted leases; the
+    /// command is rolled back rather than log a reap that did not happen.
+    #[error("reap wrote {events} event(s) for {deleted} deleted lease(s)")]
+    ReapMismatch { events: usize, deleted: usize },
 }
 
 impl StoreError {

@@ -7,21 +7,19 @@
 //! answers the callers and publishes the batch's events. One fsync pays for
 //! the whole batch (group commit), and nobody hears "done" before it is durable.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use leasehold_common::api::{Event, EventKind};
-use leasehold_common::liveness::lapses_at;
-use leasehold_common::{Licenses, Timestamp, is_live, live_threshold, reap_cutoff};
-use rusqlite::functions::FunctionFlags;
+use leasehold_common::{Licenses, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::checkpoint::WalHousekeeping;
 use super::live_index::LiveIndex;
-use super::read::{lease_columns, lease_from_row};
+use super::rules::{EventThrottle, Rules};
+use super::sqlite_tx::{SqliteTx, register_functions};
 use super::{
     Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions,
 };
@@ -83,11 +81,6 @@ pub enum Command {
     },
 }
 
-/// Denied checkouts and heartbeats on lapsed seats can arrive thousands of
-/// times a second from a misbehaving client; the log keeps one per key per
-/// this window (the metrics count them all).
-const EVENT_THROTTLE_MS: i64 = 10_000;
-
 /// How often "the server is alive" is persisted, for the outage rule.
 const ALIVE_PERSIST_MS: i64 = 1_000;
 
@@ -102,7 +95,7 @@ pub struct Writer {
     /// The last instant the writer was known to be running.
     last_alive: Timestamp,
     last_alive_persisted: Timestamp,
-    throttle: HashMap<String, i64>,
+    throttle: EventThrottle,
     index: LiveIndex,
     stats: Arc<WriterStats>,
     wal: Arc<WalHousekeeping>,
@@ -165,7 +158,7 @@ impl Writer {
             options,
             last_alive: last_alive.map(Timestamp::from_millis).unwrap_or(now),
             last_alive_persisted: Timestamp::from_millis(i64::MIN),
-            throttle: HashMap::new(),
+            throttle: EventThrottle::default(),
             index,
             stats,
             wal,
@@ -236,7 +229,8 @@ impl Writer {
             tracing::error!("store: cannot begin a transaction: {e}");
             let msg = e.to_string();
             for cmd in batch {
-                fail(cmd, &msg);
+                // Nothing ran, so nothing waits for a commit: answer now.
+                error_finish(cmd, StoreError::BeginFailed(msg.clone()))(Ok(()));
             }
             return;
         }
@@ -248,22 +242,22 @@ impl Writer {
         let mut index_stale = outage.is_some();
 
         for cmd in batch {
-            let mut ctx = Ctx {
-                conn: &self.conn,
-                now,
-                licenses: &licenses,
-                events: Vec::new(),
-                throttle: &mut self.throttle,
-                options: &self.options,
-                index: &mut self.index,
-                commit: &commit,
-            };
-            if let Err(e) = exec_cached(ctx.conn, "SAVEPOINT cmd") {
-                finishes.push(error_finish(cmd, e));
+            if let Err(e) = exec_cached(&self.conn, "SAVEPOINT cmd") {
+                finishes.push(error_finish(cmd, e.into()));
                 continue;
             }
-            let (done, ok) = ctx.apply(cmd);
-            let events = std::mem::take(&mut ctx.events);
+            let mut ctx = Ctx {
+                tx: SqliteTx {
+                    conn: &self.conn,
+                    index: &mut self.index,
+                },
+                now,
+                licenses: &licenses,
+                throttle: &mut self.throttle,
+                options: &self.options,
+                commit: &commit,
+            };
+            let (done, ok, events) = ctx.apply(cmd);
             let end = if ok {
                 exec_cached(&self.conn, "RELEASE cmd")
             } else {
@@ -352,563 +346,116 @@ impl Writer {
         if gap <= leasehold_common::time::duration_millis(self.options.stall_threshold) {
             return None;
         }
-        let mut extended = 0;
-        for lic in licenses.iter() {
-            let renewed_until = now.saturating_add(lic.policy.ttl);
-            let was_live = live_threshold(self.last_alive, lic.policy.skew);
-            match self.conn.execute(
-                "UPDATE leases SET expires_at = ?1
-                 WHERE license_id = ?2 AND expires_at >= ?3 AND expires_at < ?1",
-                params![renewed_until.as_millis(), lic.id, was_live.as_millis()],
-            ) {
-                Ok(n) => extended += n,
-                Err(e) => tracing::error!("store: outage extension for {}: {e}", lic.id),
-            }
+        let mut tx = SqliteTx {
+            conn: &self.conn,
+            index: &mut self.index,
+        };
+        let extended = Rules {
+            tx: &mut tx,
+            now,
+            licenses,
+            throttle: &mut self.throttle,
+            events: Vec::new(),
         }
+        .outage(self.last_alive);
         Some((gap, extended))
     }
 }
 
-fn fail(cmd: Command, msg: &str) {
-    error_finish(cmd, rusqlite::Error::InvalidQuery)(Err(msg));
-}
-
-fn error_finish(cmd: Command, e: rusqlite::Error) -> Finish {
+/// Answer a command that never ran with `e`.
+fn error_finish(cmd: Command, e: StoreError) -> Finish {
     match cmd {
-        Command::Checkout { reply, .. } => finish(reply, Err(e.into())),
-        Command::Heartbeat { reply, .. } => finish(reply, Err(e.into())),
-        Command::Release { reply, .. } => finish(reply, Err(e.into())),
-        Command::Revoke { reply, .. } => finish(reply, Err(e.into())),
-        Command::Reap { reply, .. } => finish(reply, Err(e.into())),
-        Command::Tick { reply } => finish(reply, Err(e.into())),
-        Command::LiveCounts { reply } => finish(reply, Err(e.into())),
-        Command::RecordEvent { reply, .. } => finish(reply, Err(e.into())),
-        Command::Shutdown { reply } => finish(reply, Err(e.into())),
+        Command::Checkout { reply, .. } => finish(reply, Err(e)),
+        Command::Heartbeat { reply, .. } => finish(reply, Err(e)),
+        Command::Release { reply, .. } => finish(reply, Err(e)),
+        Command::Revoke { reply, .. } => finish(reply, Err(e)),
+        Command::Reap { reply, .. } => finish(reply, Err(e)),
+        Command::Tick { reply } => finish(reply, Err(e)),
+        Command::LiveCounts { reply } => finish(reply, Err(e)),
+        Command::RecordEvent { reply, .. } => finish(reply, Err(e)),
+        Command::Shutdown { reply } => finish(reply, Err(e)),
     }
 }
 
 /// Everything one command may touch while it is applied.
 struct Ctx<'a> {
-    conn: &'a Connection,
+    tx: SqliteTx<'a>,
     now: Timestamp,
     licenses: &'a Licenses,
-    events: Vec<Event>,
-    throttle: &'a mut HashMap<String, i64>,
+    throttle: &'a mut EventThrottle,
     options: &'a StoreOptions,
-    index: &'a mut LiveIndex,
     /// The batch's commit, for answers given before it.
     commit: &'a CommitSignal,
 }
 
 impl Ctx<'_> {
-    /// Apply one command. Returns its held-back answer and whether it
-    /// succeeded (a failed command's savepoint is rolled back).
-    fn apply(&mut self, cmd: Command) -> (Finish, bool) {
-        fn done<T: Send + 'static>(reply: Reply<T>, r: rusqlite::Result<T>) -> (Finish, bool) {
+    /// Apply one command by the lease rules. Returns its held-back answer,
+    /// whether it succeeded (a failed command's savepoint is rolled back),
+    /// and the events it wrote (published after commit).
+    fn apply(&mut self, cmd: Command) -> (Finish, bool, Vec<Event>) {
+        fn done<T: Send + 'static>(reply: Reply<T>, r: Result<T, StoreError>) -> (Finish, bool) {
             let ok = r.is_ok();
-            (finish(reply, r.map_err(StoreError::from)), ok)
+            (finish(reply, r), ok)
         }
         // The decision now, with the batch's commit signal: the caller builds
         // its answer during the fsync and releases it only after.
         fn early<T: Send + 'static>(
             reply: Reply<Applied<T>>,
-            r: rusqlite::Result<T>,
+            r: Result<T, StoreError>,
             commit: &CommitSignal,
         ) -> (Finish, bool) {
             let ok = r.is_ok();
-            let applied = r.map_err(StoreError::from).map(|value| Applied {
+            let applied = r.map(|value| Applied {
                 value,
                 commit: commit.clone(),
             });
             let _ = reply.send(applied);
             (Box::new(|_| {}), ok)
         }
-        match cmd {
+        let mut rules = Rules {
+            tx: &mut self.tx,
+            now: self.now,
+            licenses: self.licenses,
+            throttle: self.throttle,
+            events: Vec::new(),
+        };
+        let (finish, ok) = match cmd {
             Command::Checkout { req, ahead, reply } => {
-                early(reply, self.checkout(&req, ahead), self.commit)
+                early(reply, rules.checkout(&req, ahead), self.commit)
             }
             Command::Heartbeat {
                 license_id,
                 seat_id,
                 reply,
-            } => early(reply, self.heartbeat(&license_id, &seat_id), self.commit),
+            } => early(reply, rules.heartbeat(&license_id, &seat_id), self.commit),
             Command::Release {
                 license_id,
                 seat_id,
                 reply,
-            } => done(reply, self.release(&license_id, &seat_id)),
+            } => done(reply, rules.release(&license_id, &seat_id)),
             Command::Revoke {
                 seat_id,
                 reason,
                 block,
                 reply,
-            } => done(reply, self.revoke(&seat_id, reason, block)),
-            Command::Reap { limit, reply } => done(reply, self.reap(limit)),
-            Command::Tick { reply } | Command::Shutdown { reply } => done(reply, Ok(())),
-            Command::LiveCounts { reply } => {
-                let counts = self
-                    .licenses
-                    .iter()
-                    .map(|l| {
-                        let threshold = live_threshold(self.now, l.policy.skew);
-                        (l.id.clone(), self.live(&l.id, threshold))
-                    })
-                    .collect();
-                done(reply, Ok(counts))
+            } => done(reply, rules.revoke(&seat_id, reason, block)),
+            Command::Reap { limit, reply } => {
+                done(reply, rules.reap(limit, self.options.event_retention))
             }
+            Command::Tick { reply } | Command::Shutdown { reply } => done(reply, Ok(())),
+            Command::LiveCounts { reply } => done(reply, rules.live_counts()),
             Command::RecordEvent {
                 kind,
                 license_id,
                 detail,
                 reply,
-            } => {
-                let r = self.event(kind, license_id.as_deref(), None, None, Some(&detail));
-                let r = r.map(|()| self.events.last().cloned().expect("event just recorded"));
-                done(reply, r)
-            }
-        }
-    }
-
-    fn checkout(&mut self, req: &CheckoutRequest, ahead: u32) -> rusqlite::Result<CheckoutOutcome> {
-        let Some(lic) = self.licenses.get(&req.license_id) else {
-            return Ok(CheckoutOutcome::UnknownLicense);
+            } => done(
+                reply,
+                rules.record_event(kind, license_id.as_deref(), &detail),
+            ),
         };
-        let policy = lic.policy;
-        let fingerprint_key = req.fingerprint.as_deref().unwrap_or("");
-
-        let blocked_until: Option<i64> = self
-            .conn
-            .prepare_cached(
-                "SELECT until_ms FROM blocks
-                 WHERE license_id = ?1 AND holder = ?2 AND fingerprint = ?3 AND until_ms > ?4",
-            )?
-            .query_row(
-                params![lic.id, req.holder, fingerprint_key, self.now.as_millis()],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if let Some(until) = blocked_until {
-            let until = Timestamp::from_millis(until);
-            self.denied(&lic.id, &req.holder, || {
-                format!("blocked by an admin until {until}")
-            })?;
-            return Ok(CheckoutOutcome::Blocked { until });
-        }
-
-        // A retry of a checkout whose answer was lost: the same seat again.
-        if let Some(key) = &req.idempotency_key {
-            const SQL: &str = concat!(
-                "SELECT ",
-                lease_columns!(),
-                " FROM leases WHERE license_id = ?1 AND idempotency_key = ?2"
-            );
-            let existing = self
-                .conn
-                .prepare_cached(SQL)?
-                .query_row(params![lic.id, key], lease_from_row)
-                .optional()?;
-            if let Some(row) = existing {
-                if is_live(row.expires_at, self.now, policy.skew) {
-                    let lease = self.renew(&row, policy.ttl)?;
-                    return Ok(CheckoutOutcome::Granted {
-                        lease,
-                        reused: true,
-                    });
-                }
-                // That seat lapsed: the key is free for a new one.
-                self.conn
-                    .prepare_cached("UPDATE leases SET idempotency_key = NULL WHERE seat_id = ?1")?
-                    .execute([&row.seat_id])?;
-            }
-        }
-
-        // The same machine asking again (it lost its lease in a network blip):
-        // give back its live seat rather than counting it twice.
-        if let Some(fp) = &req.fingerprint {
-            let threshold = live_threshold(self.now, policy.skew);
-            const SQL: &str = concat!(
-                "SELECT ",
-                lease_columns!(),
-                " FROM leases
-                 WHERE license_id = ?1 AND fingerprint = ?2 AND expires_at >= ?3
-                 ORDER BY expires_at DESC LIMIT 1"
-            );
-            let held = self
-                .conn
-                .prepare_cached(SQL)?
-                .query_row(params![lic.id, fp, threshold.as_millis()], lease_from_row)
-                .optional()?;
-            if let Some(row) = held {
-                let lease = self.renew(&row, policy.ttl)?;
-                return Ok(CheckoutOutcome::Granted {
-                    lease,
-                    reused: true,
-                });
-            }
-        }
-
-        let threshold = live_threshold(self.now, policy.skew);
-        let live = self.live(&lic.id, threshold);
-        if live.saturating_add(ahead) >= policy.seats {
-            let earliest = self.index.earliest_from(&lic.id, threshold.as_millis());
-            let retry_after = earliest
-                .map(|e| lapses_at(Timestamp::from_millis(e), policy.skew).millis_since(self.now))
-                .unwrap_or(policy.ttl.as_millis() as i64)
-                .max(0);
-            let seats = policy.seats;
-            self.denied(&lic.id, &req.holder, || {
-                format!("pool full: {live} of {seats} seats live")
-            })?;
-            return Ok(CheckoutOutcome::Full {
-                seats: policy.seats,
-                live,
-                retry_after: Duration::from_millis(retry_after as u64),
-            });
-        }
-
-        let lease = LeaseRow {
-            seat_id: new_seat_id(),
-            license_id: lic.id.clone(),
-            holder: req.holder.clone(),
-            fingerprint: req.fingerprint.clone(),
-            checked_out_at: self.now,
-            issued_at: self.now,
-            expires_at: self.now.saturating_add(policy.ttl),
-        };
-        self.conn
-            .prepare_cached(
-                "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                     checked_out_at, issued_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
-            )?
-            .execute(params![
-                lease.seat_id,
-                lease.license_id,
-                lease.holder,
-                lease.fingerprint,
-                req.idempotency_key,
-                self.now.as_millis(),
-                lease.expires_at.as_millis()
-            ])?;
-        self.index
-            .insert(&lease.license_id, lease.expires_at.as_millis());
-        self.event(
-            EventKind::Checkout,
-            Some(&lease.license_id),
-            Some(&lease.seat_id),
-            Some(&lease.holder),
-            lease
-                .fingerprint
-                .as_deref()
-                .map(|f| format!("fingerprint {f}"))
-                .as_deref(),
-        )?;
-        Ok(CheckoutOutcome::Granted {
-            lease,
-            reused: false,
-        })
+        (finish, ok, rules.events)
     }
-
-    /// New expiry for an existing seat, on the server's clock. Only the two
-    /// times change, so the renewed row is built here rather than read back.
-    fn renew(&mut self, row: &LeaseRow, ttl: Duration) -> rusqlite::Result<LeaseRow> {
-        let renewed = LeaseRow {
-            issued_at: self.now,
-            expires_at: self.now.saturating_add(ttl),
-            ..row.clone()
-        };
-        self.conn
-            .prepare_cached("UPDATE leases SET issued_at = ?2, expires_at = ?3 WHERE seat_id = ?1")?
-            .execute(params![
-                row.seat_id,
-                renewed.issued_at.as_millis(),
-                renewed.expires_at.as_millis()
-            ])?;
-        self.index
-            .remove(&row.license_id, row.expires_at.as_millis());
-        self.index
-            .insert(&renewed.license_id, renewed.expires_at.as_millis());
-        Ok(renewed)
-    }
-
-    /// Live leases of a license at `threshold`, from the index.
-    fn live(&mut self, license_id: &str, threshold: Timestamp) -> u32 {
-        u32::try_from(self.index.count_from(license_id, threshold.as_millis())).unwrap_or(u32::MAX)
-    }
-
-    fn heartbeat(&mut self, license_id: &str, seat_id: &str) -> rusqlite::Result<HeartbeatOutcome> {
-        let Some(lic) = self.licenses.get(license_id) else {
-            return Ok(HeartbeatOutcome::Lost);
-        };
-        // Only a live seat of *this* license renews: a seat id is a
-        // capability, but only together with its own license's key.
-        const SQL: &str = concat!(
-            "SELECT ",
-            lease_columns!(),
-            " FROM leases WHERE seat_id = ?1 AND license_id = ?2"
-        );
-        let Some(row) = self
-            .conn
-            .prepare_cached(SQL)?
-            .query_row(params![seat_id, license_id], lease_from_row)
-            .optional()?
-        else {
-            return Ok(HeartbeatOutcome::Lost);
-        };
-        if is_live(row.expires_at, self.now, lic.policy.skew) {
-            return Ok(HeartbeatOutcome::Renewed(self.renew(&row, lic.policy.ttl)?));
-        }
-        // Still in the table but lapsed: its client just learned it lost the
-        // seat. Worth telling the admins (once).
-        if self.first_in_window(format!("lost\0{seat_id}")) {
-            self.event(
-                EventKind::Lost,
-                Some(license_id),
-                Some(seat_id),
-                Some(&row.holder),
-                Some("heartbeat after the lease lapsed"),
-            )?;
-        }
-        Ok(HeartbeatOutcome::Lost)
-    }
-
-    fn release(&mut self, license_id: &str, seat_id: &str) -> rusqlite::Result<bool> {
-        let deleted: Option<(String, i64)> = self
-            .conn
-            .prepare_cached(
-                "DELETE FROM leases WHERE seat_id = ?1 AND license_id = ?2 RETURNING holder, expires_at",
-            )?
-            .query_row(params![seat_id, license_id], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        let holder = deleted.map(|(holder, expires_at)| {
-            self.index.remove(license_id, expires_at);
-            holder
-        });
-        if let Some(holder) = &holder {
-            self.event(
-                EventKind::Release,
-                Some(license_id),
-                Some(seat_id),
-                Some(holder),
-                None,
-            )?;
-        }
-        Ok(holder.is_some())
-    }
-
-    fn revoke(
-        &mut self,
-        seat_id: &str,
-        reason: Option<String>,
-        block: Option<Duration>,
-    ) -> rusqlite::Result<Option<LeaseRow>> {
-        const SQL: &str = concat!(
-            "DELETE FROM leases WHERE seat_id = ?1 RETURNING ",
-            lease_columns!(),
-            ""
-        );
-        let Some(row) = self
-            .conn
-            .prepare_cached(SQL)?
-            .query_row([seat_id], lease_from_row)
-            .optional()?
-        else {
-            return Ok(None);
-        };
-        self.index
-            .remove(&row.license_id, row.expires_at.as_millis());
-        let mut detail = reason.unwrap_or_default();
-        if let Some(block) = block.filter(|b| !b.is_zero()) {
-            let until = self.now.saturating_add(block);
-            self.conn
-                .prepare_cached(
-                    "INSERT INTO blocks (license_id, holder, fingerprint, until_ms) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (license_id, holder, fingerprint) DO UPDATE SET until_ms = excluded.until_ms",
-                )?
-                .execute(params![
-                    row.license_id,
-                    row.holder,
-                    row.fingerprint.as_deref().unwrap_or(""),
-                    until.as_millis()
-                ])?;
-            let sep = if detail.is_empty() { "" } else { "; " };
-            detail = format!("{detail}{sep}re-checkout blocked until {until}");
-        }
-        self.event(
-            EventKind::Revoke,
-            Some(&row.license_id),
-            Some(&row.seat_id),
-            Some(&row.holder),
-            (!detail.is_empty()).then_some(detail.as_str()),
-        )?;
-        Ok(Some(row))
-    }
-
-    /// Delete up to `limit` leases that are reapable by the one predicate,
-    /// with one `reap` event each. Leases of a license no longer in the
-    /// licenses file are left alone: without its policy there is no grace to
-    /// judge them by.
-    ///
-    /// Set-based: one statement writes a batch's events, the next deletes the
-    /// same leases (both take the first by `(expires_at, seat_id)`, the
-    /// index's own order, in one savepoint). An `INSERT` per seat cost as much
-    /// as the delete itself (measured: 300,000 leases, 6.2 s vs 3.1 s).
-    fn reap(&mut self, limit: usize) -> rusqlite::Result<usize> {
-        let mut reaped = 0;
-        for lic in self.licenses.iter() {
-            if reaped >= limit {
-                break;
-            }
-            let cutoff = reap_cutoff(self.now, lic.policy.reap_grace).as_millis();
-            let batch = (limit - reaped) as i64;
-            let now = self.now;
-            let events: Vec<Event> = self
-                .conn
-                .prepare_cached(
-                    "INSERT INTO events (at, kind, license_id, seat_id, holder, detail)
-                     SELECT ?1, ?2, license_id, seat_id, holder, reap_detail(expires_at)
-                     FROM leases WHERE license_id = ?3 AND expires_at < ?4
-                     ORDER BY expires_at, seat_id LIMIT ?5
-                     RETURNING id, seat_id, holder, detail",
-                )?
-                .query_map(
-                    params![
-                        now.as_millis(),
-                        EventKind::Reap.as_str(),
-                        lic.id,
-                        cutoff,
-                        batch
-                    ],
-                    |r| {
-                        Ok(Event {
-                            id: r.get(0)?,
-                            at: now,
-                            kind: EventKind::Reap,
-                            license_id: Some(lic.id.clone()),
-                            seat_id: Some(r.get(1)?),
-                            holder: Some(r.get(2)?),
-                            detail: r.get(3)?,
-                        })
-                    },
-                )?
-                .collect::<rusqlite::Result<_>>()?;
-            let expiries: Vec<i64> = self
-                .conn
-                .prepare_cached(
-                    "DELETE FROM leases WHERE seat_id IN (
-                         SELECT seat_id FROM leases
-                         WHERE license_id = ?1 AND expires_at < ?2
-                         ORDER BY expires_at, seat_id LIMIT ?3)
-                     RETURNING expires_at",
-                )?
-                .query_map(params![lic.id, cutoff, batch], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            if expiries.len() != events.len() {
-                // Cannot happen inside one savepoint; if it did, roll back
-                // rather than log a reap that did not happen.
-                return Err(rusqlite::Error::InvalidQuery);
-            }
-            for expires_at in &expiries {
-                self.index.remove(&lic.id, *expires_at);
-            }
-            reaped += expiries.len();
-            self.events.extend(events);
-        }
-        self.conn
-            .prepare_cached("DELETE FROM blocks WHERE until_ms <= ?1")?
-            .execute([self.now.as_millis()])?;
-        self.conn
-            .prepare_cached("DELETE FROM events WHERE id <= (SELECT max(id) FROM events) - ?1")?
-            .execute([self.options.event_retention])?;
-        Ok(reaped)
-    }
-
-    fn denied(
-        &mut self,
-        license_id: &str,
-        holder: &str,
-        detail: impl FnOnce() -> String,
-    ) -> rusqlite::Result<()> {
-        if self.first_in_window(format!("denied\0{license_id}\0{holder}")) {
-            let detail = detail();
-            self.event(
-                EventKind::Denied,
-                Some(license_id),
-                None,
-                Some(holder),
-                Some(&detail),
-            )?;
-        }
-        Ok(())
-    }
-
-    /// True once per key per [`EVENT_THROTTLE_MS`].
-    fn first_in_window(&mut self, key: String) -> bool {
-        let now = self.now.as_millis();
-        if self.throttle.len() > 10_000 {
-            self.throttle.retain(|_, at| now - *at < EVENT_THROTTLE_MS);
-        }
-        match self.throttle.get(&key) {
-            Some(at) if now - *at < EVENT_THROTTLE_MS && now >= *at => false,
-            _ => {
-                self.throttle.insert(key, now);
-                true
-            }
-        }
-    }
-
-    fn event(
-        &mut self,
-        kind: EventKind,
-        license_id: Option<&str>,
-        seat_id: Option<&str>,
-        holder: Option<&str>,
-        detail: Option<&str>,
-    ) -> rusqlite::Result<()> {
-        let id: i64 = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO events (at, kind, license_id, seat_id, holder, detail)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
-            )?
-            .query_row(
-                params![
-                    self.now.as_millis(),
-                    kind.as_str(),
-                    license_id,
-                    seat_id,
-                    holder,
-                    detail
-                ],
-                |r| r.get(0),
-            )?;
-        self.events.push(Event {
-            id,
-            at: self.now,
-            kind,
-            license_id: license_id.map(str::to_string),
-            seat_id: seat_id.map(str::to_string),
-            holder: holder.map(str::to_string),
-            detail: detail.map(str::to_string),
-        });
-        Ok(())
-    }
-}
-
-/// The text of a `reap` event.
-fn reap_detail(expired: Timestamp) -> String {
-    format!("expired {expired} unrenewed")
-}
-
-/// SQL functions the writer's statements use: `reap_detail(expires_at)`, so
-/// the set-based reap writes the same words as [`reap_detail`].
-fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
-    conn.create_scalar_function(
-        "reap_detail",
-        1,
-        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
-        |ctx| Ok(reap_detail(Timestamp::from_millis(ctx.get(0)?))),
-    )
 }
 
 /// Run a parameterless statement from the statement cache (the writer runs
@@ -919,10 +466,4 @@ fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-/// 128 random bits, lowercase hex. Seat ids are capabilities, so they come
-/// from a CSPRNG (rand's thread RNG is ChaCha seeded from the OS).
-fn new_seat_id() -> String {
-    hex::encode(rand::random::<[u8; 16]>())
 }

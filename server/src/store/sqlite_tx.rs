@@ -1,0 +1,317 @@
+//! The SQLite answers to the lease rules' queries ([`LeaseTx`]), run by the
+//! writer inside its open transaction. Counting and "earliest live expiry"
+//! come from the writer's [`LiveIndex`], which every write here keeps in
+//! step with the `leases` table.
+
+use leasehold_common::Timestamp;
+use leasehold_common::api::{Event, EventKind};
+use rusqlite::functions::FunctionFlags;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::live_index::LiveIndex;
+use super::read::{lease_columns, lease_from_row};
+use super::rules::{LeaseTx, NewEvent, Result, reap_detail};
+use super::{LeaseRow, StoreError};
+
+/// The writer's connection and live index, for one batch.
+pub struct SqliteTx<'a> {
+    pub conn: &'a Connection,
+    pub index: &'a mut LiveIndex,
+}
+
+impl LeaseTx for SqliteTx<'_> {
+    fn block_until(
+        &mut self,
+        license_id: &str,
+        holder: &str,
+        fingerprint: &str,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>> {
+        let until: Option<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT until_ms FROM blocks
+                 WHERE license_id = ?1 AND holder = ?2 AND fingerprint = ?3 AND until_ms > ?4",
+            )?
+            .query_row(
+                params![license_id, holder, fingerprint, now.as_millis()],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(until.map(Timestamp::from_millis))
+    }
+
+    fn set_block(
+        &mut self,
+        license_id: &str,
+        holder: &str,
+        fingerprint: &str,
+        until: Timestamp,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO blocks (license_id, holder, fingerprint, until_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (license_id, holder, fingerprint) DO UPDATE SET until_ms = excluded.until_ms",
+            )?
+            .execute(params![license_id, holder, fingerprint, until.as_millis()])?;
+        Ok(())
+    }
+
+    fn lease_by_idempotency_key(
+        &mut self,
+        license_id: &str,
+        key: &str,
+    ) -> Result<Option<LeaseRow>> {
+        const SQL: &str = concat!(
+            "SELECT ",
+            lease_columns!(),
+            " FROM leases WHERE license_id = ?1 AND idempotency_key = ?2"
+        );
+        Ok(self
+            .conn
+            .prepare_cached(SQL)?
+            .query_row(params![license_id, key], lease_from_row)
+            .optional()?)
+    }
+
+    fn forget_idempotency_key(&mut self, seat_id: &str) -> Result<()> {
+        self.conn
+            .prepare_cached("UPDATE leases SET idempotency_key = NULL WHERE seat_id = ?1")?
+            .execute([seat_id])?;
+        Ok(())
+    }
+
+    fn live_lease_by_fingerprint(
+        &mut self,
+        license_id: &str,
+        fingerprint: &str,
+        threshold: Timestamp,
+    ) -> Result<Option<LeaseRow>> {
+        const SQL: &str = concat!(
+            "SELECT ",
+            lease_columns!(),
+            " FROM leases
+             WHERE license_id = ?1 AND fingerprint = ?2 AND expires_at >= ?3
+             ORDER BY expires_at DESC LIMIT 1"
+        );
+        Ok(self
+            .conn
+            .prepare_cached(SQL)?
+            .query_row(
+                params![license_id, fingerprint, threshold.as_millis()],
+                lease_from_row,
+            )
+            .optional()?)
+    }
+
+    fn live_count(&mut self, license_id: &str, threshold: Timestamp) -> Result<u32> {
+        let n = self.index.count_from(license_id, threshold.as_millis());
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
+    fn earliest_live_expiry(
+        &mut self,
+        license_id: &str,
+        threshold: Timestamp,
+    ) -> Result<Option<Timestamp>> {
+        Ok(self
+            .index
+            .earliest_from(license_id, threshold.as_millis())
+            .map(Timestamp::from_millis))
+    }
+
+    fn lease(&mut self, license_id: &str, seat_id: &str) -> Result<Option<LeaseRow>> {
+        const SQL: &str = concat!(
+            "SELECT ",
+            lease_columns!(),
+            " FROM leases WHERE seat_id = ?1 AND license_id = ?2"
+        );
+        Ok(self
+            .conn
+            .prepare_cached(SQL)?
+            .query_row(params![seat_id, license_id], lease_from_row)
+            .optional()?)
+    }
+
+    fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
+                                     checked_out_at, issued_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                lease.seat_id,
+                lease.license_id,
+                lease.holder,
+                lease.fingerprint,
+                idempotency_key,
+                lease.checked_out_at.as_millis(),
+                lease.issued_at.as_millis(),
+                lease.expires_at.as_millis()
+            ])?;
+        self.index
+            .insert(&lease.license_id, lease.expires_at.as_millis());
+        Ok(())
+    }
+
+    fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()> {
+        self.conn
+            .prepare_cached("UPDATE leases SET issued_at = ?2, expires_at = ?3 WHERE seat_id = ?1")?
+            .execute(params![
+                old.seat_id,
+                renewed.issued_at.as_millis(),
+                renewed.expires_at.as_millis()
+            ])?;
+        self.index
+            .remove(&old.license_id, old.expires_at.as_millis());
+        self.index
+            .insert(&renewed.license_id, renewed.expires_at.as_millis());
+        Ok(())
+    }
+
+    fn delete_lease(
+        &mut self,
+        seat_id: &str,
+        license_id: Option<&str>,
+    ) -> Result<Option<LeaseRow>> {
+        const SQL: &str = concat!(
+            "DELETE FROM leases WHERE seat_id = ?1 AND (?2 IS NULL OR license_id = ?2) RETURNING ",
+            lease_columns!(),
+            ""
+        );
+        let row = self
+            .conn
+            .prepare_cached(SQL)?
+            .query_row(params![seat_id, license_id], lease_from_row)
+            .optional()?;
+        if let Some(row) = &row {
+            self.index
+                .remove(&row.license_id, row.expires_at.as_millis());
+        }
+        Ok(row)
+    }
+
+    /// Set-based: one statement writes the batch's events, the next deletes
+    /// the same leases (both take the first by `(expires_at, seat_id)`, the
+    /// index's own order, in one savepoint). An `INSERT` per seat cost as much
+    /// as the delete itself (measured: 300,000 leases, 6.2 s vs 3.1 s).
+    fn reap_expired(
+        &mut self,
+        license_id: &str,
+        cutoff: Timestamp,
+        limit: usize,
+        now: Timestamp,
+    ) -> Result<Vec<Event>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let events: Vec<Event> = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO events (at, kind, license_id, seat_id, holder, detail)
+                 SELECT ?1, ?2, license_id, seat_id, holder, reap_detail(expires_at)
+                 FROM leases WHERE license_id = ?3 AND expires_at < ?4
+                 ORDER BY expires_at, seat_id LIMIT ?5
+                 RETURNING id, seat_id, holder, detail",
+            )?
+            .query_map(
+                params![
+                    now.as_millis(),
+                    EventKind::Reap.as_str(),
+                    license_id,
+                    cutoff.as_millis(),
+                    limit
+                ],
+                |r| {
+                    Ok(Event {
+                        id: r.get(0)?,
+                        at: now,
+                        kind: EventKind::Reap,
+                        license_id: Some(license_id.to_string()),
+                        seat_id: Some(r.get(1)?),
+                        holder: Some(r.get(2)?),
+                        detail: r.get(3)?,
+                    })
+                },
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        let expiries: Vec<i64> = self
+            .conn
+            .prepare_cached(
+                "DELETE FROM leases WHERE seat_id IN (
+                     SELECT seat_id FROM leases
+                     WHERE license_id = ?1 AND expires_at < ?2
+                     ORDER BY expires_at, seat_id LIMIT ?3)
+                 RETURNING expires_at",
+            )?
+            .query_map(params![license_id, cutoff.as_millis(), limit], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        if expiries.len() != events.len() {
+            // Cannot happen inside one savepoint; if it did, roll back
+            // rather than log a reap that did not happen.
+            return Err(StoreError::ReapMismatch {
+                events: events.len(),
+                deleted: expiries.len(),
+            });
+        }
+        for expires_at in expiries {
+            self.index.remove(license_id, expires_at);
+        }
+        Ok(events)
+    }
+
+    fn prune(&mut self, now: Timestamp, event_retention: i64) -> Result<()> {
+        self.conn
+            .prepare_cached("DELETE FROM blocks WHERE until_ms <= ?1")?
+            .execute([now.as_millis()])?;
+        self.conn
+            .prepare_cached("DELETE FROM events WHERE id <= (SELECT max(id) FROM events) - ?1")?
+            .execute([event_retention])?;
+        Ok(())
+    }
+
+    fn extend_live(
+        &mut self,
+        license_id: &str,
+        was_live: Timestamp,
+        until: Timestamp,
+    ) -> Result<usize> {
+        // The index is reloaded after an outage batch (the writer marks it
+        // stale), so it is not adjusted row by row here.
+        Ok(self.conn.execute(
+            "UPDATE leases SET expires_at = ?1
+             WHERE license_id = ?2 AND expires_at >= ?3 AND expires_at < ?1",
+            params![until.as_millis(), license_id, was_live.as_millis()],
+        )?)
+    }
+
+    fn append_event(&mut self, e: NewEvent<'_>) -> Result<i64> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "INSERT INTO events (at, kind, license_id, seat_id, holder, detail)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+            )?
+            .query_row(
+                params![
+                    e.at.as_millis(),
+                    e.kind.as_str(),
+                    e.license_id,
+                    e.seat_id,
+                    e.holder,
+                    e.detail
+                ],
+                |r| r.get(0),
+            )?)
+    }
+}
+
+/// SQL functions the statements above use: `reap_detail(expires_at)`, so
+/// the set-based reap writes the same words as [`reap_detail`].
+pub fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
+    conn.create_scalar_function(
+        "reap_detail",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| Ok(reap_detail(Timestamp::from_millis(ctx.get(0)?))),
+    )
+}
