@@ -47,7 +47,10 @@ impl PgCluster {
             .expect("a temp dir for the PostgreSQL cluster");
         let run_as = running_as_root().then_some("postgres");
         if let Some(user) = run_as {
-            run(Command::new("chown").args(["-R", user]).arg(dir.path()), "chown");
+            run(
+                Command::new("chown").args(["-R", user]).arg(dir.path()),
+                "chown",
+            );
         }
         let mut cluster = PgCluster {
             dir,
@@ -106,7 +109,9 @@ impl PgCluster {
     pub fn stop(&self) {
         let data = self.data_dir();
         let mut cmd = self.as_owner(&self.bin.join("pg_ctl"));
-        cmd.arg("-D").arg(&data).args(["-m", "immediate", "-w", "stop"]);
+        cmd.arg("-D")
+            .arg(&data)
+            .args(["-m", "immediate", "-w", "stop"]);
         run(&mut cmd, "pg_ctl stop");
     }
 
@@ -164,7 +169,10 @@ impl PgCluster {
             "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
              {owner}{pg_ctl} -D {data} -m immediate -w stop >/dev/null 2>&1; rm -rf {dir}",
             pid = std::process::id(),
-            owner = self.run_as.map(|u| format!("runuser -u {u} -- ")).unwrap_or_default(),
+            owner = self
+                .run_as
+                .map(|u| format!("runuser -u {u} -- "))
+                .unwrap_or_default(),
             pg_ctl = self.bin.join("pg_ctl").display(),
             data = self.data_dir().display(),
             dir = self.dir.path().display(),
@@ -215,7 +223,8 @@ fn postgres_bin_dir() -> PathBuf {
         return newest;
     }
     if let Some(dir) = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path).find(|d| d.join("initdb").exists() && d.join("pg_ctl").exists())
+        std::env::split_paths(&path)
+            .find(|d| d.join("initdb").exists() && d.join("pg_ctl").exists())
     }) {
         return dir;
     }

@@ -12,6 +12,7 @@
 //!   `expires_at >= live_threshold(now, skew)` from `leasehold_common`.
 
 pub mod checkpoint;
+mod command;
 mod live_index;
 mod read;
 pub mod rules;
@@ -33,10 +34,11 @@ use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
 
 use checkpoint::{Checkpointer, WalHousekeeping};
+use command::Command;
 pub use read::ReadPool;
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
+use writer::Writer;
 pub use writer::WriterStats;
-use writer::{Command, Writer};
 
 /// One row of the `leases` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +123,7 @@ impl StoreError {
 #[derive(Debug)]
 pub struct Applied<T> {
     pub value: T,
-    commit: writer::CommitSignal,
+    commit: command::CommitSignal,
 }
 
 impl<T> Applied<T> {

@@ -11,75 +11,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use leasehold_common::api::{Event, EventKind};
+use leasehold_common::api::Event;
 use leasehold_common::{Licenses, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use super::checkpoint::WalHousekeeping;
+use super::command::{Command, Finish, apply, error_finish};
 use super::live_index::LiveIndex;
 use super::rules::{EventThrottle, Rules};
 use super::sqlite_tx::{SqliteTx, register_functions};
-use super::{
-    Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions,
-};
+use super::{StoreError, StoreOptions};
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
-
-type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
-
-/// How a batch ended: `None` while it commits, then `Ok` or the error.
-pub type CommitSignal = watch::Receiver<Option<Result<(), String>>>;
-
-/// One queued state change and where to send its answer.
-pub enum Command {
-    /// Answered before the commit (see [`Applied`]).
-    Checkout {
-        req: CheckoutRequest,
-        /// Waiters in line ahead of this checkout: their seats are spoken for.
-        ahead: u32,
-        reply: Reply<Applied<CheckoutOutcome>>,
-    },
-    /// Answered before the commit (see [`Applied`]).
-    Heartbeat {
-        license_id: String,
-        seat_id: String,
-        reply: Reply<Applied<HeartbeatOutcome>>,
-    },
-    Release {
-        license_id: String,
-        seat_id: String,
-        reply: Reply<bool>,
-    },
-    Revoke {
-        seat_id: String,
-        reason: Option<String>,
-        block: Option<Duration>,
-        reply: Reply<Option<LeaseRow>>,
-    },
-    Reap {
-        limit: usize,
-        reply: Reply<usize>,
-    },
-    Tick {
-        reply: Reply<()>,
-    },
-    /// Live seats per license, by the one predicate, from the live index.
-    LiveCounts {
-        reply: Reply<Vec<(String, u32)>>,
-    },
-    RecordEvent {
-        kind: EventKind,
-        license_id: Option<String>,
-        detail: String,
-        reply: Reply<Event>,
-    },
-    /// Finish what is queued before it, record a clean stop, and exit, even
-    /// if request tasks still hold senders.
-    Shutdown {
-        reply: Reply<()>,
-    },
-}
 
 /// How often "the server is alive" is persisted, for the outage rule.
 const ALIVE_PERSIST_MS: i64 = 1_000;
@@ -113,19 +57,6 @@ pub struct WriterStats {
     /// time they took (the writer applies nothing meanwhile).
     pub wal_catch_ups: AtomicU64,
     pub wal_catch_up_us: AtomicU64,
-}
-
-/// An answer held back until the batch commits.
-type Finish = Box<dyn FnOnce(Result<(), &str>) + Send>;
-
-fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> Finish {
-    Box::new(move |commit| {
-        let answer = match commit {
-            Ok(()) => result,
-            Err(msg) => Err(StoreError::commit_failed(msg)),
-        };
-        let _ = reply.send(answer);
-    })
 }
 
 impl Writer {
@@ -246,18 +177,18 @@ impl Writer {
                 finishes.push(error_finish(cmd, e.into()));
                 continue;
             }
-            let mut ctx = Ctx {
-                tx: SqliteTx {
-                    conn: &self.conn,
-                    index: &mut self.index,
-                },
+            let mut tx = SqliteTx {
+                conn: &self.conn,
+                index: &mut self.index,
+            };
+            let rules = Rules {
+                tx: &mut tx,
                 now,
                 licenses: &licenses,
                 throttle: &mut self.throttle,
-                options: &self.options,
-                commit: &commit,
+                events: Vec::new(),
             };
-            let (done, ok, events) = ctx.apply(cmd);
+            let (done, ok, events) = apply(rules, cmd, self.options.event_retention, &commit);
             let end = if ok {
                 exec_cached(&self.conn, "RELEASE cmd")
             } else {
@@ -359,102 +290,6 @@ impl Writer {
         }
         .outage(self.last_alive);
         Some((gap, extended))
-    }
-}
-
-/// Answer a command that never ran with `e`.
-fn error_finish(cmd: Command, e: StoreError) -> Finish {
-    match cmd {
-        Command::Checkout { reply, .. } => finish(reply, Err(e)),
-        Command::Heartbeat { reply, .. } => finish(reply, Err(e)),
-        Command::Release { reply, .. } => finish(reply, Err(e)),
-        Command::Revoke { reply, .. } => finish(reply, Err(e)),
-        Command::Reap { reply, .. } => finish(reply, Err(e)),
-        Command::Tick { reply } => finish(reply, Err(e)),
-        Command::LiveCounts { reply } => finish(reply, Err(e)),
-        Command::RecordEvent { reply, .. } => finish(reply, Err(e)),
-        Command::Shutdown { reply } => finish(reply, Err(e)),
-    }
-}
-
-/// Everything one command may touch while it is applied.
-struct Ctx<'a> {
-    tx: SqliteTx<'a>,
-    now: Timestamp,
-    licenses: &'a Licenses,
-    throttle: &'a mut EventThrottle,
-    options: &'a StoreOptions,
-    /// The batch's commit, for answers given before it.
-    commit: &'a CommitSignal,
-}
-
-impl Ctx<'_> {
-    /// Apply one command by the lease rules. Returns its held-back answer,
-    /// whether it succeeded (a failed command's savepoint is rolled back),
-    /// and the events it wrote (published after commit).
-    fn apply(&mut self, cmd: Command) -> (Finish, bool, Vec<Event>) {
-        fn done<T: Send + 'static>(reply: Reply<T>, r: Result<T, StoreError>) -> (Finish, bool) {
-            let ok = r.is_ok();
-            (finish(reply, r), ok)
-        }
-        // The decision now, with the batch's commit signal: the caller builds
-        // its answer during the fsync and releases it only after.
-        fn early<T: Send + 'static>(
-            reply: Reply<Applied<T>>,
-            r: Result<T, StoreError>,
-            commit: &CommitSignal,
-        ) -> (Finish, bool) {
-            let ok = r.is_ok();
-            let applied = r.map(|value| Applied {
-                value,
-                commit: commit.clone(),
-            });
-            let _ = reply.send(applied);
-            (Box::new(|_| {}), ok)
-        }
-        let mut rules = Rules {
-            tx: &mut self.tx,
-            now: self.now,
-            licenses: self.licenses,
-            throttle: self.throttle,
-            events: Vec::new(),
-        };
-        let (finish, ok) = match cmd {
-            Command::Checkout { req, ahead, reply } => {
-                early(reply, rules.checkout(&req, ahead), self.commit)
-            }
-            Command::Heartbeat {
-                license_id,
-                seat_id,
-                reply,
-            } => early(reply, rules.heartbeat(&license_id, &seat_id), self.commit),
-            Command::Release {
-                license_id,
-                seat_id,
-                reply,
-            } => done(reply, rules.release(&license_id, &seat_id)),
-            Command::Revoke {
-                seat_id,
-                reason,
-                block,
-                reply,
-            } => done(reply, rules.revoke(&seat_id, reason, block)),
-            Command::Reap { limit, reply } => {
-                done(reply, rules.reap(limit, self.options.event_retention))
-            }
-            Command::Tick { reply } | Command::Shutdown { reply } => done(reply, Ok(())),
-            Command::LiveCounts { reply } => done(reply, rules.live_counts()),
-            Command::RecordEvent {
-                kind,
-                license_id,
-                detail,
-                reply,
-            } => done(
-                reply,
-                rules.record_event(kind, license_id.as_deref(), &detail),
-            ),
-        };
-        (finish, ok, rules.events)
     }
 }
 

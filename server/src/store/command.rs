@@ -1,0 +1,159 @@
+//! What a writer is asked to do: the queued [`Command`]s, their held-back
+//! answers, and [`apply`], which runs one command by the lease rules over
+//! whichever store the writer owns.
+
+use std::time::Duration;
+
+use leasehold_common::api::{Event, EventKind};
+use tokio::sync::{oneshot, watch};
+
+use super::rules::{LeaseTx, Rules};
+use super::{Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError};
+
+pub type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+/// How a batch ended: `None` while it commits, then `Ok` or the error.
+pub type CommitSignal = watch::Receiver<Option<Result<(), String>>>;
+
+/// One queued state change and where to send its answer.
+pub enum Command {
+    /// Answered before the commit (see [`Applied`]).
+    Checkout {
+        req: CheckoutRequest,
+        /// Waiters in line ahead of this checkout: their seats are spoken for.
+        ahead: u32,
+        reply: Reply<Applied<CheckoutOutcome>>,
+    },
+    /// Answered before the commit (see [`Applied`]).
+    Heartbeat {
+        license_id: String,
+        seat_id: String,
+        reply: Reply<Applied<HeartbeatOutcome>>,
+    },
+    Release {
+        license_id: String,
+        seat_id: String,
+        reply: Reply<bool>,
+    },
+    Revoke {
+        seat_id: String,
+        reason: Option<String>,
+        block: Option<Duration>,
+        reply: Reply<Option<LeaseRow>>,
+    },
+    Reap {
+        limit: usize,
+        reply: Reply<usize>,
+    },
+    Tick {
+        reply: Reply<()>,
+    },
+    /// Live seats per license, by the one predicate, from the live index.
+    LiveCounts {
+        reply: Reply<Vec<(String, u32)>>,
+    },
+    RecordEvent {
+        kind: EventKind,
+        license_id: Option<String>,
+        detail: String,
+        reply: Reply<Event>,
+    },
+    /// Finish what is queued before it, record a clean stop, and exit, even
+    /// if request tasks still hold senders.
+    Shutdown {
+        reply: Reply<()>,
+    },
+}
+
+/// An answer held back until the batch commits.
+pub type Finish = Box<dyn FnOnce(Result<(), &str>) + Send>;
+
+pub fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> Finish {
+    Box::new(move |commit| {
+        let answer = match commit {
+            Ok(()) => result,
+            Err(msg) => Err(StoreError::commit_failed(msg)),
+        };
+        let _ = reply.send(answer);
+    })
+}
+
+/// Answer a command that never ran with `e`.
+pub fn error_finish(cmd: Command, e: StoreError) -> Finish {
+    match cmd {
+        Command::Checkout { reply, .. } => finish(reply, Err(e)),
+        Command::Heartbeat { reply, .. } => finish(reply, Err(e)),
+        Command::Release { reply, .. } => finish(reply, Err(e)),
+        Command::Revoke { reply, .. } => finish(reply, Err(e)),
+        Command::Reap { reply, .. } => finish(reply, Err(e)),
+        Command::Tick { reply } => finish(reply, Err(e)),
+        Command::LiveCounts { reply } => finish(reply, Err(e)),
+        Command::RecordEvent { reply, .. } => finish(reply, Err(e)),
+        Command::Shutdown { reply } => finish(reply, Err(e)),
+    }
+}
+
+/// Apply one command by the lease rules, in the store transaction `rules`
+/// holds. Returns its held-back answer, whether it succeeded (a failed
+/// command's savepoint is rolled back), and the events it wrote (published
+/// after commit). `commit` is the batch's commit, for answers given before it.
+pub fn apply<T: LeaseTx>(
+    mut rules: Rules<'_, T>,
+    cmd: Command,
+    event_retention: i64,
+    commit: &CommitSignal,
+) -> (Finish, bool, Vec<Event>) {
+    fn done<T: Send + 'static>(reply: Reply<T>, r: Result<T, StoreError>) -> (Finish, bool) {
+        let ok = r.is_ok();
+        (finish(reply, r), ok)
+    }
+    // The decision now, with the batch's commit signal: the caller builds
+    // its answer during the fsync and releases it only after.
+    fn early<T: Send + 'static>(
+        reply: Reply<Applied<T>>,
+        r: Result<T, StoreError>,
+        commit: &CommitSignal,
+    ) -> (Finish, bool) {
+        let ok = r.is_ok();
+        let applied = r.map(|value| Applied {
+            value,
+            commit: commit.clone(),
+        });
+        let _ = reply.send(applied);
+        (Box::new(|_| {}), ok)
+    }
+    let (finish, ok) = match cmd {
+        Command::Checkout { req, ahead, reply } => {
+            early(reply, rules.checkout(&req, ahead), commit)
+        }
+        Command::Heartbeat {
+            license_id,
+            seat_id,
+            reply,
+        } => early(reply, rules.heartbeat(&license_id, &seat_id), commit),
+        Command::Release {
+            license_id,
+            seat_id,
+            reply,
+        } => done(reply, rules.release(&license_id, &seat_id)),
+        Command::Revoke {
+            seat_id,
+            reason,
+            block,
+            reply,
+        } => done(reply, rules.revoke(&seat_id, reason, block)),
+        Command::Reap { limit, reply } => done(reply, rules.reap(limit, event_retention)),
+        Command::Tick { reply } | Command::Shutdown { reply } => done(reply, Ok(())),
+        Command::LiveCounts { reply } => done(reply, rules.live_counts()),
+        Command::RecordEvent {
+            kind,
+            license_id,
+            detail,
+            reply,
+        } => done(
+            reply,
+            rules.record_event(kind, license_id.as_deref(), &detail),
+        ),
+    };
+    (finish, ok, rules.events)
+}
