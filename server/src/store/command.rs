@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use leasehold_common::api::{Event, EventKind};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::rules::{LeaseTx, Rules};
 use super::{Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError};
@@ -156,4 +156,39 @@ pub fn apply<T: LeaseTx>(
         ),
     };
     (finish, ok, rules.events)
+}
+
+/// A writer's loop: take the first queued command, then whatever else is
+/// already waiting (up to `max_batch`), and hand the batch to `process`
+/// (one transaction, one commit). Returns at [`Command::Shutdown`], after
+/// processing what was queued before it, with the stop's reply; or when
+/// every sender is gone. Commands queued after the stop are refused (their
+/// callers get [`StoreError::Closed`]).
+pub fn run_batches(
+    mut rx: mpsc::Receiver<Command>,
+    max_batch: usize,
+    mut process: impl FnMut(Vec<Command>),
+) -> Option<Reply<()>> {
+    while let Some(first) = rx.blocking_recv() {
+        let mut batch = vec![first];
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(cmd) => batch.push(cmd),
+                Err(_) => break,
+            }
+        }
+        if let Some(i) = batch
+            .iter()
+            .position(|c| matches!(c, Command::Shutdown { .. }))
+        {
+            let rest = batch.split_off(i);
+            process(batch);
+            return match rest.into_iter().next() {
+                Some(Command::Shutdown { reply }) => Some(reply),
+                _ => None,
+            };
+        }
+        process(batch);
+    }
+    None
 }

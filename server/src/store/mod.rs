@@ -14,6 +14,7 @@
 pub mod checkpoint;
 mod command;
 mod live_index;
+pub mod pg;
 mod read;
 pub mod rules;
 mod schema;
@@ -28,7 +29,7 @@ use std::time::Duration;
 use leasehold_common::Timestamp;
 use leasehold_common::api::{Event, EventKind};
 use rusqlite::{Connection, OpenFlags};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
@@ -100,6 +101,15 @@ pub enum StoreError {
     Closed,
     #[error("{0}")]
     Incompatible(String),
+    #[error("PostgreSQL: {0}")]
+    Postgres(#[from] postgres::Error),
+    /// The database cannot be reached or refused the batch as a whole.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+    #[error("the event log holds an event of unknown kind {0:?}")]
+    UnknownEventKind(String),
+    #[error("the cluster's licenses policy is unreadable: {0}")]
+    ClusterPolicy(String),
     #[error("cannot begin a transaction: {0}")]
     BeginFailed(String),
     /// A reap wrote a different number of events than it deleted leases; the
@@ -181,12 +191,43 @@ impl Default for StoreOptions {
 #[derive(Clone)]
 pub struct Store {
     commands: mpsc::Sender<Command>,
-    reads: Arc<ReadPool>,
+    backend: Arc<Backend>,
     events: broadcast::Sender<Event>,
     stats: Arc<WriterStats>,
     writer_thread: Arc<Mutex<Option<JoinHandle<()>>>>,
-    /// Dropping the sender stops the checkpointer thread.
-    checkpointer: Arc<Mutex<Option<Checkpointer>>>,
+}
+
+/// What differs between the two stores behind the one handle: where reads
+/// go and what runs beside the writer.
+enum Backend {
+    Sqlite {
+        reads: ReadPool,
+        /// Dropping the sender stops the checkpointer thread.
+        checkpointer: Mutex<Option<Checkpointer>>,
+    },
+    Postgres {
+        reads: Arc<pg::reads::PgReads>,
+        /// Flipping it stops the event follower.
+        stop_follower: watch::Sender<bool>,
+        follower: Mutex<Option<tokio::task::JoinHandle<()>>>,
+        config: tokio_postgres::Config,
+    },
+}
+
+/// Which store a server runs on (for `/metrics` and the logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Sqlite,
+    Postgres,
+}
+
+impl StoreKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::Sqlite => "sqlite",
+            StoreKind::Postgres => "postgres",
+        }
+    }
 }
 
 impl Store {
@@ -228,12 +269,108 @@ impl Store {
             .map_err(|e| StoreError::Incompatible(format!("cannot start writer thread: {e}")))?;
         Ok(Store {
             commands,
-            reads: Arc::new(ReadPool::new(path.to_path_buf())),
+            backend: Arc::new(Backend::Sqlite {
+                reads: ReadPool::new(path.to_path_buf()),
+                checkpointer: Mutex::new(Some(checkpointer)),
+            }),
             events,
             stats,
             writer_thread: Arc::new(Mutex::new(Some(thread))),
-            checkpointer: Arc::new(Mutex::new(Some(checkpointer))),
         })
+    }
+
+    /// Start this replica on PostgreSQL, after [`pg::prepare`]: the writer
+    /// thread, the read pool and the event follower (which feeds
+    /// [`Store::subscribe`] with every replica's events).
+    pub fn open_postgres(
+        config: tokio_postgres::Config,
+        start: pg::StartPoint,
+        licenses: LicensesHandle,
+        options: StoreOptions,
+    ) -> Result<Store, StoreError> {
+        let (events, _) = broadcast::channel(4096);
+        let (commands, rx) = mpsc::channel(options.queue_capacity);
+        let stats = Arc::new(WriterStats::default());
+        let writer = pg::writer::PgWriter::new(
+            postgres::Config::from(config.clone()),
+            licenses,
+            start.licenses_version,
+            options,
+            stats.clone(),
+        );
+        let thread = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| StoreError::Incompatible(format!("cannot start writer thread: {e}")))?;
+        let (stop_follower, stop) = watch::channel(false);
+        let follower = tokio::spawn(pg::follower::follow(
+            config.clone(),
+            events.clone(),
+            start.last_event_id,
+            stop,
+        ));
+        Ok(Store {
+            commands,
+            backend: Arc::new(Backend::Postgres {
+                reads: Arc::new(pg::reads::PgReads::new(config.clone())),
+                stop_follower,
+                follower: Mutex::new(Some(follower)),
+                config,
+            }),
+            events,
+            stats,
+            writer_thread: Arc::new(Mutex::new(Some(thread))),
+        })
+    }
+
+    pub fn kind(&self) -> StoreKind {
+        match *self.backend {
+            Backend::Sqlite { .. } => StoreKind::Sqlite,
+            Backend::Postgres { .. } => StoreKind::Postgres,
+        }
+    }
+
+    /// Can the store take writes right now? (SQLite: always, while open;
+    /// PostgreSQL: the database answers.)
+    pub async fn health(&self) -> Result<(), StoreError> {
+        match &*self.backend {
+            Backend::Sqlite { .. } => Ok(()),
+            Backend::Postgres { reads, .. } => {
+                let reads = reads.clone();
+                detached(async move { reads.health().await }).await
+            }
+        }
+    }
+
+    /// Idle connections in the PostgreSQL read pool (`None` on SQLite).
+    pub fn read_pool_idle(&self) -> Option<usize> {
+        match &*self.backend {
+            Backend::Sqlite { .. } => None,
+            Backend::Postgres { reads, .. } => Some(reads.idle()),
+        }
+    }
+
+    /// PostgreSQL: make `licenses` (the text of a licenses file) the
+    /// cluster's policy, with one `config` event if it changed anything.
+    /// `None` on SQLite, where the file is the policy.
+    pub async fn publish_licenses(
+        &self,
+        text: String,
+        licenses: leasehold_common::Licenses,
+        why: &'static str,
+    ) -> Option<Result<pg::Published, StoreError>> {
+        let Backend::Postgres { config, .. } = &*self.backend else {
+            return None;
+        };
+        let config = postgres::Config::from(config.clone());
+        let published = tokio::task::spawn_blocking(move || {
+            let mut client = pg::connect_sync(&config)?;
+            pg::publish_licenses_sync(&mut client, &text, &licenses, why).map_err(StoreError::from)
+        })
+        .await
+        .map_err(|_| StoreError::Closed)
+        .and_then(|r| r);
+        Some(published)
     }
 
     async fn call<T>(
@@ -348,6 +485,10 @@ impl Store {
     /// Every lease (optionally of one license), live or lapsed-unreaped.
     pub async fn seats(&self, license_id: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
         let license_id = license_id.map(str::to_string);
+        if let Backend::Postgres { reads, .. } = &*self.backend {
+            let reads = reads.clone();
+            return detached(async move { reads.seats(license_id.as_deref()).await }).await;
+        }
         self.read(move |c| read::seats(c, license_id.as_deref()))
             .await
     }
@@ -359,12 +500,20 @@ impl Store {
     }
 
     pub async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        if let Backend::Postgres { reads, .. } = &*self.backend {
+            let reads = reads.clone();
+            return detached(async move { reads.events_after(after, limit).await }).await;
+        }
         self.read(move |c| read::events_after(c, after, limit))
             .await
     }
 
     pub async fn find_seat(&self, seat_id: &str) -> Result<Option<LeaseRow>, StoreError> {
         let seat_id = seat_id.to_string();
+        if let Backend::Postgres { reads, .. } = &*self.backend {
+            let reads = reads.clone();
+            return detached(async move { reads.find_seat(&seat_id).await }).await;
+        }
         self.read(move |c| read::find_seat(c, &seat_id)).await
     }
 
@@ -383,10 +532,16 @@ impl Store {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let reads = self.reads.clone();
-        tokio::task::spawn_blocking(move || reads.with(f))
-            .await
-            .map_err(|_| StoreError::Closed)?
+        let backend = self.backend.clone();
+        tokio::task::spawn_blocking(move || match &*backend {
+            Backend::Sqlite { reads, .. } => reads.with(f),
+            // Every read method sends PostgreSQL reads to pg::reads first.
+            Backend::Postgres { .. } => Err(StoreError::Unavailable(
+                "an SQLite read was asked of the PostgreSQL store".into(),
+            )),
+        })
+        .await
+        .map_err(|_| StoreError::Closed)?
     }
 
     /// Finish queued commands, record a clean stop and join the writer.
@@ -401,16 +556,37 @@ impl Store {
         if let Some(handle) = handle {
             let _ = tokio::task::spawn_blocking(move || handle.join()).await;
         }
-        let checkpointer = self
-            .checkpointer
-            .lock()
-            .map(|mut g| g.take())
-            .unwrap_or(None);
-        if let Some((stop, handle)) = checkpointer {
-            drop(stop);
-            let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+        match &*self.backend {
+            Backend::Sqlite { checkpointer, .. } => {
+                let checkpointer = checkpointer.lock().map(|mut g| g.take()).unwrap_or(None);
+                if let Some((stop, handle)) = checkpointer {
+                    drop(stop);
+                    let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+                }
+            }
+            Backend::Postgres {
+                stop_follower,
+                follower,
+                ..
+            } => {
+                let _ = stop_follower.send(true);
+                let follower = follower.lock().map(|mut g| g.take()).unwrap_or(None);
+                if let Some(follower) = follower {
+                    let _ = follower.await;
+                }
+            }
         }
     }
+}
+
+/// Run a PostgreSQL read as its own task: tokio-postgres futures are `Send`
+/// but not `Sync`, and some callers (SSE streams) must be both.
+/// It is spawned at once, so the caller's future holds only the handle.
+fn detached<T: Send + 'static>(
+    read: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> impl Future<Output = Result<T, StoreError>> + Send + Sync {
+    let task = tokio::spawn(read);
+    async move { task.await.map_err(|_| StoreError::Closed)? }
 }
 
 /// Open a connection with the pragmas every connection needs.

@@ -17,7 +17,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::checkpoint::WalHousekeeping;
-use super::command::{Command, Finish, apply, error_finish};
+use super::command::{Command, Finish, apply, error_finish, run_batches};
 use super::live_index::LiveIndex;
 use super::rules::{EventThrottle, Rules};
 use super::sqlite_tx::{SqliteTx, register_functions};
@@ -53,6 +53,9 @@ pub struct WriterStats {
     /// Microseconds spent applying commands (SQL, index) and in COMMIT.
     pub apply_us: AtomicU64,
     pub commit_us: AtomicU64,
+    /// Microseconds spent waiting for license locks (PostgreSQL: other
+    /// replicas' batches on the same licenses).
+    pub lock_wait_us: AtomicU64,
     /// Checkpoints the writer finished so the WAL could start over, and the
     /// time they took (the writer applies nothing meanwhile).
     pub wal_catch_ups: AtomicU64,
@@ -99,31 +102,9 @@ impl Writer {
     }
 
     /// Serve commands until every sender is gone.
-    pub fn run(mut self, mut rx: mpsc::Receiver<Command>) {
-        let mut stop_reply = None;
-        while let Some(first) = rx.blocking_recv() {
-            let mut batch = vec![first];
-            while batch.len() < self.options.max_batch {
-                match rx.try_recv() {
-                    Ok(cmd) => batch.push(cmd),
-                    Err(_) => break,
-                }
-            }
-            if let Some(i) = batch
-                .iter()
-                .position(|c| matches!(c, Command::Shutdown { .. }))
-            {
-                let rest = batch.split_off(i);
-                self.process(batch);
-                if let Some(Command::Shutdown { reply }) = rest.into_iter().next() {
-                    stop_reply = Some(reply);
-                }
-                break;
-            }
-            self.process(batch);
-        }
-        // Refuse whatever comes after the stop (callers get Closed → 503).
-        drop(rx);
+    pub fn run(mut self, rx: mpsc::Receiver<Command>) {
+        let max_batch = self.options.max_batch;
+        let stop_reply = run_batches(rx, max_batch, |batch| self.process(batch));
         // Clean stop: record when we were last alive so the next start does
         // not mistake this shutdown's downtime for time the leases had.
         self.last_alive_persisted = Timestamp::from_millis(i64::MIN);

@@ -1,0 +1,135 @@
+//! The PostgreSQL schema, created and migrated by `leaseholdd` itself.
+//!
+//! Versions are tracked in `leasehold_schema`. Migrating happens in one
+//! transaction under an advisory lock, so two replicas starting at once
+//! take turns (the second finds the work done). A schema newer than this
+//! build is refused rather than guessed at. Never edit a released migration:
+//! append.
+
+use postgres::Client;
+
+use super::PgStartError;
+
+/// Migration `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // v1: the cluster row, leases, blocks, the event log, the waiting line.
+    r#"
+    -- One row: what every replica shares besides the leases.
+    CREATE TABLE cluster (
+        id                 INTEGER PRIMARY KEY CHECK (id = 1),
+        -- High-water mark of every decision time (ms): the database clock may
+        -- step back on a failover; decisions never do.
+        clock_ms           BIGINT NOT NULL,
+        -- When the cluster last made progress (ms), for the outage rule; 0
+        -- before the first batch.
+        last_alive_ms      BIGINT NOT NULL,
+        -- The last event id handed out: ids come from this row, updated in
+        -- the writing transaction, so they are gap-free and become visible
+        -- in order (a bigserial commits out of order).
+        last_event_id      BIGINT NOT NULL,
+        -- The policy in force: the licenses file last loaded by any replica.
+        licenses_toml      TEXT,
+        licenses_version   BIGINT NOT NULL,
+        -- Every replica must sign with the same key and accept the same
+        -- admin token.
+        signing_kid        TEXT,
+        admin_token_sha256 TEXT
+    );
+    INSERT INTO cluster VALUES (1, 0, 0, 0, NULL, 0, NULL, NULL);
+
+    CREATE TABLE leases (
+        seat_id         TEXT PRIMARY KEY,
+        license_id      TEXT NOT NULL,
+        holder          TEXT NOT NULL,
+        fingerprint     TEXT,
+        idempotency_key TEXT,
+        checked_out_at  BIGINT NOT NULL,
+        issued_at       BIGINT NOT NULL,
+        expires_at      BIGINT NOT NULL
+    );
+    CREATE INDEX leases_by_license_expiry ON leases (license_id, expires_at);
+    CREATE INDEX leases_by_fingerprint ON leases (license_id, fingerprint, expires_at)
+        WHERE fingerprint IS NOT NULL;
+    CREATE UNIQUE INDEX leases_by_idempotency_key ON leases (license_id, idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+
+    -- fingerprint is '' for "no fingerprint" so the primary key stays unique.
+    CREATE TABLE blocks (
+        license_id  TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        until_ms    BIGINT NOT NULL,
+        PRIMARY KEY (license_id, holder, fingerprint)
+    );
+
+    CREATE TABLE events (
+        id         BIGINT PRIMARY KEY,
+        at         BIGINT NOT NULL,
+        kind       TEXT NOT NULL,
+        license_id TEXT,
+        seat_id    TEXT,
+        holder     TEXT,
+        detail     TEXT
+    );
+
+    -- The waiting line of `?wait=` checkouts, one line across replicas:
+    -- first come (lowest id) first served. A replica refreshes `seen_ms` of
+    -- its waiters; a waiter not refreshed for a while belonged to a replica
+    -- that died, and no longer counts.
+    CREATE TABLE waiters (
+        id         BIGSERIAL PRIMARY KEY,
+        license_id TEXT NOT NULL,
+        replica    TEXT NOT NULL,
+        seen_ms    BIGINT NOT NULL
+    );
+    CREATE INDEX waiters_by_license ON waiters (license_id, id);
+    "#,
+];
+
+/// The schema version this build writes.
+pub const CURRENT_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// Any constant: the advisory lock that serializes migrations.
+const MIGRATION_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"
+
+/// Bring the database up to [`CURRENT_VERSION`].
+pub fn migrate(client: &mut Client) -> Result<(), PgStartError> {
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS leasehold_schema (version INTEGER NOT NULL)")?;
+    let version: Option<i32> = tx
+        .query_opt("SELECT version FROM leasehold_schema", &[])?
+        .map(|r| r.get(0));
+    let version = match version {
+        Some(v) => v,
+        None => {
+            tx.execute("INSERT INTO leasehold_schema VALUES (0)", &[])?;
+            0
+        }
+    };
+    if !(0..=CURRENT_VERSION).contains(&version) {
+        return Err(PgStartError::SchemaTooNew {
+            found: version,
+            supported: CURRENT_VERSION,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.batch_execute(sql)?;
+        tx.execute("UPDATE leasehold_schema SET version = $1", &[&(i as i32 + 1)])?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Refuse a server that could lose an acknowledged seat in a crash.
+pub fn check_durability(client: &mut Client) -> Result<(), PgStartError> {
+    for setting in ["fsync", "synchronous_commit"] {
+        let value: String = client
+            .query_one(&format!("SHOW {setting}"), &[])?
+            .get(0);
+        if value == "off" {
+            return Err(PgStartError::NotDurable { setting });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,373 @@
+//! The PostgreSQL answers to the lease rules' queries ([`LeaseTx`]), run by
+//! a replica's writer inside its open transaction (after it took the
+//! license locks and read the cluster's clock).
+
+use leasehold_common::Timestamp;
+use leasehold_common::api::{Event, EventKind};
+use postgres::{Row, Statement, Transaction};
+
+use super::super::rules::{LeaseTx, NewEvent, Result, reap_detail};
+use super::super::{LeaseRow, StoreError};
+
+const LEASE_COLUMNS: &str =
+    "seat_id, license_id, holder, fingerprint, checked_out_at, issued_at, expires_at";
+
+/// Every statement the writer runs, prepared once per connection.
+pub struct Statements {
+    block_until: Statement,
+    set_block: Statement,
+    by_idempotency_key: Statement,
+    forget_idempotency_key: Statement,
+    live_by_fingerprint: Statement,
+    live_count: Statement,
+    earliest_live: Statement,
+    lease: Statement,
+    insert_lease: Statement,
+    renew_lease: Statement,
+    delete_lease: Statement,
+    reap_leases: Statement,
+    take_event_ids: Statement,
+    insert_events: Statement,
+    prune_blocks: Statement,
+    prune_events: Statement,
+    extend_live: Statement,
+    append_event: Statement,
+}
+
+impl Statements {
+    pub fn prepare(client: &mut postgres::Client) -> std::result::Result<Self, postgres::Error> {
+        let mut p = |sql: &str| client.prepare(sql);
+        Ok(Statements {
+            block_until: p("SELECT until_ms FROM blocks
+                WHERE license_id = $1 AND holder = $2 AND fingerprint = $3 AND until_ms > $4")?,
+            set_block: p(
+                "INSERT INTO blocks (license_id, holder, fingerprint, until_ms) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (license_id, holder, fingerprint) DO UPDATE SET until_ms = excluded.until_ms",
+            )?,
+            by_idempotency_key: p(&format!(
+                "SELECT {LEASE_COLUMNS} FROM leases WHERE license_id = $1 AND idempotency_key = $2"
+            ))?,
+            forget_idempotency_key: p(
+                "UPDATE leases SET idempotency_key = NULL WHERE seat_id = $1",
+            )?,
+            live_by_fingerprint: p(&format!(
+                "SELECT {LEASE_COLUMNS} FROM leases
+                 WHERE license_id = $1 AND fingerprint = $2 AND expires_at >= $3
+                 ORDER BY expires_at DESC LIMIT 1"
+            ))?,
+            live_count: p(
+                "SELECT count(*) FROM leases WHERE license_id = $1 AND expires_at >= $2",
+            )?,
+            earliest_live: p(
+                "SELECT min(expires_at) FROM leases WHERE license_id = $1 AND expires_at >= $2",
+            )?,
+            lease: p(&format!(
+                "SELECT {LEASE_COLUMNS} FROM leases WHERE seat_id = $1 AND license_id = $2"
+            ))?,
+            insert_lease: p(
+                "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
+                                     checked_out_at, issued_at, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )?,
+            renew_lease: p(
+                "UPDATE leases SET issued_at = $2, expires_at = $3 WHERE seat_id = $1",
+            )?,
+            delete_lease: p(&format!(
+                "DELETE FROM leases WHERE seat_id = $1 AND ($2::text IS NULL OR license_id = $2)
+                 RETURNING {LEASE_COLUMNS}"
+            ))?,
+            // SKIP LOCKED: two replicas reaping at once split the work; a
+            // lease is deleted, and its event written, exactly once.
+            reap_leases: p(
+                "WITH victims AS (
+                     SELECT seat_id FROM leases
+                     WHERE license_id = $1 AND expires_at < $2
+                     ORDER BY expires_at, seat_id LIMIT $3
+                     FOR UPDATE SKIP LOCKED)
+                 DELETE FROM leases l USING victims v WHERE l.seat_id = v.seat_id
+                 RETURNING l.seat_id, l.holder, l.expires_at",
+            )?,
+            take_event_ids: p(
+                "UPDATE cluster SET last_event_id = last_event_id + $1 WHERE id = 1
+                 RETURNING last_event_id",
+            )?,
+            insert_events: p(
+                "INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
+                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],
+                                      $5::text[], $6::text[], $7::text[])",
+            )?,
+            prune_blocks: p("DELETE FROM blocks WHERE until_ms <= $1")?,
+            prune_events: p(
+                "DELETE FROM events WHERE id <= (SELECT last_event_id FROM cluster WHERE id = 1) - $1",
+            )?,
+            extend_live: p(
+                "UPDATE leases SET expires_at = $1
+                 WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1",
+            )?,
+            append_event: p(
+                "WITH id AS (
+                     UPDATE cluster SET last_event_id = last_event_id + 1 WHERE id = 1
+                     RETURNING last_event_id)
+                 INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
+                 SELECT last_event_id, $1, $2, $3, $4, $5, $6 FROM id
+                 RETURNING id",
+            )?,
+        })
+    }
+}
+
+/// One command's view of the writer's transaction.
+pub struct PgTx<'t, 'c> {
+    pub tx: &'t mut Transaction<'c>,
+    pub statements: &'t Statements,
+}
+
+pub fn lease_from_row(r: &Row) -> LeaseRow {
+    LeaseRow {
+        seat_id: r.get(0),
+        license_id: r.get(1),
+        holder: r.get(2),
+        fingerprint: r.get(3),
+        checked_out_at: Timestamp::from_millis(r.get(4)),
+        issued_at: Timestamp::from_millis(r.get(5)),
+        expires_at: Timestamp::from_millis(r.get(6)),
+    }
+}
+
+fn count(n: i64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl LeaseTx for PgTx<'_, '_> {
+    fn block_until(
+        &mut self,
+        license_id: &str,
+        holder: &str,
+        fingerprint: &str,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>> {
+        let row = self.tx.query_opt(
+            &self.statements.block_until,
+            &[&license_id, &holder, &fingerprint, &now.as_millis()],
+        )?;
+        Ok(row.map(|r| Timestamp::from_millis(r.get(0))))
+    }
+
+    fn set_block(
+        &mut self,
+        license_id: &str,
+        holder: &str,
+        fingerprint: &str,
+        until: Timestamp,
+    ) -> Result<()> {
+        self.tx.execute(
+            &self.statements.set_block,
+            &[&license_id, &holder, &fingerprint, &until.as_millis()],
+        )?;
+        Ok(())
+    }
+
+    fn lease_by_idempotency_key(
+        &mut self,
+        license_id: &str,
+        key: &str,
+    ) -> Result<Option<LeaseRow>> {
+        let row = self
+            .tx
+            .query_opt(&self.statements.by_idempotency_key, &[&license_id, &key])?;
+        Ok(row.as_ref().map(lease_from_row))
+    }
+
+    fn forget_idempotency_key(&mut self, seat_id: &str) -> Result<()> {
+        self.tx
+            .execute(&self.statements.forget_idempotency_key, &[&seat_id])?;
+        Ok(())
+    }
+
+    fn live_lease_by_fingerprint(
+        &mut self,
+        license_id: &str,
+        fingerprint: &str,
+        threshold: Timestamp,
+    ) -> Result<Option<LeaseRow>> {
+        let row = self.tx.query_opt(
+            &self.statements.live_by_fingerprint,
+            &[&license_id, &fingerprint, &threshold.as_millis()],
+        )?;
+        Ok(row.as_ref().map(lease_from_row))
+    }
+
+    fn live_count(&mut self, license_id: &str, threshold: Timestamp) -> Result<u32> {
+        let n: i64 = self
+            .tx
+            .query_one(
+                &self.statements.live_count,
+                &[&license_id, &threshold.as_millis()],
+            )?
+            .get(0);
+        Ok(count(n))
+    }
+
+    fn earliest_live_expiry(
+        &mut self,
+        license_id: &str,
+        threshold: Timestamp,
+    ) -> Result<Option<Timestamp>> {
+        let earliest: Option<i64> = self
+            .tx
+            .query_one(
+                &self.statements.earliest_live,
+                &[&license_id, &threshold.as_millis()],
+            )?
+            .get(0);
+        Ok(earliest.map(Timestamp::from_millis))
+    }
+
+    fn lease(&mut self, license_id: &str, seat_id: &str) -> Result<Option<LeaseRow>> {
+        let row = self
+            .tx
+            .query_opt(&self.statements.lease, &[&seat_id, &license_id])?;
+        Ok(row.as_ref().map(lease_from_row))
+    }
+
+    fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()> {
+        self.tx.execute(
+            &self.statements.insert_lease,
+            &[
+                &lease.seat_id,
+                &lease.license_id,
+                &lease.holder,
+                &lease.fingerprint,
+                &idempotency_key,
+                &lease.checked_out_at.as_millis(),
+                &lease.issued_at.as_millis(),
+                &lease.expires_at.as_millis(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()> {
+        self.tx.execute(
+            &self.statements.renew_lease,
+            &[
+                &old.seat_id,
+                &renewed.issued_at.as_millis(),
+                &renewed.expires_at.as_millis(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn delete_lease(
+        &mut self,
+        seat_id: &str,
+        license_id: Option<&str>,
+    ) -> Result<Option<LeaseRow>> {
+        let row = self
+            .tx
+            .query_opt(&self.statements.delete_lease, &[&seat_id, &license_id])?;
+        Ok(row.as_ref().map(lease_from_row))
+    }
+
+    fn reap_expired(
+        &mut self,
+        license_id: &str,
+        cutoff: Timestamp,
+        limit: usize,
+        now: Timestamp,
+    ) -> Result<Vec<Event>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut gone: Vec<(String, String, i64)> = self
+            .tx
+            .query(
+                &self.statements.reap_leases,
+                &[&license_id, &cutoff.as_millis(), &limit],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        if gone.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The index's order, so event ids follow expiry as on SQLite.
+        gone.sort_by(|a, b| (a.2, &a.0).cmp(&(b.2, &b.0)));
+        let n = gone.len() as i64;
+        let last: i64 = self
+            .tx
+            .query_one(&self.statements.take_event_ids, &[&n])?
+            .get(0);
+        let events: Vec<Event> = gone
+            .into_iter()
+            .zip(last - n + 1..)
+            .map(|((seat_id, holder, expires_at), id)| Event {
+                id,
+                at: now,
+                kind: EventKind::Reap,
+                license_id: Some(license_id.to_string()),
+                seat_id: Some(seat_id),
+                holder: Some(holder),
+                detail: Some(reap_detail(Timestamp::from_millis(expires_at))),
+            })
+            .collect();
+        insert_events(self.tx, self.statements, &events)?;
+        Ok(events)
+    }
+
+    fn prune(&mut self, now: Timestamp, event_retention: i64) -> Result<()> {
+        self.tx
+            .execute(&self.statements.prune_blocks, &[&now.as_millis()])?;
+        self.tx
+            .execute(&self.statements.prune_events, &[&event_retention])?;
+        Ok(())
+    }
+
+    fn extend_live(
+        &mut self,
+        license_id: &str,
+        was_live: Timestamp,
+        until: Timestamp,
+    ) -> Result<usize> {
+        let n = self.tx.execute(
+            &self.statements.extend_live,
+            &[&until.as_millis(), &license_id, &was_live.as_millis()],
+        )?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    fn append_event(&mut self, e: NewEvent<'_>) -> Result<i64> {
+        Ok(self
+            .tx
+            .query_one(
+                &self.statements.append_event,
+                &[
+                    &e.at.as_millis(),
+                    &e.kind.as_str(),
+                    &e.license_id,
+                    &e.seat_id,
+                    &e.holder,
+                    &e.detail,
+                ],
+            )?
+            .get(0))
+    }
+}
+
+fn insert_events(
+    tx: &mut Transaction<'_>,
+    statements: &Statements,
+    events: &[Event],
+) -> std::result::Result<(), StoreError> {
+    let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+    let ats: Vec<i64> = events.iter().map(|e| e.at.as_millis()).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    let licenses: Vec<Option<&str>> = events.iter().map(|e| e.license_id.as_deref()).collect();
+    let seats: Vec<Option<&str>> = events.iter().map(|e| e.seat_id.as_deref()).collect();
+    let holders: Vec<Option<&str>> = events.iter().map(|e| e.holder.as_deref()).collect();
+    let details: Vec<Option<&str>> = events.iter().map(|e| e.detail.as_deref()).collect();
+    tx.execute(
+        &statements.insert_events,
+        &[&ids, &ats, &kinds, &licenses, &seats, &holders, &details],
+    )?;
+    Ok(())
+}

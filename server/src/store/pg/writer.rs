@@ -1,0 +1,350 @@
+//! A replica's writer on PostgreSQL: the same batches, rules and held-back
+//! answers as on SQLite, with the cross-replica rules around them.
+//!
+//! One batch is one transaction:
+//! 1. take each touched license's advisory lock, in key order (exclusive for
+//!    a checkout, shared for the rest), so checkouts of one license are
+//!    serialized across every replica and a heartbeat never revives a lease
+//!    a concurrent checkout already counted as lapsed;
+//! 2. read the database clock *after* the locks, kept monotonic by the
+//!    cluster's high-water mark, and the cluster's policy version;
+//! 3. apply the cluster-wide outage rule if the cluster made no progress
+//!    for longer than the stall threshold (once: under the cluster row lock);
+//! 4. apply each command by the rules, in its own savepoint;
+//! 5. move the high-water mark and "alive" time, wake the other replicas'
+//!    event followers (`NOTIFY`), and commit.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use leasehold_common::{Licenses, Timestamp};
+use postgres::{Client, Transaction};
+use tokio::sync::{mpsc, watch};
+
+use super::super::command::{Command, Finish, apply, error_finish, run_batches};
+use super::super::rules::{EventThrottle, Rules};
+use super::super::writer::WriterStats;
+use super::super::{StoreError, StoreOptions};
+use super::tx::{PgTx, Statements};
+use super::{EVENTS_CHANNEL, advisory_key, connect_sync};
+use crate::licenses::LicensesHandle;
+
+/// The writer's connection and its prepared statements.
+struct Connection {
+    client: Client,
+    statements: Statements,
+}
+
+pub struct PgWriter {
+    config: postgres::Config,
+    conn: Option<Connection>,
+    licenses: LicensesHandle,
+    /// The cluster's policy version the handle holds.
+    licenses_version: i64,
+    options: StoreOptions,
+    throttle: EventThrottle,
+    stats: Arc<WriterStats>,
+}
+
+/// What the cluster row says at the start of a batch.
+struct ClusterNow {
+    now: Timestamp,
+    last_alive: i64,
+    licenses_version: i64,
+}
+
+impl PgWriter {
+    pub fn new(
+        config: postgres::Config,
+        licenses: LicensesHandle,
+        licenses_version: i64,
+        options: StoreOptions,
+        stats: Arc<WriterStats>,
+    ) -> PgWriter {
+        PgWriter {
+            config,
+            conn: None,
+            licenses,
+            licenses_version,
+            options,
+            throttle: EventThrottle::default(),
+            stats,
+        }
+    }
+
+    /// Serve commands until the store stops.
+    pub fn run(mut self, rx: mpsc::Receiver<Command>) {
+        let max_batch = self.options.max_batch;
+        let stop_reply = run_batches(rx, max_batch, |batch| self.process(batch));
+        if let Some(reply) = stop_reply {
+            let _ = reply.send(Ok(()));
+        }
+    }
+
+    fn process(&mut self, batch: Vec<Command>) {
+        let started = Instant::now();
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .commands
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let locks = license_locks(&batch);
+        let stall_ms = leasehold_common::time::duration_millis(self.options.stall_threshold);
+        let event_retention = self.options.event_retention;
+
+        let conn = match connection(&mut self.conn, &self.config) {
+            Ok(c) => c,
+            Err(e) => return fail_batch(batch, &e.to_string()),
+        };
+        let Connection { client, statements } = conn;
+        let mut tx = match client.transaction() {
+            Ok(tx) => tx,
+            Err(e) => return fail_batch(batch, &e.to_string()),
+        };
+        let lock_started = Instant::now();
+        if let Err(e) = take_locks(&mut tx, &locks) {
+            return fail_batch(batch, &e.to_string());
+        }
+        self.stats
+            .lock_wait_us
+            .fetch_add(micros(lock_started.elapsed()), Ordering::Relaxed);
+        let cluster = match read_cluster(&mut tx) {
+            Ok(c) => c,
+            Err(e) => return fail_batch(batch, &e.to_string()),
+        };
+        let now = cluster.now;
+        if cluster.licenses_version != self.licenses_version {
+            match load_cluster_licenses(&mut tx) {
+                Ok(Some(licenses)) => self.licenses.replace(licenses),
+                Ok(None) => {}
+                Err(e) => return fail_batch(batch, &e.to_string()),
+            }
+            self.licenses_version = cluster.licenses_version;
+        }
+        let licenses = self.licenses.current();
+        if cluster.last_alive != 0
+            && now.as_millis() - cluster.last_alive > stall_ms
+            && let Err(e) = outage(&mut tx, statements, now, stall_ms, &licenses)
+        {
+            return fail_batch(batch, &e.to_string());
+        }
+
+        let (commit_tx, commit) = watch::channel(None);
+        let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
+        let mut wrote_events = false;
+        for cmd in batch {
+            let mut savepoint = match tx.savepoint("cmd") {
+                Ok(sp) => sp,
+                Err(e) => {
+                    finishes.push(error_finish(cmd, e.into()));
+                    continue;
+                }
+            };
+            let mut pg = PgTx {
+                tx: &mut savepoint,
+                statements,
+            };
+            let rules = Rules {
+                tx: &mut pg,
+                now,
+                licenses: &licenses,
+                throttle: &mut self.throttle,
+                events: Vec::new(),
+            };
+            let (done, ok, events) = apply(rules, cmd, event_retention, &commit);
+            let end = if ok {
+                savepoint.commit()
+            } else {
+                savepoint.rollback()
+            };
+            if let Err(e) = end {
+                tracing::error!("store: savepoint: {e}");
+            }
+            wrote_events |= ok && !events.is_empty();
+            finishes.push(done);
+        }
+
+        let applied = Instant::now();
+        self.stats
+            .apply_us
+            .fetch_add(micros(applied - started), Ordering::Relaxed);
+        let committed = finish_batch(tx, now, wrote_events);
+        self.stats
+            .commit_us
+            .fetch_add(micros(applied.elapsed()), Ordering::Relaxed);
+        match committed {
+            Ok(()) => {
+                let _ = commit_tx.send(Some(Ok(())));
+                for f in finishes {
+                    f(Ok(()));
+                }
+            }
+            Err(e) => {
+                tracing::error!(
+                    "store: commit failed, batch of {} rolled back: {e}",
+                    finishes.len()
+                );
+                let msg = e.to_string();
+                let _ = commit_tx.send(Some(Err(msg.clone())));
+                for f in finishes {
+                    f(Err(&msg));
+                }
+            }
+        }
+    }
+}
+
+/// The writer's connection, made anew if the last one broke.
+fn connection<'c>(
+    conn: &'c mut Option<Connection>,
+    config: &postgres::Config,
+) -> Result<&'c mut Connection, StoreError> {
+    if conn.as_ref().is_some_and(|c| c.client.is_closed()) {
+        *conn = None;
+    }
+    if conn.is_none() {
+        let mut client = connect_sync(config)?;
+        let statements = Statements::prepare(&mut client)?;
+        *conn = Some(Connection { client, statements });
+    }
+    Ok(conn.as_mut().expect("connected above"))
+}
+
+/// The advisory locks a batch needs: exclusive where it checks out, shared
+/// where it only renews or releases, in key order (every replica takes
+/// them in the same order, so two batches never wait on each other in a
+/// cycle).
+fn license_locks(batch: &[Command]) -> BTreeMap<i64, bool> {
+    let mut locks = BTreeMap::new();
+    for cmd in batch {
+        let (license_id, exclusive) = match cmd {
+            Command::Checkout { req, .. } => (req.license_id.as_str(), true),
+            Command::Heartbeat { license_id, .. } | Command::Release { license_id, .. } => {
+                (license_id.as_str(), false)
+            }
+            _ => continue,
+        };
+        *locks.entry(advisory_key(license_id)).or_insert(false) |= exclusive;
+    }
+    locks
+}
+
+fn take_locks(tx: &mut Transaction<'_>, locks: &BTreeMap<i64, bool>) -> Result<(), postgres::Error> {
+    for (key, exclusive) in locks {
+        let sql = if *exclusive {
+            "SELECT pg_advisory_xact_lock($1)"
+        } else {
+            "SELECT pg_advisory_xact_lock_shared($1)"
+        };
+        tx.execute(sql, &[key])?;
+    }
+    Ok(())
+}
+
+/// The decision time: the database clock read after the locks, never
+/// behind the cluster's high-water mark.
+fn read_cluster(tx: &mut Transaction<'_>) -> Result<ClusterNow, postgres::Error> {
+    let row = tx.query_one(
+        "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, clock_ms,
+                last_alive_ms, licenses_version
+         FROM cluster WHERE id = 1",
+        &[],
+    )?;
+    let clock: i64 = row.get(0);
+    let high_water: i64 = row.get(1);
+    Ok(ClusterNow {
+        now: Timestamp::from_millis(clock.max(high_water)),
+        last_alive: row.get(2),
+        licenses_version: row.get(3),
+    })
+}
+
+/// The cluster's policy, when a replica has published one.
+pub(super) fn load_cluster_licenses(
+    tx: &mut Transaction<'_>,
+) -> Result<Option<Licenses>, StoreError> {
+    let text: Option<String> = tx
+        .query_one("SELECT licenses_toml FROM cluster WHERE id = 1", &[])?
+        .get(0);
+    match text {
+        None => Ok(None),
+        Some(text) => Licenses::parse(&text)
+            .map(Some)
+            .map_err(|e| StoreError::ClusterPolicy(e.to_string())),
+    }
+}
+
+/// The outage rule, cluster-wide: the cluster made no progress (every
+/// replica down, or the database away) for longer than the stall threshold.
+/// The cluster row's lock makes it apply once: a replica that waited for it
+/// finds `last_alive` already moved on.
+fn outage(
+    tx: &mut Transaction<'_>,
+    statements: &Statements,
+    now: Timestamp,
+    stall_ms: i64,
+    licenses: &Licenses,
+) -> Result<(), StoreError> {
+    let last_alive: i64 = tx
+        .query_one(
+            "SELECT last_alive_ms FROM cluster WHERE id = 1 FOR UPDATE",
+            &[],
+        )?
+        .get(0);
+    let gap = now.as_millis() - last_alive;
+    if last_alive == 0 || gap <= stall_ms {
+        return Ok(());
+    }
+    let mut pg = PgTx { tx, statements };
+    let mut throttle = EventThrottle::default();
+    let extended = Rules {
+        tx: &mut pg,
+        now,
+        licenses,
+        throttle: &mut throttle,
+        events: Vec::new(),
+    }
+    .outage(Timestamp::from_millis(last_alive));
+    tx.execute(
+        "UPDATE cluster SET last_alive_ms = $1 WHERE id = 1",
+        &[&now.as_millis()],
+    )?;
+    tracing::warn!(
+        "the cluster made no progress for {:.1}s (every replica down or the database away); \
+         gave {extended} lease(s) that were live when it stopped one TTL to renew",
+        gap as f64 / 1000.0
+    );
+    Ok(())
+}
+
+/// Move the clock's high-water mark and the cluster's "alive" time, wake
+/// the event followers, commit.
+fn finish_batch(
+    mut tx: Transaction<'_>,
+    now: Timestamp,
+    wrote_events: bool,
+) -> Result<(), postgres::Error> {
+    tx.execute(
+        "UPDATE cluster SET clock_ms = greatest(clock_ms, $1),
+                            last_alive_ms = greatest(last_alive_ms, $1)
+         WHERE id = 1",
+        &[&now.as_millis()],
+    )?;
+    if wrote_events {
+        tx.execute(&format!("NOTIFY {EVENTS_CHANNEL}"), &[])?;
+    }
+    tx.commit()
+}
+
+/// Nothing in the batch ran: answer every command with the error now.
+fn fail_batch(batch: Vec<Command>, msg: &str) {
+    tracing::error!("store: database unavailable: {msg}");
+    for cmd in batch {
+        error_finish(cmd, StoreError::Unavailable(msg.to_string()))(Ok(()));
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
