@@ -284,6 +284,7 @@ impl Store {
     /// [`Store::subscribe`] with every replica's events).
     pub fn open_postgres(
         config: tokio_postgres::Config,
+        clock: pg::writer::DecisionClock,
         start: pg::StartPoint,
         licenses: LicensesHandle,
         options: StoreOptions,
@@ -293,6 +294,7 @@ impl Store {
         let stats = Arc::new(WriterStats::default());
         let writer = pg::writer::PgWriter::new(
             postgres::Config::from(config.clone()),
+            clock,
             licenses,
             start.licenses_version,
             options,

@@ -29,7 +29,17 @@ use super::super::writer::WriterStats;
 use super::super::{StoreError, StoreOptions};
 use super::tx::{PgTx, Statements};
 use super::{EVENTS_CHANNEL, advisory_key, connect_sync};
+use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
+
+/// Where a replica's decision time comes from.
+#[derive(Clone)]
+pub enum DecisionClock {
+    /// `clock_timestamp()`: one clock for every replica.
+    Database,
+    /// A clock the caller controls (store tests move it by hand).
+    Injected(SharedClock),
+}
 
 /// The writer's connection and its prepared statements.
 struct Connection {
@@ -39,6 +49,8 @@ struct Connection {
 
 pub struct PgWriter {
     config: postgres::Config,
+    /// Tests move time by hand; production decides on the database clock.
+    clock: DecisionClock,
     conn: Option<Connection>,
     licenses: LicensesHandle,
     /// The cluster's policy version the handle holds.
@@ -58,6 +70,7 @@ struct ClusterNow {
 impl PgWriter {
     pub fn new(
         config: postgres::Config,
+        clock: DecisionClock,
         licenses: LicensesHandle,
         licenses_version: i64,
         options: StoreOptions,
@@ -65,6 +78,7 @@ impl PgWriter {
     ) -> PgWriter {
         PgWriter {
             config,
+            clock,
             conn: None,
             licenses,
             licenses_version,
@@ -109,7 +123,7 @@ impl PgWriter {
         self.stats
             .lock_wait_us
             .fetch_add(micros(lock_started.elapsed()), Ordering::Relaxed);
-        let cluster = match read_cluster(&mut tx) {
+        let cluster = match read_cluster(&mut tx, &self.clock) {
             Ok(c) => c,
             Err(e) => return fail_batch(batch, &e.to_string()),
         };
@@ -244,14 +258,20 @@ fn take_locks(tx: &mut Transaction<'_>, locks: &BTreeMap<i64, bool>) -> Result<(
 
 /// The decision time: the database clock read after the locks, never
 /// behind the cluster's high-water mark.
-fn read_cluster(tx: &mut Transaction<'_>) -> Result<ClusterNow, postgres::Error> {
+fn read_cluster(
+    tx: &mut Transaction<'_>,
+    clock: &DecisionClock,
+) -> Result<ClusterNow, postgres::Error> {
     let row = tx.query_one(
         "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, clock_ms,
                 last_alive_ms, licenses_version
          FROM cluster WHERE id = 1",
         &[],
     )?;
-    let clock: i64 = row.get(0);
+    let clock = match clock {
+        DecisionClock::Database => row.get(0),
+        DecisionClock::Injected(c) => c.now().as_millis(),
+    };
     let high_water: i64 = row.get(1);
     Ok(ClusterNow {
         now: Timestamp::from_millis(clock.max(high_water)),
