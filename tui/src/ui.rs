@@ -608,7 +608,7 @@ fn draw_revoke(frame: &mut Frame, theme: Theme, m: &crate::app::RevokeModal) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::tests::*;
+    use crate::app::test_support::*;
     use crate::app::{AppEvent, Link};
     use crossterm::event::KeyCode;
     use leasehold_common::api::EventKind;
