@@ -253,6 +253,15 @@ fn draw_events(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
 }
 
 fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme, now: Timestamp) {
+    let lines = vec![
+        connection_line(app, theme, now),
+        prompt_line(app, theme, now),
+    ];
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// The status bar's first line: server, connection, data age, modes.
+fn connection_line(app: &App, theme: Theme, now: Timestamp) -> Line<'static> {
     let sep = Span::styled(" │ ", theme.dim());
     let conn = match &app.poll {
         Link::Up => Span::styled("● connected", theme.fg(Color::Green)),
@@ -293,7 +302,13 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme, now: Time
             Style::new().add_modifier(Modifier::BOLD),
         ));
     }
-    let line2 = if app.filter_editing {
+    Line::from(line1)
+}
+
+/// The status bar's second line: the filter being typed, else a fresh
+/// message, else the key hints.
+fn prompt_line(app: &App, theme: Theme, now: Timestamp) -> Line<'static> {
+    if app.filter_editing {
         Line::from(vec![
             Span::styled(" / ", Style::new().add_modifier(Modifier::BOLD)),
             Span::styled(
@@ -316,8 +331,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme, now: Time
             ),
             theme.dim(),
         ))
-    };
-    frame.render_widget(Paragraph::new(vec![Line::from(line1), line2]), area);
+    }
 }
 
 #[cfg(test)]
