@@ -10,13 +10,13 @@
 //! colours (and keeps bold / reverse / underline) when `app.no_color` is set.
 
 //!
-//! Parts: [`theme`] (styles, pane frames), `holders` (the holders table),
+//! Parts: `theme` (styles, pane frames), `holders` (the holders table),
 //! `modals` (help and revoke dialogs); the banner, pools, event feed and
 //! status bar are drawn here.
 
 mod holders;
 mod modals;
-pub mod theme;
+mod theme;
 
 use leasehold_common::Timestamp;
 use leasehold_common::api::Event;

@@ -16,18 +16,18 @@
 //! offset measured at the last snapshot. A console on a laptop whose clock is
 //! two minutes off still shows the right "expires in".
 //!
-//! Parts: [`event`] (what goes in and out), [`link`] (connection state),
-//! `keys` (key dispatch), [`revoke`] (the revoke modal), `seat_key`,
-//! [`sort_key`] and `view` (filter and sort of the holders table),
-//! `sanitize` (server strings on arrival).
+//! Parts: `event` (what goes in and out), `link` (connection state), `keys`
+//! (key dispatch), `revoke` (the revoke modal), `seat_key`, `sort_key` and
+//! `view` (filter and sort of the holders table), `sanitize` (server strings
+//! on arrival).
 
-pub mod event;
+mod event;
 mod keys;
-pub mod link;
-pub mod revoke;
+mod link;
+mod revoke;
 mod sanitize;
 mod seat_key;
-pub mod sort_key;
+mod sort_key;
 #[cfg(test)]
 pub(crate) mod test_support;
 mod view;

@@ -21,7 +21,7 @@ pub struct RevokeModal {
 
 /// What a key did to the modal.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RevokeStep {
+pub(super) enum RevokeStep {
     /// The modal stays open (perhaps with an edited reason).
     Stay,
     Cancel,
@@ -31,7 +31,7 @@ pub enum RevokeStep {
 
 impl RevokeModal {
     /// Ask whether to revoke `seat`, with no reason typed yet.
-    pub fn for_seat(seat: &SeatView) -> Self {
+    pub(super) fn for_seat(seat: &SeatView) -> Self {
         RevokeModal {
             seat_id: seat.seat_id.clone(),
             holder: seat.holder.clone(),
@@ -43,7 +43,7 @@ impl RevokeModal {
     }
 
     /// Handle one key in place.
-    pub fn on_key(&mut self, key: KeyEvent) -> RevokeStep {
+    pub(super) fn on_key(&mut self, key: KeyEvent) -> RevokeStep {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         match key.code {
             KeyCode::Esc => RevokeStep::Cancel,
