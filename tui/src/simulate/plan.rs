@@ -64,11 +64,6 @@ impl Rng {
             items.swap(i, j);
         }
     }
-
-    /// An independent generator for a sub-task (a client, the revoker).
-    pub fn fork(&mut self) -> Rng {
-        Rng::new(self.next_u64())
-    }
 }
 
 /// How a simulated client behaves.
