@@ -89,7 +89,7 @@ pub async fn run(conn: &ConnArgs, args: SimulateArgs) -> anyhow::Result<()> {
         .map(|p| Arc::new(Slot::new(p.clone())))
         .collect();
     let upstream = behaviours::upstream_addr(&server).await;
-    let mut clients: Vec<JoinHandle<()>> = slots
+    let clients: Vec<JoinHandle<()>> = slots
         .iter()
         .map(|slot| tokio::spawn(behaviours::run_client(ctx.clone(), slot.clone(), upstream)))
         .collect();
@@ -108,15 +108,7 @@ pub async fn run(conn: &ConnArgs, args: SimulateArgs) -> anyhow::Result<()> {
         r = tokio::signal::ctrl_c() => r.is_ok(),
     };
     stop_tx.send_replace(true);
-    let all = futures_util::future::join_all(clients.iter_mut());
-    if tokio::time::timeout(RELEASE_GRACE, all).await.is_err() {
-        for c in &clients {
-            c.abort();
-        }
-    }
-    for b in &background {
-        b.abort();
-    }
+    wind_down(clients, background).await;
 
     let (behaviours, events) = Summary::tables(&plan.clients, &ctx.reporter.counts());
     let max_held = *max_held.lock().expect("lock");
@@ -148,6 +140,20 @@ pub async fn run(conn: &ConnArgs, args: SimulateArgs) -> anyhow::Result<()> {
         print!("{}", report::format_summary(&summary));
     }
     Ok(())
+}
+
+/// Let the clients finish (keepers release) within [`RELEASE_GRACE`], then
+/// cut off whatever is left and the background tasks.
+async fn wind_down(mut clients: Vec<JoinHandle<()>>, background: Vec<JoinHandle<()>>) {
+    let all = futures_util::future::join_all(clients.iter_mut());
+    if tokio::time::timeout(RELEASE_GRACE, all).await.is_err() {
+        for c in &clients {
+            c.abort();
+        }
+    }
+    for b in &background {
+        b.abort();
+    }
 }
 
 /// A seed for a run without `--seed`: short, so it is easy to pass back.

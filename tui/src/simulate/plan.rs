@@ -413,6 +413,35 @@ mod tests {
         assert_eq!(counts, vec![1, 4, 1, 1, 1]);
     }
 
+    /// `tests/tests/simulate.rs` runs this plan on a 4-seat pool and relies
+    /// on a denial: five clients ask for a seat before the first release
+    /// can come (a releaser works at least a tenth of the run; steady,
+    /// flaky and crashing clients never release early), with time to spare.
+    #[test]
+    fn the_end_to_end_plan_crowds_a_four_seat_pool() {
+        let d = Duration::from_secs(4);
+        let p = plan(8, d, 1);
+        let mut asks: Vec<Duration> = p
+            .clients
+            .iter()
+            .filter(|c| c.behaviour != Behaviour::Late)
+            .map(|c| c.start)
+            .collect();
+        asks.sort();
+        let first_release = p
+            .clients
+            .iter()
+            .filter(|c| c.behaviour == Behaviour::Releaser)
+            .map(|c| c.start + d.mul_f64(0.10))
+            .min()
+            .expect("releasers");
+        assert!(
+            asks[4] + Duration::from_millis(300) < first_release,
+            "fifth ask at {:?}, first release at {first_release:?}",
+            asks[4]
+        );
+    }
+
     #[test]
     fn same_seed_same_plan_other_seed_other_plan() {
         let d = Duration::from_secs(60);
