@@ -1022,6 +1022,7 @@ pub(crate) mod tests {
             id: id.into(),
             seats,
             live,
+            waiting: 0,
             ttl_s: 60.0,
             skew_s: 5.0,
             reap_grace_s: 15.0,
