@@ -19,6 +19,9 @@ type CounterFamily<'a> = (
     &'a [(&'static str, &'a AtomicU64)],
 );
 
+/// (name, help, the gauge's value in a pool)
+type GaugeFamily = (&'static str, &'static str, fn(&PoolGauges) -> u32);
+
 /// The gauges of one license pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolGauges {
@@ -202,7 +205,7 @@ fn write_writer_counters(out: &mut String, writer: &WriterStats) {
 }
 
 fn write_pool_gauges(out: &mut String, pools: &[PoolGauges]) {
-    let families: [(&str, &str, fn(&PoolGauges) -> u32); 3] = [
+    let families: [GaugeFamily; 3] = [
         ("leasehold_seats", "Seats sold per license.", |p| p.seats),
         ("leasehold_live_seats", "Live leases per license.", |p| {
             p.live

@@ -83,10 +83,7 @@ impl Harness {
         authorization: Option<&str>,
         body: &[u8],
     ) -> warp::http::Response<bytes::Bytes> {
-        let mut req = warp::test::request()
-            .method(method)
-            .path(path)
-            .body(body.to_vec());
+        let mut req = warp::test::request().method(method).path(path).body(body);
         if let Some(a) = authorization {
             req = req.header("authorization", a);
         }
