@@ -12,6 +12,7 @@
 //!   `expires_at >= live_threshold(now, skew)` from `leasehold_common`.
 
 pub mod checkpoint;
+mod error;
 mod live_index;
 mod read;
 mod schema;
@@ -31,6 +32,7 @@ use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
 
 use checkpoint::{Checkpointer, WalHousekeeping};
+pub use error::StoreError;
 pub use read::ReadPool;
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
 pub use writer::WriterStats;
@@ -88,22 +90,6 @@ pub struct CheckoutRequest {
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    #[error("the store is shutting down")]
-    Closed,
-    #[error("{0}")]
-    Incompatible(String),
-}
-
-impl StoreError {
-    fn commit_failed(msg: &str) -> StoreError {
-        StoreError::Incompatible(format!("commit failed: {msg}"))
-    }
-}
-
 /// What the writer decided for a command whose batch is not yet durable.
 ///
 /// Prepare the answer from `value` (sign the token, build the body) while the
@@ -127,7 +113,7 @@ impl<T> Applied<T> {
             .clone();
         match outcome {
             Some(Ok(())) => Ok(value),
-            Some(Err(msg)) => Err(StoreError::commit_failed(&msg)),
+            Some(Err(msg)) => Err(StoreError::CommitFailed(msg)),
             None => Err(StoreError::Closed),
         }
     }
@@ -189,7 +175,7 @@ impl Store {
         options: StoreOptions,
     ) -> Result<Store, StoreError> {
         let mut conn = open_connection(path, false)?;
-        schema::migrate(&mut conn)?.map_err(StoreError::Incompatible)?;
+        schema::migrate(&mut conn)?;
         // Checkpoints run on their own thread, not inside the writer's
         // COMMIT, so group commit never stalls behind copying the WAL back.
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
@@ -215,7 +201,10 @@ impl Store {
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || writer.run(rx))
-            .map_err(|e| StoreError::Incompatible(format!("cannot start writer thread: {e}")))?;
+            .map_err(|source| StoreError::ThreadSpawn {
+                thread: "writer",
+                source,
+            })?;
         Ok(Store {
             commands,
             reads: Arc::new(ReadPool::new(path.to_path_buf())),
@@ -404,7 +393,7 @@ impl Store {
 }
 
 /// Open a connection with the pragmas every connection needs.
-fn open_connection(path: &Path, read_only: bool) -> rusqlite::Result<Connection> {
+fn open_connection(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
     } else {
@@ -423,10 +412,10 @@ fn open_connection(path: &Path, read_only: bool) -> rusqlite::Result<Connection>
         // power loss, which is what "acknowledged" promises.
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(rusqlite::Error::InvalidParameterName(format!(
-                "cannot switch {} to WAL mode (got {mode})",
-                path.display()
-            )));
+            return Err(StoreError::NotWal {
+                path: path.to_path_buf(),
+                mode,
+            });
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
         // The writer touches leaf pages all over the leases table; keep them

@@ -44,6 +44,7 @@ pub fn pool(id: &str, seats: u32, live: u32) -> LicenseSummary {
         ttl_s: 60.0,
         skew_s: 5.0,
         reap_grace_s: 15.0,
+        waiting: 0,
     }
 }
 
