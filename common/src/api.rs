@@ -68,6 +68,10 @@ pub struct LicenseSummary {
     pub id: String,
     pub seats: u32,
     pub live: u32,
+    /// `?wait=` checkouts standing in this license's line now. Absent in
+    /// answers of servers that predate it.
+    #[serde(default)]
+    pub waiting: u32,
     pub ttl_s: f64,
     pub skew_s: f64,
     pub reap_grace_s: f64,

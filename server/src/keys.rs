@@ -4,7 +4,7 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use leasehold_common::token::TokenSigner;
 use sha2::{Digest, Sha256};
@@ -13,19 +13,42 @@ use subtle::ConstantTimeEq;
 pub const SIGNING_KEY_FILE: &str = "signing.key";
 pub const ADMIN_TOKEN_FILE: &str = "admin.token";
 
+/// Why a secret file could not be used. The I/O cause is the `source`, so
+/// the one-line error at start-up reads "cannot read <path>: <cause>".
+#[derive(Debug, thiserror::Error)]
+pub enum KeyFileError {
+    #[error("cannot read {}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create {}", path.display())]
+    Uncreatable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}", path.display())]
+    Unwritable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} does not hold a 32-byte hex Ed25519 seed", path.display())]
+    BadSeed { path: PathBuf },
+    #[error("{} is empty", path.display())]
+    EmptyToken { path: PathBuf },
+}
+
 /// Load `<data_dir>/signing.key` (a hex Ed25519 seed), creating it if absent.
-pub fn load_or_create_signer(data_dir: &Path) -> Result<TokenSigner, String> {
+pub fn load_or_create_signer(data_dir: &Path) -> Result<TokenSigner, KeyFileError> {
     let path = data_dir.join(SIGNING_KEY_FILE);
     let text = load_or_create_secret(&path)?;
     let seed: [u8; 32] = hex::decode(text.trim())
         .ok()
         .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| {
-            format!(
-                "{} does not hold a 32-byte hex Ed25519 seed",
-                path.display()
-            )
-        })?;
+        .ok_or(KeyFileError::BadSeed { path })?;
     Ok(TokenSigner::from_seed(&seed))
 }
 
@@ -34,7 +57,7 @@ pub fn load_or_create_signer(data_dir: &Path) -> Result<TokenSigner, String> {
 pub fn load_or_create_admin_token(
     data_dir: &Path,
     from_env: Option<String>,
-) -> Result<AdminToken, String> {
+) -> Result<AdminToken, KeyFileError> {
     if let Some(t) = from_env
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
@@ -45,13 +68,13 @@ pub fn load_or_create_admin_token(
     let text = load_or_create_secret(&path)?;
     let token = text.trim();
     if token.is_empty() {
-        return Err(format!("{} is empty", path.display()));
+        return Err(KeyFileError::EmptyToken { path });
     }
     Ok(AdminToken::new(token))
 }
 
 /// Read a secret file, or write 32 fresh random bytes (hex) to it, 0600.
-fn load_or_create_secret(path: &Path) -> Result<String, String> {
+fn load_or_create_secret(path: &Path) -> Result<String, KeyFileError> {
     match std::fs::read_to_string(path) {
         Ok(text) => {
             if let Ok(meta) = std::fs::metadata(path)
@@ -72,13 +95,22 @@ fn load_or_create_secret(path: &Path) -> Result<String, String> {
                 .create_new(true)
                 .mode(0o600)
                 .open(path)
-                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+                .map_err(|source| KeyFileError::Uncreatable {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
             f.write_all(format!("{secret}\n").as_bytes())
                 .and_then(|()| f.sync_all())
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                .map_err(|source| KeyFileError::Unwritable {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
             Ok(secret)
         }
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(source) => Err(KeyFileError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -157,6 +189,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(SIGNING_KEY_FILE), "not hex").unwrap();
         let err = load_or_create_signer(dir.path()).unwrap_err();
-        assert!(err.contains("32-byte hex"), "{err}");
+        assert!(matches!(err, KeyFileError::BadSeed { .. }), "{err:?}");
+        assert!(err.to_string().contains("32-byte hex"), "{err}");
     }
 }

@@ -7,20 +7,22 @@
 //!   accept loop (header-read timeout, connection cap, graceful drain).
 //! - [`reaper`]: deletes reapable leases in batches; the alive tick that lets
 //!   the store notice stalls.
-//! - [`licenses`]: the licenses file, loaded and hot-reloaded.
+//! - [`licenses`]: the policy in force and the licenses file;
+//!   [`licenses_watch`] hot-reloads it.
 //! - [`queue`]: first-come-first-served waiting for a seat (`?wait=`).
 //! - [`keys`]: signing key and admin token files.
 //! - [`metrics`]: Prometheus counters and the latency histogram.
 //! - [`clock`]: the clock trait; tests use [`clock::ManualClock`].
 //!
-//! [`launch_with_listener`] is the entry point tests use: it takes a bound
-//! listener and a shutdown future, so a test can run the real server on port 0.
+//! End-to-end tests run the real `leaseholdd` binary (crate
+//! `leasehold-tests`); route tests drive [`http::routes`] in-process.
 
 pub mod clock;
 pub mod config;
 pub mod http;
 pub mod keys;
 pub mod licenses;
+pub mod licenses_watch;
 pub mod metrics;
 pub mod queue;
 pub mod reaper;
@@ -71,16 +73,6 @@ pub async fn run(
     serve_prepared(prepared, &config, listener, shutdown).await
 }
 
-/// Like [`run`], on a listener the caller has bound.
-pub async fn launch_with_listener(
-    config: Config,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let prepared = prepare(&config)?;
-    serve_prepared(prepared, &config, listener, shutdown).await
-}
-
 /// What start-up builds before the socket: every check that can fail with a
 /// clear message happens here.
 struct Prepared {
@@ -91,11 +83,10 @@ struct Prepared {
 
 fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     let lock = prepare_data_dir(&config.data_dir)?;
-    let licenses = licenses::load_file(&config.licenses).map_err(|e| anyhow!(e))?;
-    let signer = keys::load_or_create_signer(&config.data_dir).map_err(|e| anyhow!(e))?;
+    let licenses = licenses::load_file(&config.licenses)?;
+    let signer = keys::load_or_create_signer(&config.data_dir)?;
     let admin_token =
-        keys::load_or_create_admin_token(&config.data_dir, config.admin_token.clone())
-            .map_err(|e| anyhow!(e))?;
+        keys::load_or_create_admin_token(&config.data_dir, config.admin_token.clone())?;
     let handle = LicensesHandle::new(licenses);
     let clock: SharedClock = Arc::new(SystemClock);
     let db = store::database_path(&config.data_dir);
@@ -188,7 +179,7 @@ async fn serve_prepared(
             state.store.subscribe(),
             stop.clone(),
         )),
-        tokio::spawn(licenses::watch_file(
+        tokio::spawn(licenses_watch::watch_file(
             config.licenses.clone(),
             state.licenses.clone(),
             state.store.clone(),

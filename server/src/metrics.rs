@@ -19,6 +19,18 @@ type CounterFamily<'a> = (
     &'a [(&'static str, &'a AtomicU64)],
 );
 
+/// (name, help, the gauge's value in a pool)
+type GaugeFamily = (&'static str, &'static str, fn(&PoolGauges) -> u32);
+
+/// The gauges of one license pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolGauges {
+    pub license: String,
+    pub seats: u32,
+    pub live: u32,
+    pub waiting: u32,
+}
+
 #[derive(Default)]
 pub struct Metrics {
     pub checkouts: AtomicU64,
@@ -54,68 +66,17 @@ impl Metrics {
         self.status_classes[class].fetch_add(1, Relaxed);
     }
 
-    /// The exposition text; `pools` is (license, seats, live) per license.
-    pub fn render(&self, pools: &[(String, u32, u32)], writer: &WriterStats) -> String {
+    /// The exposition text.
+    pub fn render(&self, pools: &[PoolGauges], writer: &WriterStats) -> String {
         let mut out = String::with_capacity(4096);
-        for (name, help, value) in [
-            (
-                "leasehold_store_batches_total",
-                "Transactions committed by the writer (group commits).",
-                writer.batches.load(Relaxed),
-            ),
-            (
-                "leasehold_store_commands_total",
-                "Commands applied by the writer.",
-                writer.commands.load(Relaxed),
-            ),
-            (
-                "leasehold_store_apply_microseconds_total",
-                "Writer time applying commands.",
-                writer.apply_us.load(Relaxed),
-            ),
-            (
-                "leasehold_store_commit_microseconds_total",
-                "Writer time in COMMIT (fsync).",
-                writer.commit_us.load(Relaxed),
-            ),
-            (
-                "leasehold_store_wal_catch_ups_total",
-                "Checkpoints the writer finished between batches so the WAL could start over.",
-                writer.wal_catch_ups.load(Relaxed),
-            ),
-            (
-                "leasehold_store_wal_catch_up_microseconds_total",
-                "Writer time in those checkpoints.",
-                writer.wal_catch_up_us.load(Relaxed),
-            ),
-        ] {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-            );
-        }
-        let gauge = |out: &mut String,
-                     name: &str,
-                     help: &str,
-                     pick: &dyn Fn(&(String, u32, u32)) -> u32| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for p in pools {
-                let _ = writeln!(out, "{name}{{license=\"{}\"}} {}", p.0, pick(p));
-            }
-        };
-        gauge(
-            &mut out,
-            "leasehold_seats",
-            "Seats sold per license.",
-            &|p| p.1,
-        );
-        gauge(
-            &mut out,
-            "leasehold_live_seats",
-            "Live leases per license.",
-            &|p| p.2,
-        );
+        write_writer_counters(&mut out, writer);
+        write_pool_gauges(&mut out, pools);
+        self.write_outcome_counters(&mut out);
+        self.write_http(&mut out);
+        out
+    }
 
+    fn write_outcome_counters(&self, out: &mut String) {
         let counters: [CounterFamily<'_>; 7] = [
             (
                 "leasehold_checkouts_total",
@@ -170,7 +131,9 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{labels} {}", value.load(Relaxed));
             }
         }
+    }
 
+    fn write_http(&self, out: &mut String) {
         let name = "leasehold_http_requests_total";
         let _ = writeln!(
             out,
@@ -198,7 +161,66 @@ impl Metrics {
             self.latency_sum_us.load(Relaxed) as f64 / 1e6
         );
         let _ = writeln!(out, "{name}_count {count}");
-        out
+    }
+}
+
+fn write_writer_counters(out: &mut String, writer: &WriterStats) {
+    for (name, help, value) in [
+        (
+            "leasehold_store_batches_total",
+            "Transactions committed by the writer (group commits).",
+            writer.batches.load(Relaxed),
+        ),
+        (
+            "leasehold_store_commands_total",
+            "Commands applied by the writer.",
+            writer.commands.load(Relaxed),
+        ),
+        (
+            "leasehold_store_apply_microseconds_total",
+            "Writer time applying commands.",
+            writer.apply_us.load(Relaxed),
+        ),
+        (
+            "leasehold_store_commit_microseconds_total",
+            "Writer time in COMMIT (fsync).",
+            writer.commit_us.load(Relaxed),
+        ),
+        (
+            "leasehold_store_wal_catch_ups_total",
+            "Checkpoints the writer finished between batches so the WAL could start over.",
+            writer.wal_catch_ups.load(Relaxed),
+        ),
+        (
+            "leasehold_store_wal_catch_up_microseconds_total",
+            "Writer time in those checkpoints.",
+            writer.wal_catch_up_us.load(Relaxed),
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+        );
+    }
+}
+
+fn write_pool_gauges(out: &mut String, pools: &[PoolGauges]) {
+    let families: [GaugeFamily; 3] = [
+        ("leasehold_seats", "Seats sold per license.", |p| p.seats),
+        ("leasehold_live_seats", "Live leases per license.", |p| {
+            p.live
+        }),
+        (
+            "leasehold_waiting",
+            "Checkouts waiting in line (?wait=) per license.",
+            |p| p.waiting,
+        ),
+    ];
+    for (name, help, pick) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for p in pools {
+            let _ = writeln!(out, "{name}{{license=\"{}\"}} {}", p.license, pick(p));
+        }
     }
 }
 
@@ -214,13 +236,23 @@ mod tests {
         m.observe_request(201, Duration::from_micros(300));
         m.observe_request(409, Duration::from_millis(3));
         m.observe_request(500, Duration::from_secs(10));
-        let text = m.render(&[("demo".into(), 10, 4)], &WriterStats::default());
+        let pool = PoolGauges {
+            license: "demo".into(),
+            seats: 10,
+            live: 4,
+            waiting: 2,
+        };
+        let text = m.render(&[pool], &WriterStats::default());
         assert!(
             text.contains("leasehold_seats{license=\"demo\"} 10"),
             "{text}"
         );
         assert!(
             text.contains("leasehold_live_seats{license=\"demo\"} 4"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_waiting{license=\"demo\"} 2"),
             "{text}"
         );
         assert!(

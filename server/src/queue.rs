@@ -12,9 +12,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use leasehold_common::api::EventKind;
 use tokio::sync::{Notify, broadcast, watch};
+use tokio::time::Instant;
+
+use crate::store::{CheckoutOutcome, CheckoutRequest, Store, StoreError};
 
 /// The longest a checkout may wait.
 pub const MAX_WAIT_S: u64 = 60;
@@ -83,6 +87,57 @@ impl Drop for Ticket {
         }
         // Everyone behind moved up one place.
         self.queues.changed.notify_waiters();
+    }
+}
+
+/// Check out, standing in the license's line for up to `wait` while the pool
+/// is full; with a `wait` of zero, one plain attempt.
+///
+/// `prepare` builds the answer from the writer's final decision while its
+/// batch commits (see [`crate::store::Applied`]); the answer is returned with
+/// the committed outcome. The place in line is held until then, so the
+/// waiter behind moves up only once this decision is durable.
+pub async fn checkout_in_line<R>(
+    store: &Store,
+    queues: &Arc<WaitQueues>,
+    req: CheckoutRequest,
+    wait: Duration,
+    prepare: impl FnOnce(&CheckoutOutcome) -> R,
+) -> Result<(R, CheckoutOutcome), StoreError> {
+    let deadline = Instant::now() + wait;
+    let mut ticket: Option<Ticket> = None;
+    loop {
+        // Armed before the attempt, so a seat freed during it still wakes us.
+        let notified = queues.changed.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().enable();
+        let ahead = match &ticket {
+            Some(t) => t.ahead(),
+            None => queues.waiting(&req.license_id),
+        };
+        let applied = store
+            .checkout_applied(req.clone(), u32::try_from(ahead).unwrap_or(u32::MAX))
+            .await?;
+        match applied.value {
+            CheckoutOutcome::Full { retry_after, .. } if Instant::now() < deadline => {
+                applied.committed().await?;
+                if ticket.is_none() {
+                    ticket = Some(queues.join(&req.license_id));
+                }
+                // Wake on a freed seat, on the earliest lease lapsing, or at
+                // the end of the wait (one last try, then 409).
+                let recheck = Instant::now() + retry_after;
+                tokio::select! {
+                    _ = notified => {}
+                    _ = tokio::time::sleep_until(recheck.min(deadline)) => {}
+                }
+            }
+            _ => {
+                let answer = prepare(&applied.value);
+                let outcome = applied.committed().await?;
+                return Ok((answer, outcome));
+            }
+        }
     }
 }
 

@@ -1306,7 +1306,7 @@ async fn a_newer_schema_is_refused() {
             .unwrap();
     }
     let err = open_err(&path);
-    assert!(matches!(err, StoreError::Incompatible(_)), "{err:?}");
+    assert!(matches!(err, StoreError::SchemaTooNew { .. }), "{err:?}");
     assert!(err.to_string().contains("newer"), "{err}");
     assert_eq!(user_version(&path), SCHEMA_VERSION + 1, "left as it was");
 }
@@ -1320,7 +1320,7 @@ async fn a_negative_schema_version_is_refused() {
         conn.pragma_update(None, "user_version", -1).unwrap();
     }
     let err = open_err(&path);
-    assert!(matches!(err, StoreError::Incompatible(_)), "{err:?}");
+    assert!(matches!(err, StoreError::SchemaNotOurs { .. }), "{err:?}");
     assert!(err.to_string().contains("schema version -1"), "{err}");
 }
 

@@ -1,7 +1,15 @@
 //! `leasehold simulate` against the real server: a short run on a 1 s TTL
 //! pool shows every behaviour, the server's log has checkouts, releases,
-//! denials or waits, a reap of a crashed client and a revoke, and the pool
-//! is never exceeded.
+//! denials, a reap of a crashed client and a revoke, and the pool is never
+//! exceeded.
+//!
+//! The run asserts only what its plan forces. With `--seed 1`, the eight
+//! clients' plan (pinned by `the_end_to_end_plan_crowds_a_four_seat_pool`
+//! in `tui/src/simulate/plan.rs`) has seven clients ask for a seat in the
+//! first 0.8 s, five of them before anyone can have released (steady,
+//! flaky and the crasher never release early, a releaser works at least
+//! 0.4 s): on four seats, one is denied. Whether the late arrival then
+//! waits or finds a seat free is timing, so that is not asserted.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -16,7 +24,7 @@ const LICENSES: &str = r#"
 [[license]]
 id = "sim"
 key = "sim-key"
-seats = 5
+seats = 4
 ttl = "1s"
 skew = "0s"
 reap_grace = "300ms"
@@ -114,7 +122,7 @@ async fn simulate_shows_every_behaviour_and_never_exceeds_the_pool() {
         s.logs()
     );
     assert_eq!(summary["clients"], 8, "{ctx}");
-    assert_eq!(summary["seats"], 5, "{ctx}");
+    assert_eq!(summary["seats"], 4, "{ctx}");
     assert_eq!(summary["seed"], 1, "{ctx}");
     assert_eq!(summary["admin"], true, "{ctx}");
     for b in ["steady", "releaser", "crasher", "flaky", "late"] {
@@ -129,17 +137,14 @@ async fn simulate_shows_every_behaviour_and_never_exceeds_the_pool() {
     assert!(ev("queued") >= 1, "a late arrival queued: {ctx}");
     assert!(ev("outage") >= 1, "a flaky client lost its network: {ctx}");
     assert!(ev("release") >= 1, "{ctx}");
-    assert!(
-        ev("denied") + ev("granted") + ev("wait_timeout") >= 1,
-        "{ctx}"
-    );
+    assert!(ev("denied") >= 1, "the pool was full for someone: {ctx}");
     assert!(ev("revoked") >= 1, "an admin revoked a seat: {ctx}");
     assert_eq!(ev("error"), 0, "{ctx}");
-    assert!(summary["max_held"].as_u64().unwrap() <= 5, "{ctx}");
-    assert!(summary["max_live_server"].as_u64().unwrap() <= 5, "{ctx}");
+    assert!(summary["max_held"].as_u64().unwrap() <= 4, "{ctx}");
+    assert!(summary["max_live_server"].as_u64().unwrap() <= 4, "{ctx}");
     assert_eq!(summary["within_seats"], true, "{ctx}");
     assert!(
-        max_live.load(Ordering::Relaxed) <= 5,
+        max_live.load(Ordering::Relaxed) <= 4,
         "live never exceeded seats: {}",
         max_live.load(Ordering::Relaxed)
     );
@@ -157,14 +162,9 @@ async fn simulate_shows_every_behaviour_and_never_exceeds_the_pool() {
         },
     )
     .await;
-    for k in ["checkout", "release", "revoke"] {
+    for k in ["checkout", "release", "revoke", "denied"] {
         assert!(reaped.iter().any(|e| e == k), "no {k} event: {reaped:?}");
     }
-    let denied = reaped.iter().any(|e| e == "denied");
-    assert!(
-        denied || ev("granted") > 0,
-        "denied or waited checkouts: {reaped:?}"
-    );
 
     // Everything released or reaped: nothing simulated is left holding.
     eventually(Duration::from_secs(10), "the pool drained", || {

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use leasehold_tests::{Server, TEST_LICENSES};
+use leasehold_tests::{Server, TEST_LICENSES, eventually};
 use serde_json::{Value, json};
 
 /// Start a waiting checkout in the background: (status, body, seconds waited).
@@ -32,6 +32,26 @@ fn wait_for_seat(
     })
 }
 
+/// Wait until the server reports `n` checkouts standing in `tiny`'s line.
+async fn until_waiting(s: &Server, n: u64) {
+    eventually(
+        Duration::from_secs(10),
+        &format!("{n} waiter(s) in line"),
+        || async {
+            let v = s.admin_get("/v1/admin/licenses").await;
+            let tiny = v["licenses"]
+                .as_array()
+                .expect("licenses")
+                .iter()
+                .find(|l| l["id"] == "tiny")
+                .cloned()
+                .expect("tiny listed");
+            (tiny["waiting"].as_u64() == Some(n)).then_some(())
+        },
+    )
+    .await
+}
+
 async fn hold(s: &Server, holder: &str) -> String {
     let resp = s
         .checkout("tiny", "tiny-key", json!({"holder": holder}))
@@ -48,7 +68,7 @@ async fn a_waiter_gets_the_seat_as_soon_as_it_is_released() {
     let s = Server::start(TEST_LICENSES).await;
     let held = hold(&s, "first").await;
     let waiter = wait_for_seat(&s, "second", 20);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    until_waiting(&s, 1).await;
     assert!(
         !waiter.is_finished(),
         "still waiting while the pool is full"
@@ -70,8 +90,9 @@ async fn waiters_are_served_first_come_first_served() {
     let mut waiters = Vec::new();
     for i in 0..4 {
         waiters.push(wait_for_seat(&s, &format!("w{i}"), 30));
-        // Arrival order is what FIFO means; give each time to join the line.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Arrival order is what FIFO means: the next one comes only once
+        // this one stands in line.
+        until_waiting(&s, i + 1).await;
     }
     for (i, w) in waiters.into_iter().enumerate() {
         s.release("tiny", "tiny-key", &seat).await;
@@ -111,7 +132,8 @@ async fn a_disconnected_waiter_leaves_the_line_without_a_seat() {
         .send()
         .await;
     assert!(gave_up.is_err(), "the client timed out");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server noticed the hang-up: the waiter left the line.
+    until_waiting(&s, 0).await;
     s.release("tiny", "tiny-key", &held).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let seats = s.admin_get("/v1/admin/seats?license=tiny").await;
@@ -129,7 +151,7 @@ async fn a_pool_grown_by_a_config_edit_lets_a_waiter_in() {
     let s = Server::start(TEST_LICENSES).await;
     hold(&s, "holder").await;
     let waiter = wait_for_seat(&s, "waiter", 30);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_waiting(&s, 1).await;
     std::fs::write(
         s.licenses_path(),
         TEST_LICENSES.replacen("seats = 1", "seats = 2", 1),

@@ -110,6 +110,7 @@ fn licenses(n: usize) -> Vec<LicenseSummary> {
                 id: id.to_string(),
                 seats: live + live / 10,
                 live,
+                waiting: 0,
                 ttl_s: 60.0,
                 skew_s: 5.0,
                 reap_grace_s: 15.0,

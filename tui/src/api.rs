@@ -46,14 +46,6 @@ pub enum ApiError {
     Protocol { server: String, detail: String },
 }
 
-impl ApiError {
-    /// True when the server was not reached at all (or the connection broke):
-    /// the console shows its "disconnected" banner for these.
-    pub fn is_unreachable(&self) -> bool {
-        matches!(self, ApiError::Unreachable { .. })
-    }
-}
-
 /// The innermost cause of a reqwest error ("Connection refused (os error
 /// 111)"), which says more than reqwest's own "error sending request".
 fn root_cause(err: &reqwest::Error) -> String {

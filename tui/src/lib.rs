@@ -11,10 +11,13 @@
 //! - [`stream`]: the event stream kept alive (reconnect with backoff, resume
 //!   with `Last-Event-ID`, no duplicates).
 //! - [`app`]: the console's state and every rule that changes it, pure and
-//!   unit-tested: keys, filter, sort, revoke flow, connection state, the
-//!   server clock offset behind the countdowns.
+//!   unit-tested: snapshots and events applied, the server clock offset
+//!   behind the countdowns; key dispatch (`app/keys.rs`), the revoke modal
+//!   (`app/revoke.rs`), filter and sort (`app/view.rs`, `app/sort_key.rs`,
+//!   `app/seat_key.rs`), connection state (`app/link.rs`).
 //! - [`ui`]: draws a frame from the state and a `now` passed in
-//!   (snapshot-tested with ratatui's `TestBackend`).
+//!   (snapshot-tested with ratatui's `TestBackend`); the holders table, the
+//!   dialogs and the theme in `ui/`.
 //! - [`console`]: the event loop that ties terminal, poller, stream and
 //!   [`app::App`] together; the only code that touches the terminal.
 //! - [`commands`]: `status`, `seats`, `events`, `revoke`.

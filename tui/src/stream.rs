@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use leasehold_common::api::Event;
 use tokio::sync::mpsc;
 
@@ -48,35 +48,10 @@ pub async fn run(
                     return;
                 }
                 backoff = BACKOFF_MIN;
-                let mut stream = std::pin::pin!(stream);
-                let err = loop {
-                    match tokio::time::timeout(IDLE_LIMIT, stream.next()).await {
-                        Err(_) => {
-                            tracing::info!("event stream idle for {IDLE_LIMIT:?}; reopening");
-                            break None;
-                        }
-                        Ok(None) => {
-                            break Some(ApiError::Unreachable {
-                                server: client.base().to_string(),
-                                cause: "the server closed the event stream".into(),
-                            });
-                        }
-                        Ok(Some(Err(e))) => break Some(e),
-                        Ok(Some(Ok(ev))) => {
-                            // Ids are strictly increasing: anything else is a replay.
-                            if last_id.is_some_and(|l| ev.id <= l) {
-                                continue;
-                            }
-                            last_id = Some(ev.id);
-                            if tx.send(StreamMsg::Event(ev)).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                };
-                match err {
-                    None => continue,
-                    Some(e) => {
+                match relay(stream, &mut last_id, &tx, client.base()).await {
+                    Ended::Idle => continue,
+                    Ended::NobodyListens => return,
+                    Ended::Broken(e) => {
                         tracing::warn!("event stream lost: {e}");
                         if tx.send(StreamMsg::Down(e)).is_err() {
                             return;
@@ -96,6 +71,51 @@ pub async fn run(
             _ = tx.closed() => return,
         }
         backoff = next_backoff(backoff);
+    }
+}
+
+/// How one connection of the stream ended.
+enum Ended {
+    /// Silent for [`IDLE_LIMIT`]: reopen at once, no backoff, no report.
+    Idle,
+    /// Closed or failed: report it and back off.
+    Broken(ApiError),
+    /// The receiver was dropped.
+    NobodyListens,
+}
+
+/// Pass the events of one connection on, skipping replays, until it ends.
+async fn relay(
+    stream: impl Stream<Item = Result<Event, ApiError>>,
+    last_id: &mut Option<i64>,
+    tx: &mpsc::UnboundedSender<StreamMsg>,
+    server: &str,
+) -> Ended {
+    let mut stream = std::pin::pin!(stream);
+    loop {
+        match tokio::time::timeout(IDLE_LIMIT, stream.next()).await {
+            Err(_) => {
+                tracing::info!("event stream idle for {IDLE_LIMIT:?}; reopening");
+                return Ended::Idle;
+            }
+            Ok(None) => {
+                return Ended::Broken(ApiError::Unreachable {
+                    server: server.to_string(),
+                    cause: "the server closed the event stream".into(),
+                });
+            }
+            Ok(Some(Err(e))) => return Ended::Broken(e),
+            Ok(Some(Ok(ev))) => {
+                // Ids are strictly increasing: anything else is a replay.
+                if last_id.is_some_and(|l| ev.id <= l) {
+                    continue;
+                }
+                *last_id = Some(ev.id);
+                if tx.send(StreamMsg::Event(ev)).is_err() {
+                    return Ended::NobodyListens;
+                }
+            }
+        }
     }
 }
 

@@ -9,93 +9,29 @@
 //! the same under `NO_COLOR` and for colour-blind admins; [`Theme`] drops the
 //! colours (and keeps bold / reverse / underline) when `app.no_color` is set.
 
+//!
+//! Parts: `theme` (styles, pane frames), `holders` (the holders table),
+//! `modals` (help and revoke dialogs); the banner, pools, event feed and
+//! status bar are drawn here.
+
+mod holders;
+mod modals;
+mod theme;
+
 use leasehold_common::Timestamp;
-use leasehold_common::api::{Event, EventKind};
+use leasehold_common::api::Event;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
+use ratatui::widgets::{Cell, Paragraph, Row, Table};
 
-use crate::app::{App, Level, Link, MESSAGE_MS, Modal, Pane, RowState, SortKey};
+use crate::app::{App, Link, MESSAGE_MS, Modal, Pane};
 use crate::format::{fmt_duration_ms, short_id};
-
-/// Styles, with or without colour.
-#[derive(Debug, Clone, Copy)]
-pub struct Theme {
-    color: bool,
-}
-
-impl Theme {
-    pub fn new(no_color: bool) -> Self {
-        Theme { color: !no_color }
-    }
-
-    fn fg(self, c: Color) -> Style {
-        if self.color {
-            Style::new().fg(c)
-        } else {
-            Style::new()
-        }
-    }
-
-    fn bg(self, fg: Color, bg: Color) -> Style {
-        if self.color {
-            Style::new().fg(fg).bg(bg)
-        } else {
-            Style::new().add_modifier(Modifier::REVERSED)
-        }
-    }
-
-    fn dim(self) -> Style {
-        if self.color {
-            Style::new().fg(Color::DarkGray)
-        } else {
-            Style::new()
-        }
-    }
-
-    fn state(self, s: RowState) -> Style {
-        match s {
-            RowState::Live => self.fg(Color::Green),
-            RowState::Expiring => self.fg(Color::Yellow).add_modifier(Modifier::BOLD),
-            RowState::Lapsed => self.fg(Color::Red).add_modifier(Modifier::BOLD),
-        }
-    }
-
-    fn level(self, l: Level) -> Style {
-        match l {
-            Level::Info => self.fg(Color::Cyan),
-            Level::Success => self.fg(Color::Green).add_modifier(Modifier::BOLD),
-            Level::Warn => self.fg(Color::Yellow).add_modifier(Modifier::BOLD),
-            Level::Error => self.fg(Color::Red).add_modifier(Modifier::BOLD),
-        }
-    }
-
-    fn kind(self, k: EventKind) -> Style {
-        match k {
-            EventKind::Checkout => self.fg(Color::Green),
-            EventKind::Release => self.fg(Color::Blue),
-            EventKind::Reap => self.fg(Color::Yellow),
-            EventKind::Revoke => self.fg(Color::Magenta).add_modifier(Modifier::BOLD),
-            EventKind::Denied | EventKind::Lost => self.fg(Color::Red),
-            EventKind::Config => self.fg(Color::Cyan),
-        }
-    }
-}
-
-/// The glyph shown before each event kind in the feed.
-pub fn kind_glyph(k: EventKind) -> &'static str {
-    match k {
-        EventKind::Checkout => "+",
-        EventKind::Release => "-",
-        EventKind::Reap => "†",
-        EventKind::Revoke => "✗",
-        EventKind::Denied => "!",
-        EventKind::Lost => "?",
-        EventKind::Config => "⚙",
-    }
-}
+use holders::{body_rows, draw_holders};
+use modals::{draw_help, draw_revoke};
+use theme::pane_block;
+pub use theme::{Theme, kind_glyph};
 
 /// Where each part of the screen goes.
 struct Areas {
@@ -130,10 +66,7 @@ fn areas(area: Rect, app: &App) -> Areas {
 /// of `area`: the event loop hands these to [`App::set_page_rows`].
 pub fn page_rows(area: Rect, app: &App) -> (usize, usize) {
     let a = areas(area, app);
-    // Borders (2) and the header row (1).
-    let holders = a.holders.height.saturating_sub(3) as usize;
-    let events = a.events.height.saturating_sub(2) as usize;
-    (holders, events)
+    (body_rows(a.holders), event_rows(a.events))
 }
 
 /// Draw the whole console at local time `now`.
@@ -188,17 +121,6 @@ fn draw_banner(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
         .bg(Color::White, Color::Red)
         .add_modifier(Modifier::BOLD);
     frame.render_widget(Paragraph::new(text).style(style), area);
-}
-
-fn pane_block(title: Line<'static>, focused: bool, theme: Theme) -> Block<'static> {
-    let block = Block::bordered().title(title);
-    if focused {
-        block
-            .border_type(BorderType::Thick)
-            .border_style(theme.fg(Color::Cyan))
-    } else {
-        block.border_style(theme.dim())
-    }
 }
 
 /// A text gauge (`███████░░░`): readable without colour.
@@ -260,103 +182,6 @@ fn draw_pools(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     frame.render_widget(table, area);
 }
 
-fn draw_holders(frame: &mut Frame, area: Rect, app: &App, theme: Theme, server_now: Timestamp) {
-    let arrow = if app.sort_desc { "▼" } else { "▲" };
-    let head = |label: &'static str, key: Option<SortKey>| -> Cell<'static> {
-        if key == Some(app.sort) {
-            Cell::from(format!("{label} {arrow}"))
-                .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED))
-        } else {
-            Cell::from(label).style(Style::new().add_modifier(Modifier::BOLD))
-        }
-    };
-    let header = Row::new([
-        head("LICENSE", Some(SortKey::License)),
-        head("HOLDER", Some(SortKey::Holder)),
-        head("FINGERPRINT", None),
-        head("SEAT", None),
-        head("HELD FOR", Some(SortKey::HeldFor)),
-        head("EXPIRES IN", Some(SortKey::ExpiresIn)),
-        head("STATE", Some(SortKey::State)),
-    ]);
-    let visible = area.height.saturating_sub(3) as usize;
-    // Only the rows on screen become widgets.
-    let start = app.scroll.min(app.view.len());
-    let end = (start + visible).min(app.view.len());
-    let rows = app.view[start..end].iter().map(|&i| {
-        let s = &app.seats[i];
-        let state = app.row_state(s, server_now);
-        let st = theme.state(state);
-        Row::new([
-            Cell::from(s.license_id.as_str()),
-            Cell::from(s.holder.as_str()),
-            Cell::from(s.fingerprint.as_deref().unwrap_or("—")),
-            Cell::from(short_id(&s.seat_id)),
-            Cell::from(fmt_duration_ms(server_now.millis_since(s.checked_out_at))),
-            Cell::from(fmt_duration_ms(s.expires_at.millis_since(server_now))).style(st),
-            Cell::from(format!("{} {}", state.glyph(), state.word())).style(st),
-        ])
-    });
-    let mut title = vec![Span::raw(format!(
-        " Holders {} of {} · sort: {} {arrow} ",
-        app.view.len(),
-        app.seats.len(),
-        app.sort.label()
-    ))];
-    if !app.filter.is_empty() || app.filter_editing {
-        title.push(Span::styled(
-            format!("· filter: {} ", app.filter),
-            theme.fg(Color::Yellow).add_modifier(Modifier::BOLD),
-        ));
-    }
-    if app.frozen {
-        title.push(Span::styled(
-            "· ❄ FROZEN ",
-            theme.fg(Color::Cyan).add_modifier(Modifier::BOLD),
-        ));
-    }
-    let focused = app.pane == Pane::Holders;
-    // Text columns as wide as the filtered rows need (within bounds; the
-    // app keeps the longest with the view, so a frame never walks all rows),
-    // the spare width at the end: easier to read across than a stretched
-    // table.
-    let [license_w, holder_w, fingerprint_w] = app.column_widths();
-    let widths = [
-        Constraint::Length(license_w.clamp(9, 24) as u16),
-        Constraint::Length(holder_w.clamp(8, 40) as u16),
-        Constraint::Length(fingerprint_w.clamp(11, 32) as u16),
-        Constraint::Length(8),
-        Constraint::Length(10),
-        Constraint::Length(12),
-        Constraint::Length(11),
-        Constraint::Fill(1),
-    ];
-    let table = Table::new(rows, widths)
-        .header(header)
-        .block(pane_block(Line::from(title), focused, theme))
-        .column_spacing(2)
-        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-        .highlight_symbol("▶ ");
-    let mut state = TableState::new();
-    if !app.view.is_empty() {
-        state.select(Some(app.selected.saturating_sub(start)));
-    }
-    frame.render_stateful_widget(table, area, &mut state);
-    if app.view.is_empty() {
-        let inner = area.inner(ratatui::layout::Margin::new(2, 2));
-        let text = if app.seats.is_empty() {
-            if app.last_update.is_none() {
-                "waiting for the server…"
-            } else {
-                "no seats are held"
-            }
-        } else {
-            "no seat matches the filter (Esc clears it)"
-        };
-        frame.render_widget(Paragraph::new(text).style(theme.dim()), inner);
-    }
-}
-
 fn event_line(e: &Event, theme: Theme) -> Line<'static> {
     let style = theme.kind(e.kind);
     let mut spans = vec![
@@ -385,8 +210,13 @@ fn event_line(e: &Event, theme: Theme) -> Line<'static> {
     Line::from(spans)
 }
 
+/// Lines of the event feed inside its borders.
+fn event_rows(area: Rect) -> usize {
+    area.height.saturating_sub(2) as usize
+}
+
 fn draw_events(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
-    let visible = area.height.saturating_sub(2) as usize;
+    let visible = event_rows(area);
     let lines: Vec<Line> = app
         .events
         .iter()
@@ -423,6 +253,15 @@ fn draw_events(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
 }
 
 fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme, now: Timestamp) {
+    let lines = vec![
+        connection_line(app, theme, now),
+        prompt_line(app, theme, now),
+    ];
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// The status bar's first line: server, connection, data age, modes.
+fn connection_line(app: &App, theme: Theme, now: Timestamp) -> Line<'static> {
     let sep = Span::styled(" │ ", theme.dim());
     let conn = match &app.poll {
         Link::Up => Span::styled("● connected", theme.fg(Color::Green)),
@@ -463,7 +302,13 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme, now: Time
             Style::new().add_modifier(Modifier::BOLD),
         ));
     }
-    let line2 = if app.filter_editing {
+    Line::from(line1)
+}
+
+/// The status bar's second line: the filter being typed, else a fresh
+/// message, else the key hints.
+fn prompt_line(app: &App, theme: Theme, now: Timestamp) -> Line<'static> {
+    if app.filter_editing {
         Line::from(vec![
             Span::styled(" / ", Style::new().add_modifier(Modifier::BOLD)),
             Span::styled(
@@ -486,130 +331,14 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme, now: Time
             ),
             theme.dim(),
         ))
-    };
-    frame.render_widget(Paragraph::new(vec![Line::from(line1), line2]), area);
-}
-
-fn popup(frame: &mut Frame, width: u16, height: u16) -> Rect {
-    let area = frame
-        .area()
-        .centered(Constraint::Length(width), Constraint::Length(height));
-    frame.render_widget(Clear, area);
-    area
-}
-
-fn draw_help(frame: &mut Frame, theme: Theme, read_only: bool) {
-    let keys: &[(&str, &str)] = &[
-        ("↑ ↓  j k", "move the selection (or scroll the feed)"),
-        ("PgUp PgDn", "move a page"),
-        ("g G  Home End", "first / last row"),
-        ("Tab", "switch between holders and events"),
-        ("/", "filter by holder, license, fingerprint, seat id"),
-        ("Esc", "clear the filter"),
-        ("s  S", "next sort column / reverse the order"),
-        ("f", "freeze updates (and resume)"),
-        ("r", "revoke the selected seat"),
-        ("R", "refresh now"),
-        ("?", "this help"),
-        ("q  Ctrl-C", "quit"),
-    ];
-    let mut lines: Vec<Line> = keys
-        .iter()
-        .map(|(k, what)| {
-            let what = if *k == "r" && read_only {
-                "revoke (disabled: --read-only)"
-            } else {
-                what
-            };
-            Line::from(vec![
-                Span::styled(
-                    format!("  {k:<15}"),
-                    theme.fg(Color::Cyan).add_modifier(Modifier::BOLD),
-                ),
-                Span::raw(what.to_string()),
-            ])
-        })
-        .collect();
-    lines.push(Line::raw(""));
-    lines.push(Line::from(Span::styled(
-        "  State: ● live   ▲ expiring (< 1/3 TTL left)   ✗ lapsed",
-        theme.dim(),
-    )));
-    lines.push(Line::from(Span::styled(
-        "  Times count down on the server's clock. Any key closes this help.",
-        theme.dim(),
-    )));
-    let area = popup(frame, 72, lines.len() as u16 + 2);
-    let block = Block::bordered()
-        .border_type(BorderType::Double)
-        .title(" Help — keys ");
-    frame.render_widget(Paragraph::new(lines).block(block), area);
-}
-
-fn draw_revoke(frame: &mut Frame, theme: Theme, m: &crate::app::RevokeModal) {
-    let bold = Style::new().add_modifier(Modifier::BOLD);
-    let field = |label: &str, value: &str| {
-        Line::from(vec![
-            Span::raw(format!("  {label:<13}")),
-            Span::styled(value.to_string(), bold),
-        ])
-    };
-    let reason_style = if m.editing_reason {
-        theme.fg(Color::Yellow).add_modifier(Modifier::UNDERLINED)
-    } else {
-        theme.dim()
-    };
-    let reason = if m.editing_reason {
-        format!("{}▏", m.reason)
-    } else if m.reason.is_empty() {
-        "(none — Tab to type one)".to_string()
-    } else {
-        m.reason.clone()
-    };
-    let hints = if m.editing_reason {
-        "  Enter revoke   Esc cancel   Tab done typing"
-    } else {
-        "  y/Enter revoke   n/Esc cancel   Tab type a reason"
-    };
-    let lines = vec![
-        Line::from(Span::styled(
-            "  Revoke this seat? Its holder loses it at the next heartbeat.",
-            bold,
-        )),
-        Line::raw(""),
-        field("holder", &m.holder),
-        field("license", &m.license_id),
-        field("seat", &m.seat_id),
-        field("fingerprint", m.fingerprint.as_deref().unwrap_or("—")),
-        Line::raw(""),
-        Line::from(vec![
-            Span::raw("  reason       "),
-            Span::styled(reason, reason_style),
-        ]),
-        Line::raw(""),
-        Line::from(Span::styled(hints, theme.fg(Color::Cyan))),
-    ];
-    let area = popup(frame, 72, lines.len() as u16 + 2);
-    let block = Block::bordered()
-        .border_type(BorderType::Double)
-        .border_style(theme.fg(Color::Red))
-        .title(Span::styled(
-            " ✗ Revoke seat ",
-            theme.fg(Color::Red).add_modifier(Modifier::BOLD),
-        ));
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        area,
-    );
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::tests::*;
-    use crate::app::{AppEvent, Link};
+    use crate::app::AppEvent;
+    use crate::app::test_support::*;
     use crossterm::event::KeyCode;
     use leasehold_common::api::EventKind;
     use ratatui::Terminal;
@@ -789,13 +518,19 @@ mod tests {
             ts(0),
         );
         app.update(ch('G'), ts(0));
-        let start = std::time::Instant::now();
         let term = render(&mut app, ts(1));
-        assert!(start.elapsed() < std::time::Duration::from_secs(1));
         let screen = term.backend().to_string();
         assert!(screen.contains("user-09999"), "{screen}");
         assert!(screen.contains("Holders 10000 of 10000"));
-        let _ = Link::Up;
+        // Only a screenful of rows, ending at the selection, becomes widgets
+        // and reaches the screen. (How fast a frame is: tui/benches/render.rs.)
+        let page = app.page_rows;
+        let first = 10_000 - page;
+        assert_eq!(holders::visible_window(&app, page), first..10_000);
+        let shown: Vec<&str> = screen.lines().filter(|l| l.contains("user-")).collect();
+        assert_eq!(shown.len(), page, "{screen}");
+        assert!(shown[0].contains(&format!("user-{first:05}")), "{screen}");
+        assert!(!screen.contains(&format!("user-{:05}", first - 1)));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! A typed client for the client endpoints of the HTTP contract (DESIGN.md,
-//! `assets/openapi.yaml`): checkout, heartbeat, release and the JWKS.
+//! A typed client for the client endpoints of the HTTP contract
+//! (`assets/openapi.yaml`): checkout (optionally waiting in line), heartbeat,
+//! release and the JWKS.
 //!
 //! It does one request per call and no retries; what to retry is the
 //! caller's decision, made easy by [`ClientError`], which sorts every outcome
@@ -11,61 +12,13 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
-use crate::api::{CheckoutRequest, ErrorBody, Lease, code};
+use super::error::{ClientError, classify};
+use crate::api::{CheckoutRequest, ErrorBody, Lease};
 use crate::token::Jwks;
 
-/// Why a call did not produce what was asked for.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ClientError {
-    /// 401: the license key is missing or wrong. Retrying will not help.
-    #[error("unauthorized: {0}")]
-    Unauthorized(String),
-    /// 404 `unknown_license`: the server has no such license.
-    #[error("unknown license: {0}")]
-    UnknownLicense(String),
-    /// 409 `no_seats_available`: the pool is full. `retry_after` is the
-    /// server's estimate of when the earliest live lease could lapse.
-    #[error("no seats available ({live:?} of {seats:?} live); retry after {retry_after:?}")]
-    NoSeats {
-        retry_after: Option<Duration>,
-        seats: Option<u32>,
-        live: Option<u32>,
-    },
-    /// 403 `blocked`: an admin revoked this holder's seat and blocked
-    /// re-checkout for a while.
-    #[error("blocked: {message}")]
-    Blocked {
-        retry_after: Option<Duration>,
-        message: String,
-    },
-    /// 410 `seat_lost`: released, revoked, reaped or lapsed. Check out again.
-    #[error("seat lost: the server no longer holds this seat")]
-    SeatLost,
-    /// The request may not have reached the server or the server could not
-    /// answer now: timeout, connection refused or reset, 5xx, 429. A lease
-    /// already held stays valid until its signed expiry.
-    #[error("transient failure: {0}")]
-    Transient(String),
-    /// Another 4xx (e.g. 400 `invalid_request`): this request is wrong and
-    /// sending it again will not help.
-    #[error("request rejected: {status} {code}: {message}")]
-    Rejected {
-        status: u16,
-        code: String,
-        message: String,
-    },
-    /// The response breaks the contract: unparseable body, or a lease whose
-    /// token does not verify against the JWKS or does not match its body.
-    #[error("invalid response: {0}")]
-    Invalid(String),
-}
-
-impl ClientError {
-    /// Worth sending again later as it is (the outcome may differ).
-    pub fn is_transient(&self) -> bool {
-        matches!(self, ClientError::Transient(_) | ClientError::Invalid(_))
-    }
-}
+/// The longest `?wait=` the server honours (`assets/openapi.yaml`: values
+/// above 60 seconds are treated as 60).
+pub const MAX_CHECKOUT_WAIT: Duration = Duration::from_secs(60);
 
 /// A client for one license on one server.
 #[derive(Debug, Clone)]
@@ -103,21 +56,45 @@ impl Client {
         format!("{}/v1/licenses/{}/seats", self.base, self.license)
     }
 
-    /// `POST /v1/licenses/{license}/seats`. Send the same `idempotency_key`
-    /// when retrying the same attempt after a transient error, so a checkout
-    /// that did reach the server returns the same seat instead of a second.
+    /// `POST /v1/licenses/{license}/seats`: a seat now, or
+    /// [`ClientError::NoSeats`] when the pool is full. Send the same
+    /// `idempotency_key` when retrying the same attempt after a transient
+    /// error, so a checkout that did reach the server returns the same seat
+    /// instead of a second.
     pub async fn checkout(
         &self,
         request: &CheckoutRequest,
         idempotency_key: Option<&str>,
         timeout: Duration,
     ) -> Result<Lease, ClientError> {
+        self.checkout_waiting(request, idempotency_key, Duration::ZERO, timeout)
+            .await
+    }
+
+    /// `POST /v1/licenses/{license}/seats?wait=`: when the pool is full, wait
+    /// in the license's first-come-first-served line for up to `wait` (whole
+    /// seconds, rounded down, at most [`MAX_CHECKOUT_WAIT`]) and get the
+    /// first seat that frees, or [`ClientError::NoSeats`] when the wait runs
+    /// out. `timeout` is for the answer once the wait is over: the request
+    /// is given `wait + timeout`. Dropping the future hangs up, and the
+    /// server then takes the request out of the line without a seat.
+    pub async fn checkout_waiting(
+        &self,
+        request: &CheckoutRequest,
+        idempotency_key: Option<&str>,
+        wait: Duration,
+        timeout: Duration,
+    ) -> Result<Lease, ClientError> {
+        let wait_s = wait.min(MAX_CHECKOUT_WAIT).as_secs();
         let mut req = self
             .http
             .post(self.seats_url())
             .bearer_auth(&self.key)
-            .timeout(timeout)
+            .timeout(Duration::from_secs(wait_s) + timeout)
             .json(request);
+        if wait_s > 0 {
+            req = req.query(&[("wait", wait_s)]);
+        }
         if let Some(k) = idempotency_key {
             req = req.header("idempotency-key", k);
         }
@@ -200,42 +177,6 @@ async fn error_from(resp: reqwest::Response) -> ClientError {
     classify(status.as_u16(), body, retry_after)
 }
 
-/// Sort a non-success response into a [`ClientError`] (pure; unit-tested).
-pub(crate) fn classify(
-    status: u16,
-    body: Option<ErrorBody>,
-    retry_after: Option<Duration>,
-) -> ClientError {
-    let (error, message, seats, live) = match body {
-        Some(b) => (b.error, b.message, b.seats, b.live),
-        None => (String::new(), format!("HTTP {status}"), None, None),
-    };
-    match (status, error.as_str()) {
-        (401, _) => ClientError::Unauthorized(message),
-        (404, code::UNKNOWN_LICENSE) => ClientError::UnknownLicense(message),
-        (409, _) => ClientError::NoSeats {
-            retry_after,
-            seats,
-            live,
-        },
-        (403, code::BLOCKED) => ClientError::Blocked {
-            retry_after,
-            message,
-        },
-        (410, _) => ClientError::SeatLost,
-        (408 | 429, _) | (500..=599, _) => {
-            ClientError::Transient(format!("HTTP {status}: {message}"))
-        }
-        (400..=499, _) => ClientError::Rejected {
-            status,
-            code: error,
-            message,
-        },
-        // 1xx/2xx/3xx where a specific status was expected.
-        _ => ClientError::Invalid(format!("unexpected HTTP {status}: {message}")),
-    }
-}
-
 /// `Retry-After` in delta-seconds (the only form the server sends).
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     headers
@@ -251,57 +192,6 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn body(error: &str) -> Option<ErrorBody> {
-        Some(ErrorBody {
-            error: error.into(),
-            message: "m".into(),
-            seats: Some(3),
-            live: Some(3),
-        })
-    }
-
-    #[test]
-    fn every_contract_status_has_its_variant() {
-        let ra = Some(Duration::from_secs(7));
-        assert!(matches!(
-            classify(401, body("unauthorized"), None),
-            ClientError::Unauthorized(_)
-        ));
-        assert!(matches!(
-            classify(404, body("unknown_license"), None),
-            ClientError::UnknownLicense(_)
-        ));
-        assert_eq!(
-            classify(409, body("no_seats_available"), ra),
-            ClientError::NoSeats {
-                retry_after: ra,
-                seats: Some(3),
-                live: Some(3)
-            }
-        );
-        assert!(matches!(
-            classify(403, body("blocked"), ra),
-            ClientError::Blocked { retry_after, .. } if retry_after == ra
-        ));
-        assert_eq!(
-            classify(410, body("seat_lost"), None),
-            ClientError::SeatLost
-        );
-        for s in [500, 502, 503, 504, 429, 408] {
-            assert!(classify(s, None, None).is_transient(), "{s}");
-        }
-        assert!(matches!(
-            classify(400, body("invalid_request"), None),
-            ClientError::Rejected { status: 400, .. }
-        ));
-        // A 404 that is not unknown_license (wrong base URL) is not "unknown license".
-        assert!(matches!(
-            classify(404, body("not_found"), None),
-            ClientError::Rejected { status: 404, .. }
-        ));
-        assert!(matches!(classify(302, None, None), ClientError::Invalid(_)));
-    }
 
     #[test]
     fn retry_after_is_delta_seconds() {

@@ -34,56 +34,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::clock::{LocalClock, SystemClock};
-use super::http::{Client, ClientError};
+use super::error::ClientError;
+use super::http::Client;
 use super::machine::{Action, Expected, Machine, check_lease};
+use super::state::KeeperState;
 use crate::api::{CheckoutRequest, Lease};
 use crate::token::{Jwks, TokenError, verify};
-
-/// What the keeper is doing, as published on its watch channel.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeeperState {
-    /// No seat yet, or the seat was lost (410: revoked, reaped): checking out.
-    Acquiring,
-    /// Holding this verified lease. It stays `Held` through transient
-    /// failures (server down, timeouts, 5xx) for as long as the lease is
-    /// valid; the lease is replaced by each successful heartbeat.
-    Held(Lease),
-    /// The pool is full (409): checking out again after `retry_after`.
-    Waiting { retry_after: Duration },
-    /// The held lease has expired by the local clock and renewing or
-    /// re-acquiring it failed. Still trying; this is when to degrade.
-    Lapsed,
-    /// An admin revoked the seat and blocked re-checkout (403). Stopped.
-    Blocked {
-        retry_after: Option<Duration>,
-        message: String,
-    },
-    /// A permanent error: wrong key, unknown license, rejected request. Stopped.
-    Failed(String),
-    /// Shut down; the seat was released.
-    Stopped,
-}
-
-impl KeeperState {
-    pub fn is_held(&self) -> bool {
-        matches!(self, KeeperState::Held(_))
-    }
-
-    pub fn lease(&self) -> Option<&Lease> {
-        match self {
-            KeeperState::Held(l) => Some(l),
-            _ => None,
-        }
-    }
-
-    /// The keeper has stopped trying.
-    pub fn is_terminal(&self) -> bool {
-        matches!(
-            self,
-            KeeperState::Blocked { .. } | KeeperState::Failed(_) | KeeperState::Stopped
-        )
-    }
-}
 
 /// What a keeper needs to know.
 #[derive(Debug, Clone)]
@@ -312,6 +268,13 @@ impl Driver {
                     }
                 }
                 Action::Checkout { idempotency_key } => {
+                    // A plain checkout, not `checkout_waiting`: on a full pool
+                    // the keeper publishes `Waiting { retry_after }` and polls.
+                    // Waiting in line would hold a request open for up to a
+                    // minute, and shutdown lets the request in flight finish
+                    // (so a granted seat is released, not leaked): shutdown
+                    // would stall that long, and the application would see
+                    // `Acquiring` instead of `Waiting` for the whole wait.
                     let sent = self.clock.now();
                     let timeout = self
                         .machine
@@ -420,7 +383,8 @@ impl Driver {
                 }
             }
         };
-        check_lease(&lease, &claims, &self.expected, seat).map_err(ClientError::Invalid)?;
+        check_lease(&lease, &claims, &self.expected, seat)
+            .map_err(|e| ClientError::Invalid(e.to_string()))?;
         Ok(lease)
     }
 }

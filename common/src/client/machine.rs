@@ -15,8 +15,8 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::http::ClientError;
-use super::keeper::KeeperState;
+use super::error::ClientError;
+use super::state::KeeperState;
 use crate::api::Lease;
 use crate::time::{Timestamp, duration_millis};
 use crate::token::LeaseClaims;
@@ -82,39 +82,56 @@ pub struct Expected {
     pub fingerprint: Option<String>,
 }
 
+/// How a lease differs from its token or from what was asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseMismatch {
+    #[error("token claims {claims} do not match the lease body (seat {seat})")]
+    TokenDiffers { claims: String, seat: String },
+    #[error("lease is for license {0:?}")]
+    OtherLicense(String),
+    #[error("lease is for holder {0:?}")]
+    OtherHolder(String),
+    #[error("lease has fingerprint {0:?}")]
+    OtherFingerprint(Option<String>),
+    #[error("heartbeat of seat {asked} returned seat {got}")]
+    OtherSeat { asked: String, got: String },
+    #[error("lease expires before it was issued")]
+    ExpiresBeforeIssued,
+}
+
 /// Check a lease against its verified token claims and what was asked for
-/// (and, on heartbeat, the seat held). `Err` names the mismatch.
+/// (and, on heartbeat, the seat held).
 pub fn check_lease(
     lease: &Lease,
     claims: &LeaseClaims,
     expected: &Expected,
     seat: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), LeaseMismatch> {
     if !claims.matches(lease) {
-        return Err(format!(
-            "token claims {claims:?} do not match the lease body (seat {})",
-            lease.seat_id
-        ));
+        return Err(LeaseMismatch::TokenDiffers {
+            claims: format!("{claims:?}"),
+            seat: lease.seat_id.clone(),
+        });
     }
     if lease.license_id != expected.license {
-        return Err(format!("lease is for license {:?}", lease.license_id));
+        return Err(LeaseMismatch::OtherLicense(lease.license_id.clone()));
     }
     if lease.holder != expected.holder {
-        return Err(format!("lease is for holder {:?}", lease.holder));
+        return Err(LeaseMismatch::OtherHolder(lease.holder.clone()));
     }
     if lease.fingerprint != expected.fingerprint {
-        return Err(format!("lease has fingerprint {:?}", lease.fingerprint));
+        return Err(LeaseMismatch::OtherFingerprint(lease.fingerprint.clone()));
     }
     if let Some(seat) = seat
         && lease.seat_id != seat
     {
-        return Err(format!(
-            "heartbeat of seat {seat} returned seat {}",
-            lease.seat_id
-        ));
+        return Err(LeaseMismatch::OtherSeat {
+            asked: seat.to_string(),
+            got: lease.seat_id.clone(),
+        });
     }
     if lease.expires_at < lease.issued_at {
-        return Err("lease expires before it was issued".into());
+        return Err(LeaseMismatch::ExpiresBeforeIssued);
     }
     Ok(())
 }
@@ -660,17 +677,29 @@ mod tests {
             fingerprint: Some("fp".into()),
         };
         assert_eq!(check_lease(&l, &claims, &exp, Some("a")), Ok(()));
-        assert!(check_lease(&l, &claims, &exp, Some("b")).is_err());
+        assert_eq!(
+            check_lease(&l, &claims, &exp, Some("b")),
+            Err(LeaseMismatch::OtherSeat {
+                asked: "b".into(),
+                got: "a".into()
+            })
+        );
         let mut longer = l.clone();
         longer.expires_at = at(3_600_000);
         assert!(
-            check_lease(&longer, &claims, &exp, None).is_err(),
+            matches!(
+                check_lease(&longer, &claims, &exp, None),
+                Err(LeaseMismatch::TokenDiffers { .. })
+            ),
             "a body promising more than its token is refused"
         );
         let other = Expected {
             holder: "mallory".into(),
             ..exp.clone()
         };
-        assert!(check_lease(&l, &claims, &other, None).is_err());
+        assert_eq!(
+            check_lease(&l, &claims, &other, None),
+            Err(LeaseMismatch::OtherHolder("h".into()))
+        );
     }
 }

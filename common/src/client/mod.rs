@@ -1,8 +1,9 @@
 //! The client side of Leasehold (feature `client`): the crate's one I/O edge.
 //!
 //! - [`http::Client`]: a typed client for the client endpoints of the HTTP
-//!   contract, one method per call, each returning [`ClientError`] variants an
-//!   application can act on (transient, seat lost, pool full, blocked, ...).
+//!   contract, one method per call (a checkout may wait in line with
+//!   `?wait=`), each returning [`ClientError`] variants an application can
+//!   act on (transient, seat lost, pool full, blocked, ...).
 //! - [`LeaseKeeper`]: holds one seat for an application. Checks out, verifies
 //!   every token against the server's JWKS, heartbeats at a third of the
 //!   lease's own window, rides out transient failures on the lease it holds,
@@ -17,10 +18,14 @@
 //! client whose clock is an hour off keeps its seat like any other.
 
 pub mod clock;
+pub mod error;
 pub mod http;
 pub mod keeper;
 pub mod machine;
+pub mod state;
 
 pub use clock::{LocalClock, SystemClock};
-pub use http::{Client, ClientError};
-pub use keeper::{KeeperConfig, KeeperState, KeeperStats, LeaseKeeper};
+pub use error::ClientError;
+pub use http::{Client, MAX_CHECKOUT_WAIT};
+pub use keeper::{KeeperConfig, KeeperStats, LeaseKeeper};
+pub use state::KeeperState;

@@ -1,6 +1,7 @@
-//! Handlers: turn one parsed request into one reply. Authentication and input
-//! validation happen here, before anything reaches the store, so bad input
-//! changes nothing.
+//! Handlers: turn one parsed request into one reply. Input validation (and
+//! the license-key check of client routes) happens here, before anything
+//! reaches the store, so bad input changes nothing. Admin handlers run only
+//! behind the admin auth filter (see [`super::auth`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -18,11 +19,11 @@ use leasehold_common::{LicenseConfig, is_live};
 use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
 
+use super::auth::client_license;
 use super::error::ApiError;
 use crate::AppState;
-use crate::keys::key_matches;
-use crate::metrics::Metrics;
-use crate::queue::{MAX_WAIT_S, Ticket};
+use crate::metrics::{Metrics, PoolGauges};
+use crate::queue::{self, MAX_WAIT_S};
 use crate::store::{self, CheckoutOutcome, HeartbeatOutcome, LeaseRow};
 
 pub type Result<T> = std::result::Result<T, ApiError>;
@@ -33,48 +34,6 @@ const EVENTS_MAX_LIMIT: usize = 10_000;
 /// Longest re-checkout block an admin may set.
 const MAX_BLOCK_S: u64 = 30 * 24 * 3600;
 const IDEMPOTENCY_KEY_MAX: usize = 128;
-
-/// `Authorization: Bearer <secret>` → the secret.
-fn bearer(authorization: Option<&str>) -> Option<&str> {
-    let value = authorization?.trim();
-    let (scheme, secret) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| secret.trim())
-        .filter(|s| !s.is_empty())
-}
-
-/// A client of `license_id`: its key must match (in constant time).
-fn client_license(
-    state: &AppState,
-    license_id: &str,
-    authorization: Option<&str>,
-) -> Result<LicenseConfig> {
-    let Some(presented) = bearer(authorization) else {
-        return Err(ApiError::unauthorized(
-            "send the license key as 'Authorization: Bearer <key>'",
-        ));
-    };
-    let licenses = state.licenses.current();
-    let lic = licenses
-        .get(license_id)
-        .ok_or_else(|| ApiError::unknown_license(license_id))?;
-    if !key_matches(&lic.key, presented) {
-        return Err(ApiError::unauthorized(format!(
-            "the key is not valid for license {license_id:?}"
-        )));
-    }
-    Ok(lic.clone())
-}
-
-fn admin(state: &AppState, authorization: Option<&str>) -> Result<()> {
-    match bearer(authorization) {
-        Some(t) if state.admin_token.matches(t) => Ok(()),
-        _ => Err(ApiError::unauthorized(
-            "admin endpoints need 'Authorization: Bearer <admin token>'",
-        )),
-    }
-}
 
 /// The lease as the client sees it, with a fresh signature.
 fn signed(state: &AppState, row: LeaseRow) -> Lease {
@@ -123,12 +82,43 @@ pub async fn checkout(
     body: Bytes,
 ) -> Result<Response> {
     client_license(state, &license_id, authorization.as_deref())?;
+    let req = checkout_request(license_id, idempotency_key, &body)?;
+    let wait = Duration::from_secs(
+        query_int(&query, "wait")?
+            .unwrap_or(0)
+            .min(MAX_WAIT_S as i64) as u64,
+    );
+    let license_id = req.license_id.clone();
+    // Signed while the batch commits; sent only once it has.
+    let (answer, outcome) =
+        queue::checkout_in_line(&state.store, &state.queues, req, wait, |outcome| {
+            checkout_reply(state, &license_id, outcome)
+        })
+        .await
+        .map_err(store_err(state))?;
+    let counter = match outcome {
+        CheckoutOutcome::Granted { reused: true, .. } => &state.metrics.checkouts_reused,
+        CheckoutOutcome::Granted { reused: false, .. } => &state.metrics.checkouts,
+        CheckoutOutcome::Full { .. } => &state.metrics.denials_full,
+        CheckoutOutcome::Blocked { .. } => &state.metrics.denials_blocked,
+        CheckoutOutcome::UnknownLicense => return answer,
+    };
+    Metrics::inc(counter);
+    answer
+}
+
+/// The body and `Idempotency-Key` of a checkout, validated.
+fn checkout_request(
+    license_id: String,
+    idempotency_key: Option<String>,
+    body: &Bytes,
+) -> Result<store::CheckoutRequest> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid(
             "send a JSON body: {\"holder\": \"...\", \"fingerprint\": \"...\"}",
         ));
     }
-    let req: CheckoutRequest = parse_json(&body, "checkout request")?;
+    let req: CheckoutRequest = parse_json(body, "checkout request")?;
     check_text("holder", &req.holder, HOLDER_MAX_CHARS, false)
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     let fingerprint = req.fingerprint.filter(|f| !f.is_empty());
@@ -145,66 +135,12 @@ pub async fn checkout(
             "Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters"
         )));
     }
-
-    let wait = Duration::from_secs(
-        query_int(&query, "wait")?
-            .unwrap_or(0)
-            .min(MAX_WAIT_S as i64) as u64,
-    );
-    let req = store::CheckoutRequest {
-        license_id: license_id.clone(),
+    Ok(store::CheckoutRequest {
+        license_id,
         holder: req.holder,
         fingerprint,
         idempotency_key,
-    };
-    let deadline = tokio::time::Instant::now() + wait;
-    let mut ticket = None;
-    loop {
-        // Armed before the attempt, so a seat freed during it still wakes us.
-        let notified = state.queues.changed.notified();
-        let mut notified = std::pin::pin!(notified);
-        notified.as_mut().enable();
-        let ahead = match &ticket {
-            Some(t) => Ticket::ahead(t),
-            None => state.queues.waiting(&license_id),
-        };
-        let applied = state
-            .store
-            .checkout_applied(req.clone(), u32::try_from(ahead).unwrap_or(u32::MAX))
-            .await
-            .map_err(store_err(state))?;
-        match applied.value {
-            CheckoutOutcome::Full { retry_after, .. } if tokio::time::Instant::now() < deadline => {
-                applied.committed().await.map_err(store_err(state))?;
-                if ticket.is_none() {
-                    ticket = Some(state.queues.join(&license_id));
-                }
-                // Wake on a freed seat, on the earliest lease lapsing, or at
-                // the end of the wait (one last try, then 409).
-                let recheck = tokio::time::Instant::now() + retry_after;
-                tokio::select! {
-                    _ = notified => {}
-                    _ = tokio::time::sleep_until(recheck.min(deadline)) => {}
-                }
-            }
-            _ => {
-                // Signed while the batch commits; sent only once it has.
-                let answer = checkout_reply(state, &license_id, &applied.value);
-                let outcome = applied.committed().await.map_err(store_err(state))?;
-                let counter = match outcome {
-                    CheckoutOutcome::Granted { reused: true, .. } => {
-                        &state.metrics.checkouts_reused
-                    }
-                    CheckoutOutcome::Granted { reused: false, .. } => &state.metrics.checkouts,
-                    CheckoutOutcome::Full { .. } => &state.metrics.denials_full,
-                    CheckoutOutcome::Blocked { .. } => &state.metrics.denials_blocked,
-                    CheckoutOutcome::UnknownLicense => return answer,
-                };
-                Metrics::inc(counter);
-                return answer;
-            }
-        }
-    }
+    })
 }
 
 /// The answer to a checkout's outcome (the caller counts it).
@@ -300,34 +236,49 @@ pub async fn release(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// Every configured license with its live seats (from the writer's index).
-async fn pools(
-    state: &AppState,
-) -> std::result::Result<Vec<(LicenseConfig, u32)>, store::StoreError> {
+/// One configured license, its live seats (from the writer's index) and how
+/// many `?wait=` checkouts stand in its line.
+struct Pool {
+    license: LicenseConfig,
+    live: u32,
+    waiting: u32,
+}
+
+async fn pools(state: &AppState) -> std::result::Result<Vec<Pool>, store::StoreError> {
     let live: HashMap<String, u32> = state.store.live_counts().await?.into_iter().collect();
     Ok(state
         .licenses
         .current()
         .iter()
-        .map(|l| (l.clone(), live.get(&l.id).copied().unwrap_or(0)))
+        .map(|l| Pool {
+            license: l.clone(),
+            live: live.get(&l.id).copied().unwrap_or(0),
+            waiting: u32::try_from(state.queues.waiting(&l.id)).unwrap_or(u32::MAX),
+        })
         .collect())
 }
 
-pub async fn admin_licenses(state: &AppState, authorization: Option<String>) -> Result<Response> {
-    admin(state, authorization.as_deref())?;
+pub async fn admin_licenses(state: &AppState) -> Result<Response> {
     let now = state.clock.now();
     let licenses = pools(state)
         .await
         .map_err(store_err(state))?
         .into_iter()
-        .map(|(l, live)| LicenseSummary {
-            seats: l.policy.seats,
-            live,
-            ttl_s: api::seconds(l.policy.ttl),
-            skew_s: api::seconds(l.policy.skew),
-            reap_grace_s: api::seconds(l.policy.reap_grace),
-            id: l.id,
-        })
+        .map(
+            |Pool {
+                 license: l,
+                 live,
+                 waiting,
+             }| LicenseSummary {
+                seats: l.policy.seats,
+                live,
+                waiting,
+                ttl_s: api::seconds(l.policy.ttl),
+                skew_s: api::seconds(l.policy.skew),
+                reap_grace_s: api::seconds(l.policy.reap_grace),
+                id: l.id,
+            },
+        )
         .collect();
     Ok(json(StatusCode::OK, &LicensesResponse { now, licenses }))
 }
@@ -335,11 +286,16 @@ pub async fn admin_licenses(state: &AppState, authorization: Option<String>) -> 
 /// `GET /metrics`. A store that cannot answer shows as no pool gauges rather
 /// than a failed scrape.
 pub async fn metrics(state: &AppState) -> Response {
-    let pools: Vec<(String, u32, u32)> = pools(state)
+    let pools: Vec<PoolGauges> = pools(state)
         .await
         .unwrap_or_default()
         .into_iter()
-        .map(|(l, live)| (l.id, l.policy.seats, live))
+        .map(|p| PoolGauges {
+            seats: p.license.policy.seats,
+            license: p.license.id,
+            live: p.live,
+            waiting: p.waiting,
+        })
         .collect();
     warp::reply::with_header(
         state.metrics.render(&pools, state.store.writer_stats()),
@@ -349,12 +305,7 @@ pub async fn metrics(state: &AppState) -> Response {
     .into_response()
 }
 
-pub async fn admin_seats(
-    state: &AppState,
-    authorization: Option<String>,
-    query: HashMap<String, String>,
-) -> Result<Response> {
-    admin(state, authorization.as_deref())?;
+pub async fn admin_seats(state: &AppState, query: HashMap<String, String>) -> Result<Response> {
     let licenses = state.licenses.current();
     let filter = query.get("license").map(String::as_str);
     if let Some(id) = filter
@@ -391,13 +342,7 @@ pub async fn admin_seats(
     Ok(json(StatusCode::OK, &SeatsResponse { now, seats }))
 }
 
-pub async fn admin_revoke(
-    state: &AppState,
-    seat_id: String,
-    authorization: Option<String>,
-    body: Bytes,
-) -> Result<Response> {
-    admin(state, authorization.as_deref())?;
+pub async fn admin_revoke(state: &AppState, seat_id: String, body: Bytes) -> Result<Response> {
     let req: RevokeRequest = if body.iter().all(u8::is_ascii_whitespace) {
         RevokeRequest::default()
     } else {
@@ -447,12 +392,7 @@ fn query_int(query: &HashMap<String, String>, name: &str) -> Result<Option<i64>>
     }
 }
 
-pub async fn admin_events(
-    state: &AppState,
-    authorization: Option<String>,
-    query: HashMap<String, String>,
-) -> Result<Response> {
-    admin(state, authorization.as_deref())?;
+pub async fn admin_events(state: &AppState, query: HashMap<String, String>) -> Result<Response> {
     let after = query_int(&query, "after")?.unwrap_or(0);
     let limit = query_int(&query, "limit")?
         .map(|l| (l as usize).min(EVENTS_MAX_LIMIT))
@@ -467,11 +407,9 @@ pub async fn admin_events(
 
 pub async fn admin_events_stream(
     state: std::sync::Arc<AppState>,
-    authorization: Option<String>,
     last_event_id: Option<String>,
     query: HashMap<String, String>,
 ) -> Result<Response> {
-    admin(&state, authorization.as_deref())?;
     let from_header = match last_event_id.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(v) => Some(
@@ -490,16 +428,6 @@ pub async fn admin_events_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bearer_parsing() {
-        assert_eq!(bearer(Some("Bearer abc")), Some("abc"));
-        assert_eq!(bearer(Some("bearer   abc ")), Some("abc"));
-        assert_eq!(bearer(Some("Basic abc")), None);
-        assert_eq!(bearer(Some("Bearer ")), None);
-        assert_eq!(bearer(Some("abc")), None);
-        assert_eq!(bearer(None), None);
-    }
 
     #[test]
     fn retry_after_rounds_up_and_is_never_zero() {

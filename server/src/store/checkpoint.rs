@@ -137,7 +137,7 @@ pub type Checkpointer = (std::sync::mpsc::Sender<()>, JoinHandle<()>);
 /// Start the `store-checkpoint` thread on its own connection (`open`). On
 /// stop it truncates the WAL, so a clean shutdown leaves a small file.
 pub fn spawn_checkpointer(
-    open: impl Fn() -> rusqlite::Result<Connection> + Send + 'static,
+    open: impl Fn() -> Result<Connection, StoreError> + Send + 'static,
     wal: Arc<WalHousekeeping>,
     every: Duration,
 ) -> Result<Checkpointer, StoreError> {
@@ -180,7 +180,10 @@ pub fn spawn_checkpointer(
                 let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
             }
         })
-        .map_err(|e| StoreError::Incompatible(format!("cannot start checkpoint thread: {e}")))?;
+        .map_err(|source| StoreError::ThreadSpawn {
+            thread: "checkpoint",
+            source,
+        })?;
     Ok((stop, handle))
 }
 

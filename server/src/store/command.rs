@@ -72,7 +72,7 @@ pub fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>)
     Box::new(move |commit| {
         let answer = match commit {
             Ok(()) => result,
-            Err(msg) => Err(StoreError::commit_failed(msg)),
+            Err(msg) => Err(StoreError::CommitFailed(msg.to_string())),
         };
         let _ = reply.send(answer);
     })

@@ -13,6 +13,7 @@
 
 pub mod checkpoint;
 mod command;
+mod error;
 mod live_index;
 pub mod pg;
 mod read;
@@ -36,6 +37,7 @@ use crate::licenses::LicensesHandle;
 
 use checkpoint::{Checkpointer, WalHousekeeping};
 use command::Command;
+pub use error::StoreError;
 pub use read::ReadPool;
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
 use writer::Writer;
@@ -93,37 +95,6 @@ pub struct CheckoutRequest {
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    #[error("the store is shutting down")]
-    Closed,
-    #[error("{0}")]
-    Incompatible(String),
-    #[error("PostgreSQL: {0}")]
-    Postgres(#[from] postgres::Error),
-    /// The database cannot be reached or refused the batch as a whole.
-    #[error("the database is unavailable: {0}")]
-    Unavailable(String),
-    #[error("the event log holds an event of unknown kind {0:?}")]
-    UnknownEventKind(String),
-    #[error("the cluster's licenses policy is unreadable: {0}")]
-    ClusterPolicy(String),
-    #[error("cannot begin a transaction: {0}")]
-    BeginFailed(String),
-    /// A reap wrote a different number of events than it deleted leases; the
-    /// command is rolled back rather than log a reap that did not happen.
-    #[error("reap wrote {events} event(s) for {deleted} deleted lease(s)")]
-    ReapMismatch { events: usize, deleted: usize },
-}
-
-impl StoreError {
-    fn commit_failed(msg: &str) -> StoreError {
-        StoreError::Incompatible(format!("commit failed: {msg}"))
-    }
-}
-
 /// What the writer decided for a command whose batch is not yet durable.
 ///
 /// Prepare the answer from `value` (sign the token, build the body) while the
@@ -147,7 +118,7 @@ impl<T> Applied<T> {
             .clone();
         match outcome {
             Some(Ok(())) => Ok(value),
-            Some(Err(msg)) => Err(StoreError::commit_failed(&msg)),
+            Some(Err(msg)) => Err(StoreError::CommitFailed(msg)),
             None => Err(StoreError::Closed),
         }
     }
@@ -240,7 +211,7 @@ impl Store {
         options: StoreOptions,
     ) -> Result<Store, StoreError> {
         let mut conn = open_connection(path, false)?;
-        schema::migrate(&mut conn)?.map_err(StoreError::Incompatible)?;
+        schema::migrate(&mut conn)?;
         // Checkpoints run on their own thread, not inside the writer's
         // COMMIT, so group commit never stalls behind copying the WAL back.
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
@@ -266,7 +237,10 @@ impl Store {
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || writer.run(rx))
-            .map_err(|e| StoreError::Incompatible(format!("cannot start writer thread: {e}")))?;
+            .map_err(|source| StoreError::ThreadSpawn {
+                thread: "writer",
+                source,
+            })?;
         Ok(Store {
             commands,
             backend: Arc::new(Backend::Sqlite {
@@ -303,7 +277,10 @@ impl Store {
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || writer.run(rx))
-            .map_err(|e| StoreError::Incompatible(format!("cannot start writer thread: {e}")))?;
+            .map_err(|source| StoreError::ThreadSpawn {
+                thread: "store-writer",
+                source,
+            })?;
         let (stop_follower, stop) = watch::channel(false);
         let follower = tokio::spawn(pg::follower::follow(
             config.clone(),
@@ -592,7 +569,7 @@ fn detached<T: Send + 'static>(
 }
 
 /// Open a connection with the pragmas every connection needs.
-fn open_connection(path: &Path, read_only: bool) -> rusqlite::Result<Connection> {
+fn open_connection(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
     } else {
@@ -611,10 +588,10 @@ fn open_connection(path: &Path, read_only: bool) -> rusqlite::Result<Connection>
         // power loss, which is what "acknowledged" promises.
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(rusqlite::Error::InvalidParameterName(format!(
-                "cannot switch {} to WAL mode (got {mode})",
-                path.display()
-            )));
+            return Err(StoreError::NotWal {
+                path: path.to_path_buf(),
+                mode,
+            });
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
         // The writer touches leaf pages all over the leases table; keep them

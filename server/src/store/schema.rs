@@ -5,6 +5,8 @@
 
 use rusqlite::Connection;
 
+use super::StoreError;
+
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
     // v1: leases, re-checkout blocks, the event log, server metadata.
@@ -59,19 +61,18 @@ pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Bring the database up to [`CURRENT_VERSION`]. Refuses a database written
 /// by a newer build rather than guessing at its schema.
-pub fn migrate(conn: &mut Connection) -> rusqlite::Result<Result<(), String>> {
+pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version < 0 {
         // Not a version any leaseholdd writes; `version as usize` below would
         // wrap and silently skip every migration.
-        return Ok(Err(format!(
-            "database schema version {version} was not written by leaseholdd"
-        )));
+        return Err(StoreError::SchemaNotOurs { version });
     }
     if version > CURRENT_VERSION {
-        return Ok(Err(format!(
-            "database schema version {version} is newer than this leaseholdd understands ({CURRENT_VERSION})"
-        )));
+        return Err(StoreError::SchemaTooNew {
+            version,
+            supported: CURRENT_VERSION,
+        });
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let tx = conn.transaction()?;
@@ -79,5 +80,5 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<Result<(), String>> {
         tx.pragma_update(None, "user_version", i as i64 + 1)?;
         tx.commit()?;
     }
-    Ok(Ok(()))
+    Ok(())
 }

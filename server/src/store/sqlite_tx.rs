@@ -249,7 +249,8 @@ impl LeaseTx for SqliteTx<'_> {
             // Cannot happen inside one savepoint; if it did, roll back
             // rather than log a reap that did not happen.
             return Err(StoreError::ReapMismatch {
-                events: events.len(),
+                license_id: license_id.to_string(),
+                logged: events.len(),
                 deleted: expiries.len(),
             });
         }

@@ -64,11 +64,6 @@ impl Rng {
             items.swap(i, j);
         }
     }
-
-    /// An independent generator for a sub-task (a client, the revoker).
-    pub fn fork(&mut self) -> Rng {
-        Rng::new(self.next_u64())
-    }
 }
 
 /// How a simulated client behaves.
@@ -416,6 +411,35 @@ mod tests {
         let counts: Vec<usize> = Behaviour::ALL.iter().map(|b| p.count(*b)).collect();
         // steady, releaser, crasher, flaky, late
         assert_eq!(counts, vec![1, 4, 1, 1, 1]);
+    }
+
+    /// `tests/tests/simulate.rs` runs this plan on a 4-seat pool and relies
+    /// on a denial: five clients ask for a seat before the first release
+    /// can come (a releaser works at least a tenth of the run; steady,
+    /// flaky and crashing clients never release early), with time to spare.
+    #[test]
+    fn the_end_to_end_plan_crowds_a_four_seat_pool() {
+        let d = Duration::from_secs(4);
+        let p = plan(8, d, 1);
+        let mut asks: Vec<Duration> = p
+            .clients
+            .iter()
+            .filter(|c| c.behaviour != Behaviour::Late)
+            .map(|c| c.start)
+            .collect();
+        asks.sort();
+        let first_release = p
+            .clients
+            .iter()
+            .filter(|c| c.behaviour == Behaviour::Releaser)
+            .map(|c| c.start + d.mul_f64(0.10))
+            .min()
+            .expect("releasers");
+        assert!(
+            asks[4] + Duration::from_millis(300) < first_release,
+            "fifth ask at {:?}, first release at {first_release:?}",
+            asks[4]
+        );
     }
 
     #[test]

@@ -115,7 +115,10 @@ pub fn migrate(client: &mut Client) -> Result<(), PgStartError> {
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.batch_execute(sql)?;
-        tx.execute("UPDATE leasehold_schema SET version = $1", &[&(i as i32 + 1)])?;
+        tx.execute(
+            "UPDATE leasehold_schema SET version = $1",
+            &[&(i as i32 + 1)],
+        )?;
     }
     tx.commit()?;
     Ok(())
@@ -124,9 +127,7 @@ pub fn migrate(client: &mut Client) -> Result<(), PgStartError> {
 /// Refuse a server that could lose an acknowledged seat in a crash.
 pub fn check_durability(client: &mut Client) -> Result<(), PgStartError> {
     for setting in ["fsync", "synchronous_commit"] {
-        let value: String = client
-            .query_one(&format!("SHOW {setting}"), &[])?
-            .get(0);
+        let value: String = client.query_one(&format!("SHOW {setting}"), &[])?.get(0);
         if value == "off" {
             return Err(PgStartError::NotDurable { setting });
         }

@@ -244,7 +244,10 @@ fn license_locks(batch: &[Command]) -> BTreeMap<i64, bool> {
     locks
 }
 
-fn take_locks(tx: &mut Transaction<'_>, locks: &BTreeMap<i64, bool>) -> Result<(), postgres::Error> {
+fn take_locks(
+    tx: &mut Transaction<'_>,
+    locks: &BTreeMap<i64, bool>,
+) -> Result<(), postgres::Error> {
     for (key, exclusive) in locks {
         let sql = if *exclusive {
             "SELECT pg_advisory_xact_lock($1)"

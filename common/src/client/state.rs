@@ -1,0 +1,52 @@
+//! `KeeperState`: what a [`super::LeaseKeeper`] is doing, as published on its
+//! watch channel. Plain data, so the pure [`super::machine`] can produce it
+//! without depending on the I/O driver.
+
+use crate::api::Lease;
+use std::time::Duration;
+
+/// What the keeper is doing, as published on its watch channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeeperState {
+    /// No seat yet, or the seat was lost (410: revoked, reaped): checking out.
+    Acquiring,
+    /// Holding this verified lease. It stays `Held` through transient
+    /// failures (server down, timeouts, 5xx) for as long as the lease is
+    /// valid; the lease is replaced by each successful heartbeat.
+    Held(Lease),
+    /// The pool is full (409): checking out again after `retry_after`.
+    Waiting { retry_after: Duration },
+    /// The held lease has expired by the local clock and renewing or
+    /// re-acquiring it failed. Still trying; this is when to degrade.
+    Lapsed,
+    /// An admin revoked the seat and blocked re-checkout (403). Stopped.
+    Blocked {
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// A permanent error: wrong key, unknown license, rejected request. Stopped.
+    Failed(String),
+    /// Shut down; the seat was released.
+    Stopped,
+}
+
+impl KeeperState {
+    pub fn is_held(&self) -> bool {
+        matches!(self, KeeperState::Held(_))
+    }
+
+    pub fn lease(&self) -> Option<&Lease> {
+        match self {
+            KeeperState::Held(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// The keeper has stopped trying.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            KeeperState::Blocked { .. } | KeeperState::Failed(_) | KeeperState::Stopped
+        )
+    }
+}

@@ -1,0 +1,64 @@
+//! What crosses between the event loop and [`super::App`]: the
+//! [`AppEvent`]s fed in, and the [`Command`]s handed back to carry out.
+
+use crossterm::event::KeyEvent;
+use leasehold_common::Timestamp;
+use leasehold_common::api::{Event, LicensesResponse, SeatsResponse};
+
+/// Everything the event loop feeds into [`super::App::update`].
+#[derive(Debug, Clone)]
+pub enum AppEvent {
+    Key(KeyEvent),
+    /// The 1 Hz tick: countdowns move, old messages fade.
+    Tick,
+    /// The terminal was resized (the loop recomputes the page size).
+    Resize,
+    /// A successful poll of licenses + seats.
+    Snapshot(Box<Snapshot>),
+    /// A poll failed; `error` is the one-line reason.
+    PollFailed {
+        error: String,
+    },
+    /// The SSE stream is (re)connected.
+    StreamUp,
+    /// One event from the SSE stream.
+    StreamEvent(Box<Event>),
+    /// The SSE stream broke; the loop retries with backoff.
+    StreamDown {
+        error: String,
+    },
+    /// The outcome of a [`Command::Revoke`].
+    RevokeDone {
+        seat_id: String,
+        holder: String,
+        outcome: RevokeOutcome,
+    },
+}
+
+/// One poll: both responses, and the local time the answer arrived.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub licenses: LicensesResponse,
+    pub seats: SeatsResponse,
+    pub received_at: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RevokeOutcome {
+    Revoked,
+    /// 404 `unknown_seat`: released, reaped or revoked by someone else.
+    Vanished,
+    Failed(String),
+}
+
+/// Work for the event loop; the app never performs it inline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Revoke {
+        seat_id: String,
+        holder: String,
+        reason: Option<String>,
+    },
+    /// Poll now instead of waiting for the next second.
+    Refresh,
+}

@@ -1,0 +1,31 @@
+//! Server strings made safe for the terminal on their way into the app.
+
+use leasehold_common::api::{Event, SeatView};
+use leasehold_common::text::sanitize_for_terminal;
+
+fn clean(s: String) -> String {
+    // Printable ASCII is never unsafe: skip the per-char Unicode checks.
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return s;
+    }
+    match sanitize_for_terminal(&s) {
+        std::borrow::Cow::Borrowed(_) => s,
+        std::borrow::Cow::Owned(o) => o,
+    }
+}
+
+pub(super) fn sanitize_seat(mut s: SeatView) -> SeatView {
+    s.license_id = clean(s.license_id);
+    s.seat_id = clean(s.seat_id);
+    s.holder = clean(s.holder);
+    s.fingerprint = s.fingerprint.map(clean);
+    s
+}
+
+pub(super) fn sanitize_event(mut e: Event) -> Event {
+    e.license_id = e.license_id.map(clean);
+    e.seat_id = e.seat_id.map(clean);
+    e.holder = e.holder.map(clean);
+    e.detail = e.detail.map(clean);
+    e
+}
