@@ -24,6 +24,12 @@ pub struct Config {
     #[arg(long, env = "LEASEHOLD_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
 
+    /// PostgreSQL URL (postgres://user@host/db): run as one of several
+    /// interchangeable replicas on that database. Without it, the store is
+    /// SQLite in --data-dir.
+    #[arg(long, env = "LEASEHOLD_DATABASE", value_name = "URL")]
+    pub database: Option<String>,
+
     /// The licenses file (TOML), watched and reloaded live.
     #[arg(
         long,

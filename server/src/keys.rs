@@ -90,15 +90,25 @@ fn load_or_create_secret(path: &Path) -> Result<String, KeyFileError> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let secret = hex::encode(rand::random::<[u8; 32]>());
-            let mut f = OpenOptions::new()
+            let mut f = match OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(path)
-                .map_err(|source| KeyFileError::Uncreatable {
-                    path: path.to_path_buf(),
-                    source,
-                })?;
+            {
+                Ok(f) => f,
+                // Another replica sharing this data dir created it first:
+                // never overwrite, use theirs.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return read_written_by_another(path);
+                }
+                Err(source) => {
+                    return Err(KeyFileError::Uncreatable {
+                        path: path.to_path_buf(),
+                        source,
+                    });
+                }
+            };
             f.write_all(format!("{secret}\n").as_bytes())
                 .and_then(|()| f.sync_all())
                 .map_err(|source| KeyFileError::Unwritable {
@@ -114,6 +124,24 @@ fn load_or_create_secret(path: &Path) -> Result<String, KeyFileError> {
     }
 }
 
+/// A secret file another process has just created: wait (briefly) until
+/// its contents are written.
+fn read_written_by_another(path: &Path) -> Result<String, KeyFileError> {
+    for _ in 0..50 {
+        match std::fs::read_to_string(path) {
+            Ok(text) if !text.trim().is_empty() => return Ok(text),
+            Ok(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            Err(source) => {
+                return Err(KeyFileError::Unreadable {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(String::new())
+}
+
 /// A bearer secret, compared in constant time. Hashing both sides first makes
 /// the comparison independent of the lengths too.
 #[derive(Clone)]
@@ -126,6 +154,12 @@ impl AdminToken {
 
     pub fn matches(&self, presented: &str) -> bool {
         self.0.matches(presented)
+    }
+
+    /// The token's SHA-256, hex: what replicas compare to agree on a token
+    /// without storing it.
+    pub fn sha256_hex(&self) -> String {
+        hex::encode(self.0.0)
     }
 }
 

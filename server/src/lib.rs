@@ -78,28 +78,53 @@ pub async fn run(
 struct Prepared {
     state: Arc<AppState>,
     shutdown_tx: watch::Sender<bool>,
-    _data_dir_lock: File,
+    /// SQLite only: the data dir's lock (replicas on PostgreSQL may share one).
+    _data_dir_lock: Option<File>,
 }
 
 fn prepare(config: &Config) -> anyhow::Result<Prepared> {
-    let lock = prepare_data_dir(&config.data_dir)?;
-    let licenses = licenses::load_file(&config.licenses)?;
+    let lock = match config.database {
+        None => Some(prepare_data_dir(&config.data_dir)?),
+        Some(_) => {
+            std::fs::create_dir_all(&config.data_dir).with_context(|| {
+                format!("cannot create data dir {}", config.data_dir.display())
+            })?;
+            None
+        }
+    };
+    let licenses_text = licenses::read_file(&config.licenses)?;
+    let licenses = licenses::parse_file(&config.licenses, &licenses_text)?;
     let signer = keys::load_or_create_signer(&config.data_dir)?;
     let admin_token =
         keys::load_or_create_admin_token(&config.data_dir, config.admin_token.clone())?;
-    let handle = LicensesHandle::new(licenses);
+    let handle = LicensesHandle::new(licenses.clone());
     let clock: SharedClock = Arc::new(SystemClock);
-    let db = store::database_path(&config.data_dir);
-    let store = Store::open(
-        &db,
-        handle.clone(),
-        clock.clone(),
-        StoreOptions {
-            stall_threshold: config.stall_threshold,
-            ..StoreOptions::default()
-        },
-    )
-    .with_context(|| format!("cannot open database {}", db.display()))?;
+    let options = StoreOptions {
+        stall_threshold: config.stall_threshold,
+        ..StoreOptions::default()
+    };
+    let store = match &config.database {
+        None => {
+            let db = store::database_path(&config.data_dir);
+            Store::open(&db, handle.clone(), clock.clone(), options)
+                .with_context(|| format!("cannot open database {}", db.display()))?
+        }
+        Some(url) => {
+            let pg_config = store::pg::config(url)?;
+            let identity = store::pg::ReplicaIdentity {
+                signing_kid: signer.kid().to_string(),
+                admin_token_sha256: admin_token.sha256_hex(),
+            };
+            let start = store::pg::prepare(&pg_config, &identity, &licenses_text, &licenses)?;
+            Store::open_postgres(
+                pg_config,
+                store::pg::writer::DecisionClock::Database,
+                start,
+                handle.clone(),
+                options,
+            )?
+        }
+    };
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     Ok(Prepared {
         state: Arc::new(AppState {

@@ -61,11 +61,20 @@ impl LicensesHandle {
 /// Read and validate the licenses file; the error names the file, its
 /// `source` the problem.
 pub fn load_file(path: &Path) -> Result<Licenses, LicensesError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LicensesError::Unreadable {
+    parse_file(path, &read_file(path)?)
+}
+
+/// The licenses file's text (replicas on PostgreSQL publish it as is).
+pub fn read_file(path: &Path) -> Result<String, LicensesError> {
+    std::fs::read_to_string(path).map_err(|source| LicensesError::Unreadable {
         path: path.to_path_buf(),
         source,
-    })?;
-    Licenses::parse(&text).map_err(|source| LicensesError::InvalidFile {
+    })
+}
+
+/// Parse and validate the text read from `path`.
+pub fn parse_file(path: &Path, text: &str) -> Result<Licenses, LicensesError> {
+    Licenses::parse(text).map_err(|source| LicensesError::InvalidFile {
         path: path.to_path_buf(),
         source,
     })

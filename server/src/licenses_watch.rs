@@ -14,7 +14,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
 use crate::licenses::{LicensesHandle, parse_edit};
-use crate::store::Store;
+use crate::store::{Store, StoreKind};
 
 /// How long the file must be quiet before an edit is read.
 const DEBOUNCE: Duration = Duration::from_millis(250);
@@ -109,6 +109,33 @@ async fn read_settled(path: &Path) -> Option<Vec<u8>> {
 
 async fn apply_edit(path: &Path, bytes: &[u8], handle: &LicensesHandle, store: &Store) {
     let detail = match parse_edit(bytes) {
+        // Several replicas: the database holds the policy. Publishing records
+        // one `config` event for the cluster, and every replica's writer
+        // takes the new policy at its next batch.
+        Ok(new) if store.kind() == StoreKind::Postgres => {
+            let text = String::from_utf8_lossy(bytes).into_owned();
+            match store.publish_licenses(text, new.clone(), "reloaded").await {
+                Some(Ok(published)) => {
+                    handle.replace(new);
+                    tracing::info!(
+                        "reloaded {} (cluster policy version {}): {}",
+                        path.display(),
+                        published.version,
+                        if published.changes.is_empty() {
+                            "no policy change".to_string()
+                        } else {
+                            published.changes.join("; ")
+                        }
+                    );
+                }
+                Some(Err(e)) => tracing::error!(
+                    "cannot make {} the cluster's policy: {e}; the previous policy stays in force",
+                    path.display()
+                ),
+                None => {}
+            }
+            return;
+        }
         Ok(new) => {
             let old = handle.current();
             let changes = old.describe_changes(&new);

@@ -67,8 +67,9 @@ impl Metrics {
     }
 
     /// The exposition text.
-    pub fn render(&self, pools: &[PoolGauges], writer: &WriterStats) -> String {
+    pub fn render(&self, store: &StoreGauges, pools: &[PoolGauges], writer: &WriterStats) -> String {
         let mut out = String::with_capacity(4096);
+        write_store_gauges(&mut out, store);
         write_writer_counters(&mut out, writer);
         write_pool_gauges(&mut out, pools);
         self.write_outcome_counters(&mut out);
@@ -164,6 +165,29 @@ impl Metrics {
     }
 }
 
+/// Which store a server runs on, and (PostgreSQL) its read pool.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreGauges {
+    pub kind: &'static str,
+    pub read_pool_idle: Option<usize>,
+}
+
+fn write_store_gauges(out: &mut String, store: &StoreGauges) {
+    let _ = writeln!(
+        out,
+        "# HELP leasehold_store_info The store this server runs on.\n\
+         # TYPE leasehold_store_info gauge\nleasehold_store_info{{kind=\"{}\"}} 1",
+        store.kind
+    );
+    if let Some(idle) = store.read_pool_idle {
+        let _ = writeln!(
+            out,
+            "# HELP leasehold_store_read_pool_idle Idle connections in the PostgreSQL read pool.\n\
+             # TYPE leasehold_store_read_pool_idle gauge\nleasehold_store_read_pool_idle {idle}"
+        );
+    }
+}
+
 fn write_writer_counters(out: &mut String, writer: &WriterStats) {
     for (name, help, value) in [
         (
@@ -185,6 +209,11 @@ fn write_writer_counters(out: &mut String, writer: &WriterStats) {
             "leasehold_store_commit_microseconds_total",
             "Writer time in COMMIT (fsync).",
             writer.commit_us.load(Relaxed),
+        ),
+        (
+            "leasehold_store_lock_wait_microseconds_total",
+            "Writer time waiting for license locks held by other replicas (PostgreSQL).",
+            writer.lock_wait_us.load(Relaxed),
         ),
         (
             "leasehold_store_wal_catch_ups_total",
@@ -242,7 +271,14 @@ mod tests {
             live: 4,
             waiting: 2,
         };
-        let text = m.render(&[pool], &WriterStats::default());
+        let store = StoreGauges {
+            kind: "postgres",
+            read_pool_idle: Some(3),
+        };
+        let text = m.render(&store, &[pool], &WriterStats::default());
+        assert!(text.contains("leasehold_store_info{kind=\"postgres\"} 1"), "{text}");
+        assert!(text.contains("leasehold_store_read_pool_idle 3"), "{text}");
+        assert!(text.contains("leasehold_store_lock_wait_microseconds_total 0"), "{text}");
         assert!(
             text.contains("leasehold_seats{license=\"demo\"} 10"),
             "{text}"

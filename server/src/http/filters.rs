@@ -23,7 +23,7 @@ pub type Route = BoxedFilter<(Response,)>;
 
 /// `/healthz`, `/.well-known/jwks.json`, `/metrics`.
 pub fn meta(state: &State) -> Route {
-    healthz()
+    healthz(state)
         .or(jwks(state))
         .unify()
         .or(metrics(state))
@@ -55,15 +55,11 @@ pub fn admin(state: &State) -> Route {
         .boxed()
 }
 
-fn healthz() -> Route {
+fn healthz(state: &State) -> Route {
     warp::path!("healthz")
         .and(warp::get())
-        .map(|| {
-            warp::reply::json(&leasehold_common::api::Health {
-                status: "ok".into(),
-            })
-            .into_response()
-        })
+        .and(with_state(state.clone()))
+        .then(|s: State| async move { handlers::healthz(&s).await })
         .boxed()
 }
 

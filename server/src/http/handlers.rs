@@ -22,7 +22,7 @@ use warp::reply::{Reply, Response};
 use super::auth::client_license;
 use super::error::ApiError;
 use crate::AppState;
-use crate::metrics::{Metrics, PoolGauges};
+use crate::metrics::{Metrics, PoolGauges, StoreGauges};
 use crate::queue::{self, MAX_WAIT_S};
 use crate::store::{self, CheckoutOutcome, HeartbeatOutcome, LeaseRow};
 
@@ -285,6 +285,20 @@ pub async fn admin_licenses(state: &AppState) -> Result<Response> {
 
 /// `GET /metrics`. A store that cannot answer shows as no pool gauges rather
 /// than a failed scrape.
+/// `/healthz`: 200 while the store can take writes, 503 (JSON error) while
+/// the database is unreachable, so a load balancer sends clients elsewhere.
+pub async fn healthz(state: &AppState) -> Response {
+    match state.store.health().await {
+        Ok(()) => json(
+            StatusCode::OK,
+            &leasehold_common::api::Health {
+                status: "ok".into(),
+            },
+        ),
+        Err(e) => ApiError::store(e).into_response(),
+    }
+}
+
 pub async fn metrics(state: &AppState) -> Response {
     let pools: Vec<PoolGauges> = pools(state)
         .await
@@ -298,7 +312,14 @@ pub async fn metrics(state: &AppState) -> Response {
         })
         .collect();
     warp::reply::with_header(
-        state.metrics.render(&pools, state.store.writer_stats()),
+        state.metrics.render(
+            &StoreGauges {
+                kind: state.store.kind().as_str(),
+                read_pool_idle: state.store.read_pool_idle(),
+            },
+            &pools,
+            state.store.writer_stats(),
+        ),
         "content-type",
         "text/plain; version=0.0.4",
     )
