@@ -90,14 +90,16 @@ async fn licenses_file_hot_reload_valid_and_invalid_edits() {
     );
 }
 
+/// The test pools, reaped every 100 ms.
+fn fast_reaper() -> ServerOptions {
+    ServerOptions::new(TEST_LICENSES)
+        .arg("--reap-interval")
+        .arg("100ms")
+}
+
 #[tokio::test]
 async fn lapsed_leases_are_reaped_with_one_event_each() {
-    let s = Server::start_with(
-        ServerOptions::new(TEST_LICENSES)
-            .arg("--reap-interval")
-            .arg("100ms"),
-    )
-    .await;
+    let s = Server::start_with(fast_reaper()).await;
     let a = s
         .take_seat("short", "short-key", json!({"holder": "a"}))
         .await
@@ -165,12 +167,7 @@ async fn kill9_and_restart_keep_acknowledged_leases() {
 
 #[tokio::test]
 async fn a_stalled_server_does_not_evict_healthy_clients() {
-    let s = Server::start_with(
-        ServerOptions::new(TEST_LICENSES)
-            .arg("--reap-interval")
-            .arg("100ms"),
-    )
-    .await;
+    let s = Server::start_with(fast_reaper()).await;
     let healthy = s
         .take_seat("short", "short-key", json!({"holder": "healthy"}))
         .await
