@@ -1,4 +1,4 @@
-//! Model-based test of the store (issue 5).
+//! Model-based test of the store.
 //!
 //! A proptest drives the real [`Store`] (writer thread, SQLite file in a temp
 //! dir, read pool) with random sequences of checkouts, heartbeats, releases,
@@ -26,6 +26,8 @@
 //! lost events are throttled by the writer, so only their plausibility is
 //! checked, never their number.
 
+mod support;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -34,26 +36,17 @@ use std::time::Duration;
 use leasehold_common::api::EventKind;
 use leasehold_common::liveness::lapses_at;
 use leasehold_common::{Licenses, Timestamp, is_live, is_reapable};
-use leasehold_server::clock::{ManualClock, SharedClock};
+use leasehold_server::clock::ManualClock;
 use leasehold_server::licenses::LicensesHandle;
 use leasehold_server::store::{
-    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Store, StoreOptions,
+    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Store,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-
-/// 2027-01-15T08:00:00Z, a round start for the manual clock.
-const T0: i64 = 1_800_000_000_000;
-
-/// Far beyond any clock move of this test: no move is an outage.
-const NO_STALL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+use support::{NO_STALL, T0, at, db_path, license_toml, ms, open_store};
 
 /// License ids, in the order the store iterates them (id order).
 const LICENSE_IDS: [&str; 3] = ["a", "b", "c"];
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 /// A time as an offset from T0, for readable failures.
 struct Rel(Timestamp);
@@ -942,13 +935,7 @@ impl Run {
 fn licenses_toml(pols: &[Pol]) -> String {
     pols.iter()
         .zip(LICENSE_IDS)
-        .map(|(p, id)| {
-            format!(
-                "[[license]]\nid = \"{id}\"\nkey = \"{id}-key\"\nseats = {}\n\
-                 ttl = \"{}ms\"\nskew = \"{}ms\"\nreap_grace = \"{}ms\"\n",
-                p.seats, p.ttl_ms, p.skew_ms, p.grace_ms
-            )
-        })
+        .map(|(p, id)| license_toml(id, p.seats, p.ttl_ms, p.skew_ms, p.grace_ms))
         .collect()
 }
 
@@ -959,21 +946,11 @@ fn run(pols: Vec<Pol>, ops: Vec<Op>) -> Result<(), TestCaseError> {
         .unwrap();
     rt.block_on(async move {
         let dir = tempfile::tempdir().unwrap();
-        let licenses = Licenses::parse(&licenses_toml(&pols)).unwrap();
-        let clock = ManualClock::new(Timestamp::from_millis(T0));
-        let shared: SharedClock = clock.clone();
-        let store = Store::open(
-            &dir.path().join("leasehold.db"),
-            LicensesHandle::new(licenses),
-            shared,
-            StoreOptions {
-                stall_threshold: NO_STALL,
-                ..StoreOptions::default()
-            },
-        )
-        .unwrap();
+        let licenses = LicensesHandle::new(Licenses::parse(&licenses_toml(&pols)).unwrap());
+        let clock = ManualClock::new(at(0));
+        let store = open_store(&db_path(&dir), &licenses, &clock, NO_STALL).unwrap();
         let model = Model {
-            now: Timestamp::from_millis(T0),
+            now: at(0),
             licenses: pols
                 .iter()
                 .zip(LICENSE_IDS)
@@ -1036,7 +1013,7 @@ fn edges_are_the_predicate_boundaries() {
         skew_ms: 200,
         grace_ms: 201,
     };
-    let e = Timestamp::from_millis(T0);
+    let e = at(0);
     let at = |d: u64| e.saturating_add(ms(d));
     assert!(is_live(e, at(200), p.skew()));
     assert!(!is_live(e, lapses_at(e, p.skew()), p.skew()));

@@ -4,6 +4,8 @@
 //! the stall threshold is set far beyond any clock jump the test makes, so
 //! moving the clock by hand is not mistaken for the server having been down.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,10 +21,8 @@ use leasehold_server::store::{
     StoreError, StoreOptions,
 };
 use proptest::prelude::*;
+use support::{NO_STALL, at, db_path, license_toml, ms, open_store};
 use tempfile::TempDir;
-
-/// 2027-01-15T08:00:00Z, a round start for the manual clock.
-const T0: i64 = 1_800_000_000_000;
 
 /// `cad`: 3 seats, ttl 60 s, skew 5 s, grace 15 s.
 /// `other`: a second license, to check that seat ids do not cross licenses.
@@ -57,19 +57,8 @@ const TTL: Duration = Duration::from_secs(60);
 const SKEW: Duration = Duration::from_secs(5);
 const GRACE: Duration = Duration::from_secs(15);
 
-/// Far beyond any jump of the clock these tests make by hand.
-const NO_STALL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
-}
-
-fn at(offset_ms: i64) -> Timestamp {
-    Timestamp::from_millis(T0 + offset_ms)
 }
 
 struct Harness {
@@ -190,28 +179,6 @@ impl Harness {
             .filter(|e| e.kind == kind)
             .collect()
     }
-}
-
-fn db_path(dir: &TempDir) -> PathBuf {
-    dir.path().join("leasehold.db")
-}
-
-fn open_store(
-    path: &Path,
-    licenses: &LicensesHandle,
-    clock: &Arc<ManualClock>,
-    stall_threshold: Duration,
-) -> Result<Store, StoreError> {
-    let clock: SharedClock = clock.clone();
-    Store::open(
-        path,
-        licenses.clone(),
-        clock,
-        StoreOptions {
-            stall_threshold,
-            ..StoreOptions::default()
-        },
-    )
 }
 
 fn req(license: &str, holder: &str) -> CheckoutRequest {
@@ -871,11 +838,7 @@ proptest! {
         extra_ms in 1u64..3_000,
         ops in proptest::collection::vec(op(), 1..30),
     ) {
-        let toml = format!(
-            "[[license]]\nid = \"p\"\nkey = \"k\"\nseats = 8\n\
-             ttl = \"{ttl_ms}ms\"\nskew = \"{skew_ms}ms\"\nreap_grace = \"{}ms\"\n",
-            skew_ms + extra_ms
-        );
+        let toml = license_toml("p", 8, ttl_ms, skew_ms, skew_ms + extra_ms);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let h = Harness::with(&toml, NO_STALL);

@@ -11,35 +11,60 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use leasehold_common::api::Lease;
 use tempfile::TempDir;
+
+/// One `[[license]]` table of a licenses file, as a string literal (so
+/// fixtures stay `const`); the key is always `"<id>-key"`.
+#[macro_export]
+macro_rules! license_toml {
+    ($id:literal, seats = $seats:literal, ttl = $ttl:literal, skew = $skew:literal, reap_grace = $grace:literal) => {
+        concat!(
+            "\n[[license]]\nid = \"",
+            $id,
+            "\"\nkey = \"",
+            $id,
+            "-key\"\nseats = ",
+            $seats,
+            "\nttl = \"",
+            $ttl,
+            "\"\nskew = \"",
+            $skew,
+            "\"\nreap_grace = \"",
+            $grace,
+            "\"\n"
+        )
+    };
+}
 
 /// Demo-like pools for tests: `small` (5 seats), `tiny` (1 seat), `short`
 /// (1 s TTL, reaped quickly).
-pub const TEST_LICENSES: &str = r#"
-[[license]]
-id = "small"
-key = "small-key"
-seats = 5
-ttl = "60s"
-skew = "5s"
-reap_grace = "15s"
+#[rustfmt::skip]
+pub const TEST_LICENSES: &str = concat!(
+    license_toml!("small", seats = 5, ttl = "60s", skew = "5s", reap_grace = "15s"),
+    license_toml!("tiny", seats = 1, ttl = "60s", skew = "5s", reap_grace = "15s"),
+    license_toml!("short", seats = 2, ttl = "1s", skew = "0s", reap_grace = "300ms"),
+);
 
-[[license]]
-id = "tiny"
-key = "tiny-key"
-seats = 1
-ttl = "60s"
-skew = "5s"
-reap_grace = "15s"
-
-[[license]]
-id = "short"
-key = "short-key"
-seats = 2
-ttl = "1s"
-skew = "0s"
-reap_grace = "300ms"
-"#;
+/// Fails the test, saying how to get it, unless `check` runs and exits 0.
+/// A test whose tool or permission is missing fails instead of passing
+/// unseen; `bash .ci/run` installs everything the suite needs.
+pub fn require_tool(check: &mut Command, need: &str, how: &str) {
+    let detail = match check.stdin(Stdio::null()).output() {
+        Ok(out) if out.status.success() => return,
+        Ok(out) => format!(
+            "{:?} exited with {}: {}",
+            check.get_program(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => format!("cannot run {:?}: {e}", check.get_program()),
+    };
+    panic!(
+        "needs {need}: {how} (bash .ci/run does)
+{detail}"
+    );
+}
 
 /// Directory holding the workspace's built binaries.
 pub fn bin_dir() -> PathBuf {
@@ -263,6 +288,13 @@ impl Server {
             .expect("release request")
     }
 
+    /// Check out with `body` and return the new lease; panics unless 201.
+    pub async fn take_seat(&self, license: &str, key: &str, body: serde_json::Value) -> Lease {
+        let resp = self.checkout(license, key, body.clone()).await;
+        assert_eq!(resp.status(), 201, "checkout {license} {body}");
+        resp.json().await.expect("lease json")
+    }
+
     /// A request to an admin endpoint, carrying the admin token.
     pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.client()
@@ -270,43 +302,71 @@ impl Server {
             .header("authorization", self.auth())
     }
 
+    /// The admin revoke of `seat_id`, not yet sent (a reason or block goes in
+    /// the body).
+    pub fn revoke(&self, seat_id: &str) -> reqwest::RequestBuilder {
+        self.admin(
+            reqwest::Method::DELETE,
+            &format!("/v1/admin/seats/{seat_id}"),
+        )
+    }
+
     /// GET a public endpoint (no credentials); panics unless 200.
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
-        let resp = self
-            .client()
-            .get(self.url(path))
-            .send()
-            .await
-            .expect("request");
-        assert_eq!(resp.status(), 200, "GET {path}");
-        resp.json().await.expect("json")
+        json_200(self.client().get(self.url(path)), path).await
     }
 
     /// GET an admin endpoint with the admin token; panics unless 200.
     pub async fn admin_get(&self, path: &str) -> serde_json::Value {
-        let resp = self
-            .client()
-            .get(self.url(path))
-            .header("authorization", self.auth())
-            .send()
-            .await
-            .expect("admin request");
-        assert_eq!(resp.status(), 200, "GET {path}");
-        resp.json().await.expect("admin json")
+        json_200(self.admin(reqwest::Method::GET, path), path).await
     }
 
-    /// Live seats of `license` according to the admin API.
-    pub async fn live(&self, license: &str) -> u64 {
+    /// The admin view of `license` (seats, live, policy).
+    pub async fn license(&self, license: &str) -> serde_json::Value {
         let v = self.admin_get("/v1/admin/licenses").await;
         v["licenses"]
             .as_array()
             .expect("licenses")
             .iter()
             .find(|l| l["id"] == license)
-            .unwrap_or_else(|| panic!("license {license} listed"))["live"]
-            .as_u64()
-            .expect("live")
+            .cloned()
+            .unwrap_or_else(|| panic!("license {license} listed"))
     }
+
+    /// Live seats of `license` according to the admin API.
+    pub async fn live(&self, license: &str) -> u64 {
+        self.license(license).await["live"].as_u64().expect("live")
+    }
+
+    /// The seats the admin API lists, of one license or all.
+    pub async fn seats(&self, license: Option<&str>) -> Vec<serde_json::Value> {
+        let path = match license {
+            Some(l) => format!("/v1/admin/seats?license={l}"),
+            None => "/v1/admin/seats".to_string(),
+        };
+        let mut v = self.admin_get(&path).await;
+        serde_json::from_value(v["seats"].take()).expect("seats")
+    }
+
+    /// Every event so far (up to 10,000), oldest first.
+    pub async fn events(&self) -> Vec<serde_json::Value> {
+        let mut v = self.admin_get("/v1/admin/events?limit=10000").await;
+        serde_json::from_value(v["events"].take()).expect("events")
+    }
+
+    /// The events of one kind (`"reap"`, `"config"`, ...), oldest first.
+    pub async fn events_of(&self, kind: &str) -> Vec<serde_json::Value> {
+        let mut events = self.events().await;
+        events.retain(|e| e["kind"] == kind);
+        events
+    }
+}
+
+/// Send `req`, assert 200, parse the JSON body.
+async fn json_200(req: reqwest::RequestBuilder, path: &str) -> serde_json::Value {
+    let resp = req.send().await.expect("request");
+    assert_eq!(resp.status(), 200, "GET {path}");
+    resp.json().await.expect("json")
 }
 
 impl Drop for Server {

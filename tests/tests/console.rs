@@ -1,14 +1,14 @@
 //! End-to-end tests of `leasehold`, the admin console, against the real
 //! `leaseholdd`: the one-shot commands as a script would run them, and the
 //! console itself driven in tmux (send-keys, capture-pane) the way an admin
-//! uses it. The tmux tests print a reason and pass when tmux is not
-//! installed (CI installs it).
+//! uses it. The tmux tests fail, saying so, without tmux (`.ci/run`
+//! installs it).
 
 use std::path::Path;
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
 
-use leasehold_tests::{Server, TEST_LICENSES, eventually, leasehold_bin};
+use leasehold_tests::{Server, TEST_LICENSES, eventually, leasehold_bin, require_tool};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -17,6 +17,16 @@ struct Run {
     code: Option<i32>,
     stdout: String,
     stderr: String,
+}
+
+impl From<std::process::Output> for Run {
+    fn from(out: std::process::Output) -> Run {
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
 }
 
 /// Run `leasehold ARGS` against `server` (with `--server`, plus `--token`
@@ -43,11 +53,7 @@ async fn leasehold_in(server: &Server, token: Option<&str>, cwd: &Path, args: &[
         .await
         .expect("leasehold finished within 30 s")
         .expect("run leasehold");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(out)
 }
 
 async fn leasehold(server: &Server, args: &[&str]) -> Run {
@@ -79,20 +85,22 @@ fn one_line_failure(run: &Run, what: &str) -> String {
     err.to_string()
 }
 
-async fn checkout(server: &Server, license: &str, key: &str, holder: &str, fp: &str) -> String {
-    let resp = server
-        .checkout(license, key, json!({ "holder": holder, "fingerprint": fp }))
-        .await;
-    assert_eq!(resp.status(), 201, "checkout {holder}");
-    let lease: Value = resp.json().await.expect("lease json");
-    lease["seat_id"].as_str().expect("seat_id").to_string()
+/// `holder` on `fp` takes a seat of `small`.
+async fn checkout(server: &Server, holder: &str, fp: &str) -> String {
+    server
+        .take_seat(
+            "small",
+            "small-key",
+            json!({ "holder": holder, "fingerprint": fp }),
+        )
+        .await
+        .seat_id
 }
 
 async fn seat_ids(server: &Server) -> Vec<String> {
-    let v = server.admin_get("/v1/admin/seats").await;
-    v["seats"]
-        .as_array()
-        .expect("seats")
+    server
+        .seats(None)
+        .await
         .iter()
         .map(|s| s["seat_id"].as_str().expect("seat_id").to_string())
         .collect()
@@ -101,8 +109,14 @@ async fn seat_ids(server: &Server) -> Vec<String> {
 #[tokio::test]
 async fn one_shot_commands_report_and_revoke() {
     let server = Server::start(TEST_LICENSES).await;
-    let seat = checkout(&server, "small", "small-key", "alice", "fp-alice").await;
-    checkout(&server, "tiny", "tiny-key", "bob", "fp-bob").await;
+    let seat = checkout(&server, "alice", "fp-alice").await;
+    server
+        .take_seat(
+            "tiny",
+            "tiny-key",
+            json!({ "holder": "bob", "fingerprint": "fp-bob" }),
+        )
+        .await;
 
     // status: a table, and JSON with the server's fields.
     let out = ok(&leasehold(&server, &["status"]).await, "status");
@@ -262,12 +276,7 @@ async fn one_shot_errors_are_one_line_and_token_sources_work() {
         .output()
         .await
         .unwrap();
-    let run = Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    let err = one_line_failure(&run, "unreachable server");
+    let err = one_line_failure(&Run::from(out), "unreachable server");
     assert!(err.contains("cannot reach the server"), "{err}");
 
     // No token anywhere.
@@ -303,7 +312,7 @@ async fn one_shot_errors_are_one_line_and_token_sources_work() {
 #[tokio::test]
 async fn events_follow_prints_new_events_as_they_happen() {
     let server = Server::start(TEST_LICENSES).await;
-    checkout(&server, "small", "small-key", "early", "fp-early").await;
+    checkout(&server, "early", "fp-early").await;
     let mut child = Command::new(leasehold_bin())
         .args([
             "events",
@@ -333,7 +342,7 @@ async fn events_follow_prints_new_events_as_they_happen() {
         (first["kind"].as_str(), first["holder"].as_str()),
         (Some("checkout"), Some("early"))
     );
-    let seat = checkout(&server, "small", "small-key", "late", "fp-late").await;
+    let seat = checkout(&server, "late", "fp-late").await;
     let ev = next().await;
     assert_eq!(ev["seat_id"], seat.as_str());
     assert!(ev["id"].as_i64() > first["id"].as_i64());
@@ -342,13 +351,12 @@ async fn events_follow_prints_new_events_as_they_happen() {
 
 // ---------------------------------------------------------------- tmux
 
-fn have_tmux() -> bool {
-    StdCommand::new("tmux")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+fn require_tmux() {
+    require_tool(
+        StdCommand::new("tmux").arg("-V"),
+        "tmux (the console tests drive the console in it)",
+        "install it, e.g. `apt-get install tmux`",
+    );
 }
 
 /// A tmux server of its own (its own socket), killed on drop, so the test
@@ -465,13 +473,10 @@ fn console_command(server: &Server, log: &Path, extra: &str) -> String {
 
 #[tokio::test]
 async fn console_shows_a_held_seat_and_revokes_it() {
-    if !have_tmux() {
-        println!("skipped: tmux is not installed (the console tests drive it in tmux)");
-        return;
-    }
+    require_tmux();
     let server = Server::start(TEST_LICENSES).await;
-    let seat = checkout(&server, "small", "small-key", "carol-e2e", "fp-carol").await;
-    checkout(&server, "small", "small-key", "dave-e2e", "fp-dave").await;
+    let seat = checkout(&server, "carol-e2e", "fp-carol").await;
+    checkout(&server, "dave-e2e", "fp-dave").await;
     let logs = tempfile::tempdir().unwrap();
     let tmux = Tmux::start(
         "revoke",
@@ -524,14 +529,10 @@ async fn console_shows_a_held_seat_and_revokes_it() {
     let ids = seat_ids(&server).await;
     assert!(!ids.contains(&seat), "revoked seat still on the server");
     assert_eq!(ids.len(), 1);
-    let events = server.admin_get("/v1/admin/events").await;
+    let revokes = server.events_of("revoke").await;
     assert!(
-        events["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["kind"] == "revoke" && e["seat_id"] == seat.as_str()),
-        "{events}"
+        revokes.iter().any(|e| e["seat_id"] == seat.as_str()),
+        "{revokes:?}"
     );
     tmux.keys(&["Escape"]); // clear the filter
     tmux.wait_for(
@@ -555,12 +556,9 @@ async fn console_shows_a_held_seat_and_revokes_it() {
 
 #[tokio::test]
 async fn console_survives_the_server_going_away() {
-    if !have_tmux() {
-        println!("skipped: tmux is not installed (the console tests drive it in tmux)");
-        return;
-    }
+    require_tmux();
     let mut server = Server::start(TEST_LICENSES).await;
-    checkout(&server, "small", "small-key", "erin-e2e", "fp-erin").await;
+    checkout(&server, "erin-e2e", "fp-erin").await;
     let logs = tempfile::tempdir().unwrap();
     let tmux = Tmux::start(
         "outage",

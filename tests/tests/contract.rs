@@ -1,4 +1,7 @@
-//! Every row of the HTTP contract in DESIGN.md, against the real binary.
+//! Every operation of the HTTP contract (`assets/openapi.yaml`) against the
+//! real binary: its answer and the errors a client acts on. Bad input (400,
+//! 413) is in `race_and_input.rs`, 503 in `faults.rs`, `?wait=` in
+//! `wait_queue.rs`; `schemathesis.rs` checks every answer against the spec.
 
 use std::time::Duration;
 
@@ -25,14 +28,7 @@ async fn error_code(resp: reqwest::Response) -> (u16, String, Value) {
 }
 
 async fn jwks(server: &Server) -> Jwks {
-    let resp = server
-        .client()
-        .get(server.url("/.well-known/jwks.json"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    resp.json().await.unwrap()
+    serde_json::from_value(server.get_json("/.well-known/jwks.json").await).expect("a JWKS")
 }
 
 #[tokio::test]
@@ -40,14 +36,13 @@ async fn checkout_heartbeat_release_round_trip() {
     let s = Server::start(TEST_LICENSES).await;
     let keys = jwks(&s).await;
 
-    let resp = s
-        .checkout(
+    let first = s
+        .take_seat(
             "small",
             "small-key",
             json!({"holder": "alice", "fingerprint": "m-1"}),
         )
         .await;
-    let first = lease(resp, 201).await;
     assert_eq!(first.license_id, "small");
     assert_eq!(first.holder, "alice");
     assert_eq!(first.fingerprint.as_deref(), Some("m-1"));
@@ -100,12 +95,9 @@ async fn checkout_heartbeat_release_round_trip() {
 #[tokio::test]
 async fn heartbeat_ignores_any_body() {
     let s = Server::start(TEST_LICENSES).await;
-    let l = lease(
-        s.checkout("small", "small-key", json!({"holder": "a"}))
-            .await,
-        201,
-    )
-    .await;
+    let l = s
+        .take_seat("small", "small-key", json!({"holder": "a"}))
+        .await;
     let resp = s
         .client()
         .post(s.url(&format!("/v1/licenses/small/seats/{}/heartbeat", l.seat_id)))
@@ -125,11 +117,9 @@ async fn heartbeat_ignores_any_body() {
 #[tokio::test]
 async fn full_pool_is_409_with_counts_and_retry_after() {
     let s = Server::start(TEST_LICENSES).await;
-    let held = lease(
-        s.checkout("tiny", "tiny-key", json!({"holder": "a"})).await,
-        201,
-    )
-    .await;
+    let held = s
+        .take_seat("tiny", "tiny-key", json!({"holder": "a"}))
+        .await;
     let resp = s.checkout("tiny", "tiny-key", json!({"holder": "b"})).await;
     let retry_after: u64 = resp.headers()["retry-after"]
         .to_str()
@@ -147,11 +137,8 @@ async fn full_pool_is_409_with_counts_and_retry_after() {
     );
 
     s.release("tiny", "tiny-key", &held.seat_id).await;
-    lease(
-        s.checkout("tiny", "tiny-key", json!({"holder": "b"})).await,
-        201,
-    )
-    .await;
+    s.take_seat("tiny", "tiny-key", json!({"holder": "b"}))
+        .await;
 }
 
 #[tokio::test]
@@ -178,26 +165,20 @@ async fn idempotency_key_and_fingerprint_return_the_same_seat() {
     );
     assert_eq!(s.live("small").await, 1);
 
-    let b = lease(
-        s.checkout(
+    let b = s
+        .take_seat(
             "small",
             "small-key",
             json!({"holder": "b", "fingerprint": "host-b"}),
         )
-        .await,
-        201,
-    )
-    .await;
-    let reclaim = lease(
-        s.checkout(
+        .await;
+    let reclaim = s
+        .take_seat(
             "small",
             "small-key",
             json!({"holder": "b", "fingerprint": "host-b"}),
         )
-        .await,
-        201,
-    )
-    .await;
+        .await;
     assert_eq!(b.seat_id, reclaim.seat_id, "same machine, same seat");
     assert_eq!(s.live("small").await, 2, "never double-counted");
 
@@ -239,12 +220,9 @@ async fn client_auth_and_seat_ids_are_scoped_to_their_license() {
     assert_eq!((status, code.as_str()), (404, "unknown_license"));
 
     // A seat of `small` cannot be renewed or released through `tiny`.
-    let l = lease(
-        s.checkout("small", "small-key", json!({"holder": "a"}))
-            .await,
-        201,
-    )
-    .await;
+    let l = s
+        .take_seat("small", "small-key", json!({"holder": "a"}))
+        .await;
     let (status, _, _) = error_code(s.heartbeat("tiny", "tiny-key", &l.seat_id).await).await;
     assert_eq!(status, 410);
     assert_eq!(
@@ -297,41 +275,28 @@ async fn admin_endpoints_require_the_admin_token() {
 #[tokio::test]
 async fn admin_views_revoke_and_block() {
     let s = Server::start(TEST_LICENSES).await;
-    let a = lease(
-        s.checkout(
+    let a = s
+        .take_seat(
             "small",
             "small-key",
             json!({"holder": "alice", "fingerprint": "fa"}),
         )
-        .await,
-        201,
-    )
-    .await;
-    let b = lease(
-        s.checkout("tiny", "tiny-key", json!({"holder": "bob"}))
-            .await,
-        201,
-    )
-    .await;
+        .await;
+    let b = s
+        .take_seat("tiny", "tiny-key", json!({"holder": "bob"}))
+        .await;
 
     let licenses = s.admin_get("/v1/admin/licenses").await;
     assert!(Timestamp::parse_rfc3339(licenses["now"].as_str().unwrap()).is_some());
-    let small = licenses["licenses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["id"] == "small")
-        .unwrap();
+    let small = s.license("small").await;
     assert_eq!(small["seats"], 5);
     assert_eq!(small["live"], 1);
     assert_eq!(small["ttl_s"], 60.0);
     assert_eq!(small["skew_s"], 5.0);
     assert_eq!(small["reap_grace_s"], 15.0);
 
-    let seats = s.admin_get("/v1/admin/seats").await;
-    assert_eq!(seats["seats"].as_array().unwrap().len(), 2);
-    let only_small = s.admin_get("/v1/admin/seats?license=small").await;
-    let list = only_small["seats"].as_array().unwrap();
+    assert_eq!(s.seats(None).await.len(), 2);
+    let list = s.seats(Some("small")).await;
     assert_eq!(list.len(), 1);
     let row = &list[0];
     assert_eq!(row["seat_id"], a.seat_id.as_str());
@@ -350,10 +315,7 @@ async fn admin_views_revoke_and_block() {
 
     // Revoke with a block: the seat is gone at once, re-checkout refused.
     let revoke = s
-        .admin(
-            reqwest::Method::DELETE,
-            &format!("/v1/admin/seats/{}", a.seat_id),
-        )
+        .revoke(&a.seat_id)
         .json(&json!({"reason": "stuck seat, ticket 42", "block_s": 60}))
         .send()
         .await
@@ -371,40 +333,21 @@ async fn admin_views_revoke_and_block() {
     )
     .await;
     assert_eq!((status, code.as_str()), (403, "blocked"));
-    lease(
-        s.checkout(
-            "small",
-            "small-key",
-            json!({"holder": "alice", "fingerprint": "other"}),
-        )
-        .await,
-        201,
+    s.take_seat(
+        "small",
+        "small-key",
+        json!({"holder": "alice", "fingerprint": "other"}),
     )
     .await;
 
     // Revoke without a body (curl -X DELETE), then again: 404.
-    let plain = s
-        .admin(
-            reqwest::Method::DELETE,
-            &format!("/v1/admin/seats/{}", b.seat_id),
-        )
-        .send()
-        .await
-        .unwrap();
+    let plain = s.revoke(&b.seat_id).send().await.unwrap();
     assert_eq!(plain.status(), 204);
-    let again = s
-        .admin(
-            reqwest::Method::DELETE,
-            &format!("/v1/admin/seats/{}", b.seat_id),
-        )
-        .send()
-        .await
-        .unwrap();
+    let again = s.revoke(&b.seat_id).send().await.unwrap();
     let (status, code, _) = error_code(again).await;
     assert_eq!((status, code.as_str()), (404, "unknown_seat"));
 
-    let events = s.admin_get("/v1/admin/events?limit=10000").await;
-    let events = events["events"].as_array().unwrap();
+    let events = s.events().await;
     let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
@@ -445,15 +388,7 @@ async fn admin_views_revoke_and_block() {
 async fn operational_endpoints() {
     let s = Server::start(TEST_LICENSES).await;
     let c = s.client();
-    let health: Value = c
-        .get(s.url("/healthz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(health, json!({"status": "ok"}));
+    assert_eq!(s.get_json("/healthz").await, json!({"status": "ok"}));
 
     let keys = jwks(&s).await;
     assert_eq!(keys.keys.len(), 1);
@@ -461,12 +396,8 @@ async fn operational_endpoints() {
     assert_eq!((k.kty.as_str(), k.crv.as_str()), ("OKP", "Ed25519"));
     assert!(k.kid.is_some());
 
-    lease(
-        s.checkout("small", "small-key", json!({"holder": "a"}))
-            .await,
-        201,
-    )
-    .await;
+    s.take_seat("small", "small-key", json!({"holder": "a"}))
+        .await;
     let _ = s.checkout("tiny", "tiny-key", json!({"holder": "a"})).await;
     let _ = s.checkout("tiny", "tiny-key", json!({"holder": "b"})).await;
     let metrics = c
@@ -515,12 +446,9 @@ async fn operational_endpoints() {
 #[tokio::test]
 async fn sse_delivers_events_and_resumes_after_last_event_id() {
     let s = Server::start(TEST_LICENSES).await;
-    let first = lease(
-        s.checkout("small", "small-key", json!({"holder": "before"}))
-            .await,
-        201,
-    )
-    .await;
+    let first = s
+        .take_seat("small", "small-key", json!({"holder": "before"}))
+        .await;
 
     let mut stream = s
         .admin(reqwest::Method::GET, "/v1/admin/events/stream")
@@ -548,12 +476,8 @@ async fn sse_delivers_events_and_resumes_after_last_event_id() {
     drop(stream);
 
     // Reconnect with Last-Event-ID: only what came after.
-    lease(
-        s.checkout("small", "small-key", json!({"holder": "after"}))
-            .await,
-        201,
-    )
-    .await;
+    s.take_seat("small", "small-key", json!({"holder": "after"}))
+        .await;
     let mut resumed = s
         .admin(reqwest::Method::GET, "/v1/admin/events/stream")
         .header("last-event-id", msgs[1].0.to_string())

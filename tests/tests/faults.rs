@@ -7,34 +7,15 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_tests::{Server, ServerOptions, eventually};
+use leasehold_tests::{Server, ServerOptions, eventually, license_toml, require_tool};
 use serde_json::{Value, json};
 
-const LICENSES: &str = r#"
-[[license]]
-id = "pool"
-key = "pool-key"
-seats = 4
-ttl = "60s"
-skew = "5s"
-reap_grace = "15s"
-
-[[license]]
-id = "big"
-key = "big-key"
-seats = 100000
-ttl = "60s"
-skew = "5s"
-reap_grace = "15s"
-
-[[license]]
-id = "short"
-key = "short-key"
-seats = 10
-ttl = "1s"
-skew = "0s"
-reap_grace = "300ms"
-"#;
+#[rustfmt::skip]
+const LICENSES: &str = concat!(
+    license_toml!("pool", seats = 4, ttl = "60s", skew = "5s", reap_grace = "15s"),
+    license_toml!("big", seats = 100000, ttl = "60s", skew = "5s", reap_grace = "15s"),
+    license_toml!("short", seats = 10, ttl = "1s", skew = "0s", reap_grace = "300ms"),
+);
 
 /// What the clients were told, per seat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,15 +110,9 @@ async fn kill9_under_load_loses_and_resurrects_nothing() {
     let mut acknowledged = 0;
     for cycle in 0..cycles {
         // Clean the small pool between cycles so it is contended each time.
-        for seat in s.admin_get("/v1/admin/seats?license=pool").await["seats"]
-            .as_array()
-            .unwrap()
-        {
+        for seat in s.seats(Some("pool")).await {
             let id = seat["seat_id"].as_str().unwrap();
-            s.admin(reqwest::Method::DELETE, &format!("/v1/admin/seats/{id}"))
-                .send()
-                .await
-                .unwrap();
+            s.revoke(id).send().await.unwrap();
             ledger
                 .lock()
                 .unwrap()
@@ -168,9 +143,9 @@ async fn kill9_under_load_loses_and_resurrects_nothing() {
         s.restart().await;
 
         // Everything acknowledged is exactly as acknowledged.
-        let present: HashMap<String, String> = s.admin_get("/v1/admin/seats").await["seats"]
-            .as_array()
-            .unwrap()
+        let present: HashMap<String, String> = s
+            .seats(None)
+            .await
             .iter()
             .map(|r| {
                 (
@@ -231,29 +206,8 @@ async fn downtime_longer_than_the_ttl_does_not_evict_healthy_clients() {
         "healthy client renews after the outage"
     );
     assert!(s.logs().contains("was not running"), "{}", s.logs());
-    // The healthy client keeps its rhythm; the crashed one never renews and is
-    // reaped one TTL after start-up.
-    let reaps = eventually(
-        Duration::from_secs(10),
-        "the crashed seat reaped",
-        || async {
-            assert_eq!(
-                s.heartbeat("short", "short-key", &healthy).await.status(),
-                200
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            let ev = s.admin_get("/v1/admin/events?limit=10000").await;
-            let reaps: Vec<Value> = ev["events"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|e| e["kind"] == "reap")
-                .cloned()
-                .collect();
-            (!reaps.is_empty()).then_some(reaps)
-        },
-    )
-    .await;
+    // The crashed one never renews and is reaped one TTL after start-up.
+    let reaps = heartbeat_until_a_reap(&s, &healthy).await;
     assert_eq!(reaps.len(), 1, "only the crashed seat: {reaps:?}");
     assert_eq!(reaps[0]["seat_id"], crashed.as_str());
     assert_eq!(reaps[0]["holder"], "crashed");
@@ -267,24 +221,25 @@ async fn after_a_stall_crashed_clients_are_still_reaped() {
     s.signal("STOP");
     std::thread::sleep(Duration::from_millis(2500));
     s.signal("CONT");
-    // The healthy client resumes its rhythm (every ~300 ms); the crashed one is silent.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
-    while tokio::time::Instant::now() < deadline {
-        assert_eq!(
-            s.heartbeat("short", "short-key", &healthy).await.status(),
-            200
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    let reaps: Vec<Value> = s.admin_get("/v1/admin/events?limit=10000").await["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "reap")
-        .cloned()
-        .collect();
+    let reaps = heartbeat_until_a_reap(&s, &healthy).await;
     assert_eq!(reaps.len(), 1, "only the crashed seat: {reaps:?}");
     assert_eq!(reaps[0]["seat_id"], crashed.as_str());
+}
+
+/// Keep `healthy` on its rhythm (a heartbeat every ~250 ms, each renewed)
+/// until a reap event appears; returns the reap events.
+async fn heartbeat_until_a_reap(s: &Server, healthy: &str) -> Vec<Value> {
+    eventually(Duration::from_secs(10), "a seat reaped", || async {
+        assert_eq!(
+            s.heartbeat("short", "short-key", healthy).await.status(),
+            200,
+            "the healthy client is renewed"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let reaps = s.events_of("reap").await;
+        (!reaps.is_empty()).then_some(reaps)
+    })
+    .await
 }
 
 /// Fast reaping, and a stall threshold below the 1 s TTL of `short` (the
@@ -298,29 +253,27 @@ fn stall_aware() -> ServerOptions {
 }
 
 async fn checkout(s: &Server, holder: &str) -> String {
-    let resp = s
-        .checkout("short", "short-key", json!({"holder": holder}))
-        .await;
-    assert_eq!(resp.status(), 201);
-    resp.json::<Value>().await.unwrap()["seat_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    s.take_seat("short", "short-key", json!({"holder": holder}))
+        .await
+        .seat_id
 }
 
-/// A small tmpfs for the data dir; `None` (test skipped) where mounting is not
-/// permitted. CI runs as root, where it is.
+/// A small tmpfs for the data dir, so the disk can be filled without
+/// touching the machine's. Mounting needs root, as CI runs.
 struct Tmpfs(std::path::PathBuf);
 
 impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().ok()?.keep();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(Tmpfs(dir))
+    fn mount(size: &str) -> Tmpfs {
+        let dir = tempfile::tempdir().expect("tempdir");
+        require_tool(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(dir.path()),
+            "a tmpfs mount (the full-disk test fills one)",
+            "run the tests as root",
+        );
+        // Mounted: from here on Drop unmounts it, then removes the dir.
+        Tmpfs(dir.keep())
     }
 }
 
@@ -333,24 +286,15 @@ impl Drop for Tmpfs {
 
 #[tokio::test]
 async fn a_full_disk_fails_requests_with_503_and_recovers_losing_nothing() {
-    let Some(fs) = Tmpfs::mount("4m") else {
-        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); CI runs it");
-        return;
-    };
+    let fs = Tmpfs::mount("4m");
     let data = fs.0.join("data");
     let mut opts = ServerOptions::new(LICENSES);
     opts.data_dir = Some(data);
     let s = Server::start_with(opts).await;
-    let kept = {
-        let resp = s
-            .checkout("big", "big-key", json!({"holder": "before"}))
-            .await;
-        assert_eq!(resp.status(), 201);
-        resp.json::<Value>().await.unwrap()["seat_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let kept = s
+        .take_seat("big", "big-key", json!({"holder": "before"}))
+        .await
+        .seat_id;
     // Fill the disk.
     let filler = fs.0.join("filler");
     let _ = Command::new("dd")

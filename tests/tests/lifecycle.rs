@@ -8,30 +8,13 @@ use std::time::{Duration, Instant};
 use leasehold_tests::{
     Server, ServerOptions, TEST_LICENSES, eventually, run_leaseholdd_expecting_exit,
 };
-use serde_json::{Value, json};
-
-async fn seat(s: &Server, license: &str, key: &str, holder: &str) -> String {
-    let resp = s.checkout(license, key, json!({"holder": holder})).await;
-    assert_eq!(resp.status(), 201, "checkout {license}/{holder}");
-    let v: Value = resp.json().await.unwrap();
-    v["seat_id"].as_str().unwrap().to_string()
-}
-
-async fn events_of_kind(s: &Server, kind: &str) -> Vec<Value> {
-    let v = s.admin_get("/v1/admin/events?limit=10000").await;
-    v["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == kind)
-        .cloned()
-        .collect()
-}
+use serde_json::json;
 
 #[tokio::test]
 async fn licenses_file_hot_reload_valid_and_invalid_edits() {
     let s = Server::start(TEST_LICENSES).await;
-    seat(&s, "tiny", "tiny-key", "a").await;
+    s.take_seat("tiny", "tiny-key", json!({"holder": "a"}))
+        .await;
     assert_eq!(
         s.checkout("tiny", "tiny-key", json!({"holder": "b"}))
             .await
@@ -52,7 +35,7 @@ async fn licenses_file_hot_reload_valid_and_invalid_edits() {
             .then_some(())
     })
     .await;
-    let config = events_of_kind(&s, "config").await;
+    let config = s.events_of("config").await;
     assert!(
         config
             .iter()
@@ -69,7 +52,7 @@ async fn licenses_file_hot_reload_valid_and_invalid_edits() {
         Duration::from_secs(10),
         "a rejected config event",
         || async {
-            events_of_kind(&s, "config")
+            s.events_of("config")
                 .await
                 .into_iter()
                 .find(|e| e["detail"].as_str().unwrap().contains("rejected"))
@@ -82,27 +65,16 @@ async fn licenses_file_hot_reload_valid_and_invalid_edits() {
         "names license and field: {detail}"
     );
     assert!(s.logs().contains("rejected edit"), "and logs it");
-    let licenses = s.admin_get("/v1/admin/licenses").await;
-    let tiny = licenses["licenses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["id"] == "tiny")
-        .unwrap();
-    assert_eq!(tiny["seats"], 2, "the last good policy stays in force");
+    assert_eq!(
+        s.license("tiny").await["seats"],
+        2,
+        "the last good policy stays in force"
+    );
 
     // Shrinking never evicts: both holders keep their leases.
     std::fs::write(s.licenses_path(), TEST_LICENSES).unwrap();
     eventually(Duration::from_secs(10), "the shrunk pool", || async {
-        let v = s.admin_get("/v1/admin/licenses").await;
-        let seats = v["licenses"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["id"] == "tiny")
-            .unwrap()["seats"]
-            .clone();
-        (seats == 1).then_some(())
+        (s.license("tiny").await["seats"] == 1).then_some(())
     })
     .await;
     assert_eq!(
@@ -118,19 +90,27 @@ async fn licenses_file_hot_reload_valid_and_invalid_edits() {
     );
 }
 
+/// The test pools, reaped every 100 ms.
+fn fast_reaper() -> ServerOptions {
+    ServerOptions::new(TEST_LICENSES)
+        .arg("--reap-interval")
+        .arg("100ms")
+}
+
 #[tokio::test]
 async fn lapsed_leases_are_reaped_with_one_event_each() {
-    let s = Server::start_with(
-        ServerOptions::new(TEST_LICENSES)
-            .arg("--reap-interval")
-            .arg("100ms"),
-    )
-    .await;
-    let a = seat(&s, "short", "short-key", "a").await;
-    let b = seat(&s, "short", "short-key", "b").await;
+    let s = Server::start_with(fast_reaper()).await;
+    let a = s
+        .take_seat("short", "short-key", json!({"holder": "a"}))
+        .await
+        .seat_id;
+    let b = s
+        .take_seat("short", "short-key", json!({"holder": "b"}))
+        .await
+        .seat_id;
     // ttl 1 s, skew 0, reap_grace 300 ms: both gone after ~1.3 s.
     let reaped = eventually(Duration::from_secs(10), "two reap events", || async {
-        let r = events_of_kind(&s, "reap").await;
+        let r = s.events_of("reap").await;
         (r.len() >= 2).then_some(r)
     })
     .await;
@@ -142,21 +122,21 @@ async fn lapsed_leases_are_reaped_with_one_event_each() {
     let mut expected = vec![a.as_str(), b.as_str()];
     expected.sort();
     assert_eq!(seats, expected);
-    assert_eq!(
-        s.admin_get("/v1/admin/seats?license=short").await["seats"]
-            .as_array()
-            .unwrap()
-            .len(),
-        0
-    );
+    assert_eq!(s.seats(Some("short")).await.len(), 0);
     assert_eq!(s.heartbeat("short", "short-key", &a).await.status(), 410);
 }
 
 #[tokio::test]
 async fn kill9_and_restart_keep_acknowledged_leases() {
     let mut s = Server::start(TEST_LICENSES).await;
-    let kept = seat(&s, "small", "small-key", "survivor").await;
-    let released = seat(&s, "small", "small-key", "leaver").await;
+    let kept = s
+        .take_seat("small", "small-key", json!({"holder": "survivor"}))
+        .await
+        .seat_id;
+    let released = s
+        .take_seat("small", "small-key", json!({"holder": "leaver"}))
+        .await
+        .seat_id;
     assert_eq!(
         s.release("small", "small-key", &released).await.status(),
         204
@@ -187,13 +167,11 @@ async fn kill9_and_restart_keep_acknowledged_leases() {
 
 #[tokio::test]
 async fn a_stalled_server_does_not_evict_healthy_clients() {
-    let s = Server::start_with(
-        ServerOptions::new(TEST_LICENSES)
-            .arg("--reap-interval")
-            .arg("100ms"),
-    )
-    .await;
-    let healthy = seat(&s, "short", "short-key", "healthy").await;
+    let s = Server::start_with(fast_reaper()).await;
+    let healthy = s
+        .take_seat("short", "short-key", json!({"holder": "healthy"}))
+        .await
+        .seat_id;
     // Paused for 3 s: far past the 1 s TTL + 300 ms reap grace.
     s.signal("STOP");
     std::thread::sleep(Duration::from_secs(3));
@@ -205,7 +183,7 @@ async fn a_stalled_server_does_not_evict_healthy_clients() {
         "the stall counted as an outage; the lease got a TTL to renew"
     );
     assert!(
-        events_of_kind(&s, "reap").await.is_empty(),
+        s.events_of("reap").await.is_empty(),
         "nothing mass-evicted after the stall"
     );
     assert!(s.logs().contains("was not running"), "{}", s.logs());
@@ -214,7 +192,8 @@ async fn a_stalled_server_does_not_evict_healthy_clients() {
 #[tokio::test]
 async fn sigterm_stops_cleanly() {
     let mut s = Server::start(TEST_LICENSES).await;
-    seat(&s, "small", "small-key", "a").await;
+    s.take_seat("small", "small-key", json!({"holder": "a"}))
+        .await;
     // An open event stream must not hold the shutdown up.
     let stream = s
         .admin(reqwest::Method::GET, "/v1/admin/events/stream")
@@ -425,12 +404,23 @@ async fn connection_count_is_bounded_under_a_slowloris() {
             c
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let held = open_sockets(s.pid());
-    assert!(
-        held <= baseline + 16,
-        "at most 16 connections accepted at once: {held} sockets (baseline {baseline})"
-    );
+    // Wait until the server has taken its 16, then watch that it takes no
+    // more while they are open (they are cut after 1 s).
+    eventually(
+        Duration::from_secs(5),
+        "16 connections accepted",
+        || async { (open_sockets(s.pid()) >= baseline + 16).then_some(()) },
+    )
+    .await;
+    let watch_until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < watch_until {
+        let held = open_sockets(s.pid());
+        assert!(
+            held <= baseline + 16,
+            "at most 16 connections accepted at once: {held} sockets (baseline {baseline})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // The slow ones are cut after the header timeout, so a real client is
     // served within a few timeouts even though it queued behind 64 of them.
     let started = Instant::now();

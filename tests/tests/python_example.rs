@@ -1,23 +1,16 @@
 //! The plain-HTTP Python example (`assets/examples/leasehold_client.py`) run
 //! against the real server, so the README's "other languages" story stays true.
-//! Needs python3 with `assets/examples/requirements.txt` installed (CI does).
+//! Needs python3 with `assets/examples/requirements.txt` installed (`.ci/run`
+//! does).
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use leasehold_tests::Server;
+use leasehold_tests::{Server, license_toml, require_tool};
 use tokio::process::Command;
 
-const LICENSES: &str = r#"
-[[license]]
-id = "py"
-key = "py-key"
-seats = 2
-ttl = "3s"
-skew = "1s"
-reap_grace = "2s"
-"#;
+const LICENSES: &str = license_toml!("py", seats = 2, ttl = "3s", skew = "1s", reap_grace = "2s");
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -26,28 +19,17 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-async fn require_python_deps() {
-    let out = Command::new("python3")
-        .args(["-c", "import jwt, requests, cryptography"])
-        .output()
-        .await;
-    match out {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "the Python example needs its packages: run \
-             `pip install -r assets/examples/requirements.txt`\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Err(e) => panic!(
-            "python3 not found ({e}): install Python 3, then \
-             `pip install -r assets/examples/requirements.txt`"
-        ),
-    }
+fn require_python_deps() {
+    require_tool(
+        std::process::Command::new("python3").args(["-c", "import jwt, requests, cryptography"]),
+        "python3 with the example's packages",
+        "install Python 3, then `python3 -m pip install -r assets/examples/requirements.txt`",
+    );
 }
 
 #[tokio::test]
 async fn python_example_checks_out_verifies_heartbeats_and_releases() {
-    require_python_deps().await;
+    require_python_deps();
     let s = Server::start(LICENSES).await;
     let script = repo_root().join("assets/examples/leasehold_client.py");
     let out = tokio::time::timeout(
@@ -101,10 +83,8 @@ async fn python_example_checks_out_verifies_heartbeats_and_releases() {
         .expect("seat id");
     assert!(lines[release].contains(seat), "{stdout}");
     assert_eq!(s.live("py").await, 0, "the seat was released");
-    let events = s.admin_get("/v1/admin/events?limit=1000").await;
-    let kinds: Vec<(&str, &str)> = events["events"]
-        .as_array()
-        .unwrap()
+    let events = s.events().await;
+    let kinds: Vec<(&str, &str)> = events
         .iter()
         .filter(|e| e["seat_id"] == seat)
         .map(|e| {
@@ -117,13 +97,13 @@ async fn python_example_checks_out_verifies_heartbeats_and_releases() {
     assert_eq!(
         kinds,
         [("checkout", "py-alice"), ("release", "py-alice")],
-        "{events}"
+        "{events:?}"
     );
 }
 
 #[tokio::test]
 async fn python_example_reports_a_wrong_key_and_exits_non_zero() {
-    require_python_deps().await;
+    require_python_deps();
     let s = Server::start(LICENSES).await;
     let script = repo_root().join("assets/examples/leasehold_client.py");
     let out = Command::new("python3")

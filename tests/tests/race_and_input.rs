@@ -2,6 +2,7 @@
 //! never granted twice, and bad input gets a clear 4xx and changes nothing.
 
 use leasehold_tests::{Server, TEST_LICENSES};
+use reqwest::Method;
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -127,31 +128,17 @@ async fn bad_checkouts_get_a_4xx_json_error_and_take_no_seat() {
         }
     }
     assert_eq!(s.live("small").await, 0, "no bad request took a seat");
-    let events = s.admin_get("/v1/admin/events").await;
-    assert_eq!(
-        events["events"].as_array().unwrap().len(),
-        0,
-        "and none left a trace"
-    );
+    assert_eq!(s.events().await.len(), 0, "and none left a trace");
 }
 
 #[tokio::test]
 async fn bad_admin_input_is_rejected_and_changes_nothing() {
     let s = Server::start(TEST_LICENSES).await;
-    let held: Value = s
-        .checkout("small", "small-key", json!({"holder": "a"}))
+    let seat = s
+        .take_seat("small", "small-key", json!({"holder": "a"}))
         .await
-        .json()
-        .await
-        .unwrap();
-    let seat = held["seat_id"].as_str().unwrap();
-    let c = s.client();
-    let revoke = |body: &'static str| {
-        c.delete(s.url(&format!("/v1/admin/seats/{seat}")))
-            .header("authorization", s.auth())
-            .body(body)
-            .send()
-    };
+        .seat_id;
+    let revoke = |body: &'static str| s.revoke(&seat).body(body).send();
     for body in [
         r#"{"reason": "bad\u001b]0;pwned\u0007"}"#,
         r#"{"block_s": -1}"#,
@@ -173,9 +160,8 @@ async fn bad_admin_input_is_rejected_and_changes_nothing() {
     );
 
     for query in ["after=-1", "after=abc", "limit=-5", "limit=ten"] {
-        let resp = c
-            .get(s.url(&format!("/v1/admin/events?{query}")))
-            .header("authorization", s.auth())
+        let resp = s
+            .admin(Method::GET, &format!("/v1/admin/events?{query}"))
             .send()
             .await
             .unwrap();
@@ -183,18 +169,16 @@ async fn bad_admin_input_is_rejected_and_changes_nothing() {
     }
     let clamped = s.admin_get("/v1/admin/events?limit=99999999").await;
     assert!(clamped["events"].is_array());
-    let resp = c
-        .get(s.url("/v1/admin/events/stream"))
-        .header("authorization", s.auth())
+    let resp = s
+        .admin(Method::GET, "/v1/admin/events/stream")
         .header("last-event-id", "not-a-number")
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 400);
     for bad in ["-1", "+3"] {
-        let resp = c
-            .get(s.url("/v1/admin/events/stream"))
-            .header("authorization", s.auth())
+        let resp = s
+            .admin(Method::GET, "/v1/admin/events/stream")
             .header("last-event-id", bad)
             .send()
             .await

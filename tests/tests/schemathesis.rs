@@ -1,4 +1,4 @@
-//! Hostile input (issue 5): schemathesis fuzzes the real `leaseholdd` from
+//! Hostile input: schemathesis fuzzes the real `leaseholdd` from
 //! the contract in `assets/openapi.yaml`, with the settings of
 //! `assets/schemathesis/schemathesis.toml` (every check: no 5xx, status
 //! codes, content types, headers and bodies conform to the spec, ...).
@@ -9,30 +9,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use leasehold_tests::{Server, ServerOptions};
+use leasehold_tests::{Server, ServerOptions, license_toml, require_tool};
 
 /// The version `.ci/run` installs.
 const PIP_INSTALL: &str = "python3 -m pip install 'schemathesis==4.32.5'";
 
 /// The license the config pins client operations to: a big pool, so the
 /// fuzzer's checkouts do not only meet `409 no_seats_available`.
-const LICENSES: &str = r#"
-[[license]]
-id = "demo-cad"
-key = "demo-cad-key"
-seats = 100000
-ttl = "60s"
-skew = "5s"
-reap_grace = "15s"
-
-[[license]]
-id = "demo-ide"
-key = "demo-ide-key"
-seats = 3
-ttl = "30s"
-skew = "2s"
-reap_grace = "10s"
-"#;
+#[rustfmt::skip]
+const LICENSES: &str = concat!(
+    license_toml!("demo-cad", seats = 100000, ttl = "60s", skew = "5s", reap_grace = "15s"),
+    license_toml!("demo-ide", seats = 3, ttl = "30s", skew = "2s", reap_grace = "10s"),
+);
 
 /// Hard cap on the run (the config bounds it to about a minute).
 const TIMEOUT: Duration = Duration::from_secs(170);
@@ -44,33 +32,34 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// `schemathesis` on PATH, else `python3 -m schemathesis.cli`.
-fn schemathesis_command() -> Option<Command> {
-    let works = |program: &str, args: &[&str]| {
-        Command::new(program)
-            .args(args)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if works("schemathesis", &[]) {
-        return Some(Command::new("schemathesis"));
+/// `schemathesis` on PATH, else `python3 -m schemathesis.cli`; fails the
+/// test, saying how to install it, when neither runs.
+fn schemathesis_command() -> Command {
+    let on_path = Command::new("schemathesis")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if on_path {
+        return Command::new("schemathesis");
     }
-    if works("python3", &["-m", "schemathesis.cli"]) {
+    let module = || {
         let mut cmd = Command::new("python3");
         cmd.args(["-m", "schemathesis.cli"]);
-        return Some(cmd);
-    }
-    None
+        cmd
+    };
+    require_tool(
+        module().arg("--version"),
+        "schemathesis",
+        &format!("install it with `{PIP_INSTALL}`"),
+    );
+    module()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn schemathesis_finds_no_server_error_and_no_contract_violation() {
-    let Some(mut cmd) = schemathesis_command() else {
-        panic!("schemathesis is not installed; install it with: {PIP_INSTALL}");
-    };
+    let mut cmd = schemathesis_command();
     let server = Server::start_with(ServerOptions::new(LICENSES)).await;
     let root = workspace_root();
     // Run from a scratch dir: schemathesis and hypothesis keep caches in the
