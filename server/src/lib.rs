@@ -86,9 +86,8 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     let lock = match config.database {
         None => Some(prepare_data_dir(&config.data_dir)?),
         Some(_) => {
-            std::fs::create_dir_all(&config.data_dir).with_context(|| {
-                format!("cannot create data dir {}", config.data_dir.display())
-            })?;
+            std::fs::create_dir_all(&config.data_dir)
+                .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
             None
         }
     };

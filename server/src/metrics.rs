@@ -67,7 +67,12 @@ impl Metrics {
     }
 
     /// The exposition text.
-    pub fn render(&self, store: &StoreGauges, pools: &[PoolGauges], writer: &WriterStats) -> String {
+    pub fn render(
+        &self,
+        store: &StoreGauges,
+        pools: &[PoolGauges],
+        writer: &WriterStats,
+    ) -> String {
         let mut out = String::with_capacity(4096);
         write_store_gauges(&mut out, store);
         write_writer_counters(&mut out, writer);
@@ -276,9 +281,15 @@ mod tests {
             read_pool_idle: Some(3),
         };
         let text = m.render(&store, &[pool], &WriterStats::default());
-        assert!(text.contains("leasehold_store_info{kind=\"postgres\"} 1"), "{text}");
+        assert!(
+            text.contains("leasehold_store_info{kind=\"postgres\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("leasehold_store_read_pool_idle 3"), "{text}");
-        assert!(text.contains("leasehold_store_lock_wait_microseconds_total 0"), "{text}");
+        assert!(
+            text.contains("leasehold_store_lock_wait_microseconds_total 0"),
+            "{text}"
+        );
         assert!(
             text.contains("leasehold_seats{license=\"demo\"} 10"),
             "{text}"

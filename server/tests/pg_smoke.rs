@@ -76,6 +76,7 @@ async fn smoke() {
         .unwrap()
         .unwrap();
     assert_eq!(first.id, 1, "{first:?}");
+    assert_eq!(first.kind, leasehold_common::api::EventKind::Checkout);
     store.close().await;
     let _ = Arc::new(());
 }

@@ -88,6 +88,32 @@ pub fn leasehold_bin() -> PathBuf {
     bin_dir().join("leasehold")
 }
 
+pub mod round_robin;
+
+/// Which store the end-to-end suites run on, from `LEASEHOLD_TEST_STORE`:
+/// `sqlite` (the default), `postgres` (one replica) or `postgres-2` (two
+/// replicas sharing a data dir, behind a loopback round-robin proxy). The
+/// PostgreSQL cluster is the harness's own (`leasehold_testkit`), one
+/// database per server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestStore {
+    Sqlite,
+    Postgres { replicas: usize },
+}
+
+impl TestStore {
+    pub fn from_env() -> TestStore {
+        match std::env::var("LEASEHOLD_TEST_STORE").as_deref() {
+            Err(_) | Ok("") | Ok("sqlite") => TestStore::Sqlite,
+            Ok("postgres") => TestStore::Postgres { replicas: 1 },
+            Ok("postgres-2") => TestStore::Postgres { replicas: 2 },
+            Ok(other) => {
+                panic!("LEASEHOLD_TEST_STORE={other:?}: expected sqlite, postgres or postgres-2")
+            }
+        }
+    }
+}
+
 /// How to start a server.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
@@ -97,6 +123,7 @@ pub struct ServerOptions {
     pub env: Vec<(String, String)>,
     /// Use this data dir instead of one in the temp dir.
     pub data_dir: Option<PathBuf>,
+    pub store: TestStore,
 }
 
 impl ServerOptions {
@@ -106,6 +133,7 @@ impl ServerOptions {
             args: Vec::new(),
             env: Vec::new(),
             data_dir: None,
+            store: TestStore::from_env(),
         }
     }
 
@@ -115,9 +143,17 @@ impl ServerOptions {
     }
 }
 
-/// A running `leaseholdd`. Killed on drop.
+/// A running `leaseholdd` (on PostgreSQL with two replicas: both, behind
+/// one address). Killed on drop.
 pub struct Server {
     child: Option<Child>,
+    /// The second replica, when there is one.
+    other_replica: Option<Child>,
+    proxy: Option<round_robin::RoundRobin>,
+    replica_addrs: Vec<String>,
+    /// The PostgreSQL URL this server (all its replicas, across restarts)
+    /// runs on.
+    database: Option<String>,
     pub addr: String,
     /// `http://127.0.0.1:PORT`
     pub base: String,
@@ -137,8 +173,18 @@ impl Server {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("licenses.toml"), &options.licenses)
             .expect("write licenses");
+        let database = match options.store {
+            TestStore::Sqlite => None,
+            TestStore::Postgres { .. } => {
+                Some(leasehold_testkit::postgres::PgCluster::shared().create_database())
+            }
+        };
         let mut server = Server {
             child: None,
+            other_replica: None,
+            proxy: None,
+            replica_addrs: Vec::new(),
+            database,
             addr: String::new(),
             base: String::new(),
             admin_token: String::new(),
@@ -166,10 +212,45 @@ impl Server {
     }
 
     pub fn client(&self) -> reqwest::Client {
-        reqwest::Client::builder()
-            .timeout(Duration::from_secs(20))
-            .build()
-            .expect("client")
+        let builder = reqwest::Client::builder().timeout(Duration::from_secs(20));
+        // A fresh connection per request, so the proxy spreads requests
+        // over both replicas.
+        let builder = match self.proxy {
+            Some(_) => builder.pool_max_idle_per_host(0),
+            None => builder,
+        };
+        builder.build().expect("client")
+    }
+
+    /// Each replica's own address (one on SQLite), bypassing the proxy.
+    pub fn replica_addrs(&self) -> Vec<String> {
+        self.replica_addrs.clone()
+    }
+
+    /// A `/metrics` counter summed over every replica.
+    pub async fn counter_sum(&self, series: &str) -> u64 {
+        let client = self.client();
+        let mut total = 0;
+        for addr in &self.replica_addrs {
+            let text = client
+                .get(format!("http://{addr}/metrics"))
+                .send()
+                .await
+                .expect("metrics")
+                .text()
+                .await
+                .expect("metrics text");
+            total += text
+                .lines()
+                .find_map(|l| l.strip_prefix(series)?.trim().parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no {series} in\n{text}"));
+        }
+        total
+    }
+
+    /// The store this server runs on.
+    pub fn store(&self) -> TestStore {
+        self.options.store
     }
 
     pub fn pid(&self) -> u32 {
@@ -182,15 +263,26 @@ impl Server {
     }
 
     fn spawn(&mut self, listen: &str) {
-        let (child, addr) = spawn_leaseholdd(
-            self.dir.path(),
-            &self.data_dir(),
-            listen,
-            &self.options,
-            self.log.clone(),
-        )
-        .unwrap_or_else(|e| panic!("{e}\n--- server log ---\n{}", self.logs()));
+        let replicas = match self.options.store {
+            TestStore::Postgres { replicas } if replicas > 1 => replicas,
+            _ => 1,
+        };
+        let own_listen = if replicas > 1 { "127.0.0.1:0" } else { listen };
+        let (child, addr) = self.spawn_replica(own_listen);
         self.child = Some(child);
+        self.replica_addrs = vec![addr.clone()];
+        let addr = if replicas > 1 {
+            let (other, other_addr) = self.spawn_replica("127.0.0.1:0");
+            self.other_replica = Some(other);
+            self.replica_addrs.push(other_addr.clone());
+            let proxy = round_robin::RoundRobin::start(listen, vec![addr, other_addr])
+                .unwrap_or_else(|e| panic!("cannot start the round-robin proxy: {e}"));
+            let addr = proxy.addr.clone();
+            self.proxy = Some(proxy);
+            addr
+        } else {
+            addr
+        };
         self.base = format!("http://{addr}");
         self.addr = addr;
         self.admin_token = self
@@ -207,9 +299,25 @@ impl Server {
             });
     }
 
-    /// SIGKILL: no chance to flush or clean up.
+    fn spawn_replica(&self, listen: &str) -> (Child, String) {
+        spawn_leaseholdd(
+            self.dir.path(),
+            &self.data_dir(),
+            listen,
+            &self.options,
+            self.database.as_deref(),
+            self.log.clone(),
+        )
+        .unwrap_or_else(|e| panic!("{e}\n--- server log ---\n{}", self.logs()))
+    }
+
+    /// SIGKILL every replica: no chance to flush or clean up.
     pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
+        self.proxy = None;
+        for mut child in [self.child.take(), self.other_replica.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -245,9 +353,11 @@ impl Server {
         self.spawn(&same);
     }
 
-    /// Send a signal (`"STOP"`, `"CONT"`, ...) to the server process.
+    /// Send a signal (`"STOP"`, `"CONT"`, ...) to every replica.
     pub fn signal(&self, name: &str) {
-        signal(self.pid(), name);
+        for child in [&self.child, &self.other_replica].into_iter().flatten() {
+            signal(child.id(), name);
+        }
     }
 
     pub fn auth(&self) -> String {
@@ -388,9 +498,13 @@ fn spawn_leaseholdd(
     data_dir: &Path,
     listen: &str,
     options: &ServerOptions,
+    database: Option<&str>,
     log: Arc<Mutex<String>>,
 ) -> Result<(Child, String), String> {
     let mut cmd = Command::new(leaseholdd_bin());
+    if let Some(url) = database {
+        cmd.arg("--database").arg(url);
+    }
     cmd.arg("--listen")
         .arg(listen)
         .arg("--data-dir")
@@ -402,6 +516,7 @@ fn spawn_leaseholdd(
         .env_remove("LEASEHOLD_LISTEN")
         .env_remove("LEASEHOLD_DATA_DIR")
         .env_remove("LEASEHOLD_LICENSES")
+        .env_remove("LEASEHOLD_DATABASE")
         .env("LEASEHOLD_LOG", "info")
         .envs(options.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())

@@ -200,6 +200,8 @@ pub fn publish_licenses_sync(
             changes: Vec::new(),
         });
     }
+    // The first replica's file is the cluster's first policy: no event, as
+    // a single server logs none for the file it starts with.
     let changes = match &current {
         Some(current) => {
             let changes = current.describe_changes(licenses);
@@ -210,9 +212,28 @@ pub fn publish_licenses_sync(
             );
             changes
         }
-        None => vec![format!("{} license(s) loaded", licenses.len())],
+        None => Vec::new(),
     };
-    let detail = format!("{why}: {}", changes.join("; "));
+    if current.is_some() {
+        record_config_event(&mut tx, &format!("{why}: {}", changes.join("; ")))?;
+    }
+    let version: i64 = tx
+        .query_one(
+            "UPDATE cluster SET licenses_toml = $1, licenses_version = licenses_version + 1
+             WHERE id = 1 RETURNING licenses_version",
+            &[&text],
+        )?
+        .get(0);
+    tx.execute(&format!("NOTIFY {EVENTS_CHANNEL}"), &[])?;
+    tx.commit()?;
+    Ok(Published { version, changes })
+}
+
+/// A `config` event at the cluster's time, with the next event id.
+fn record_config_event(
+    tx: &mut postgres::Transaction<'_>,
+    detail: &str,
+) -> Result<(), postgres::Error> {
     tx.execute(
         "WITH id AS (
              UPDATE cluster SET last_event_id = last_event_id + 1 WHERE id = 1
@@ -224,16 +245,7 @@ pub fn publish_licenses_sync(
          FROM id",
         &[&detail],
     )?;
-    let version: i64 = tx
-        .query_one(
-            "UPDATE cluster SET licenses_toml = $1, licenses_version = licenses_version + 1
-             WHERE id = 1 RETURNING licenses_version",
-            &[&text],
-        )?
-        .get(0);
-    tx.execute(&format!("NOTIFY {EVENTS_CHANNEL}"), &[])?;
-    tx.commit()?;
-    Ok(Published { version, changes })
+    Ok(())
 }
 
 impl From<PgStartError> for StoreError {
