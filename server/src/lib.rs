@@ -124,6 +124,10 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             )?
         }
     };
+    let queues = match store.shared_line() {
+        Some(db) => queue::WaitQueues::shared(db),
+        None => queue::WaitQueues::default(),
+    };
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     Ok(Prepared {
         state: Arc::new(AppState {
@@ -134,7 +138,7 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             metrics: Arc::new(Metrics::default()),
             clock,
             shutdown: shutdown_rx,
-            queues: Arc::new(queue::WaitQueues::default()),
+            queues: Arc::new(queues),
         }),
         shutdown_tx,
         _data_dir_lock: lock,
@@ -201,6 +205,10 @@ async fn serve_prepared(
         tokio::spawn(queue::forward_events(
             state.queues.clone(),
             state.store.subscribe(),
+            stop.clone(),
+        )),
+        tokio::spawn(queue::refresh_shared_line(
+            state.queues.clone(),
             stop.clone(),
         )),
         tokio::spawn(licenses_watch::watch_file(

@@ -18,6 +18,7 @@ use leasehold_common::api::EventKind;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio::time::Instant;
 
+use crate::store::pg::reads::PgReads;
 use crate::store::{CheckoutOutcome, CheckoutRequest, Store, StoreError};
 
 /// The longest a checkout may wait.
@@ -29,33 +30,67 @@ pub struct WaitQueues {
     next_ticket: AtomicU64,
     /// Something changed that may let a waiter in.
     pub changed: Notify,
+    /// Several replicas: the line lives in the database, one for the
+    /// cluster; the local line above is then not used.
+    shared: Option<SharedLine>,
+}
+
+/// The cluster's line (PostgreSQL) and this replica's name in it.
+struct SharedLine {
+    db: Arc<PgReads>,
+    replica: String,
 }
 
 /// A place in a license's line; leaves the line when dropped.
 pub struct Ticket {
     queues: Arc<WaitQueues>,
     license_id: String,
-    id: u64,
+    place: Place,
+}
+
+enum Place {
+    Local(u64),
+    Shared(i64),
 }
 
 impl WaitQueues {
+    /// The line of a replica on PostgreSQL: shared with every replica.
+    pub fn shared(db: Arc<PgReads>) -> Self {
+        WaitQueues {
+            shared: Some(SharedLine {
+                db,
+                replica: hex::encode(rand::random::<[u8; 8]>()),
+            }),
+            ..WaitQueues::default()
+        }
+    }
+
     /// How many wait in `license_id`'s line now.
-    pub fn waiting(&self, license_id: &str) -> usize {
-        self.lock().get(license_id).map_or(0, VecDeque::len)
+    pub async fn waiting(&self, license_id: &str) -> Result<usize, StoreError> {
+        match &self.shared {
+            Some(line) => Ok(line.db.line_ahead(license_id, None).await? as usize),
+            None => Ok(self.lock().get(license_id).map_or(0, VecDeque::len)),
+        }
     }
 
     /// Join the back of the line.
-    pub fn join(self: &Arc<Self>, license_id: &str) -> Ticket {
-        let id = self.next_ticket.fetch_add(1, Ordering::Relaxed);
-        self.lock()
-            .entry(license_id.to_string())
-            .or_default()
-            .push_back(id);
-        Ticket {
+    pub async fn join(self: &Arc<Self>, license_id: &str) -> Result<Ticket, StoreError> {
+        let place = match &self.shared {
+            Some(line) => Place::Shared(line.db.line_join(license_id, &line.replica).await?),
+            None => {
+                let id = self.next_ticket.fetch_add(1, Ordering::Relaxed);
+                self.lock()
+                    .entry(license_id.to_string())
+                    .or_default()
+                    .push_back(id);
+                Place::Local(id)
+            }
+        };
+        Ok(Ticket {
             queues: self.clone(),
             license_id: license_id.to_string(),
-            id,
-        }
+            place,
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<u64>>> {
@@ -65,30 +100,71 @@ impl WaitQueues {
 
 impl Ticket {
     /// Waiters ahead of this one.
-    pub fn ahead(&self) -> usize {
-        self.queues
-            .lock()
-            .get(&self.license_id)
-            .and_then(|line| line.iter().position(|&t| t == self.id))
-            .unwrap_or(0)
+    pub async fn ahead(&self) -> Result<usize, StoreError> {
+        match (&self.place, &self.queues.shared) {
+            (Place::Shared(id), Some(line)) => {
+                Ok(line.db.line_ahead(&self.license_id, Some(*id)).await? as usize)
+            }
+            (Place::Local(id), _) => Ok(self
+                .queues
+                .lock()
+                .get(&self.license_id)
+                .and_then(|line| line.iter().position(|t| t == id))
+                .unwrap_or(0)),
+            (Place::Shared(_), None) => Ok(0),
+        }
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        {
-            let mut lines = self.queues.lock();
-            if let Some(line) = lines.get_mut(&self.license_id) {
-                line.retain(|&t| t != self.id);
-                if line.is_empty() {
-                    lines.remove(&self.license_id);
+        match (&self.place, &self.queues.shared) {
+            (Place::Shared(id), Some(line)) => {
+                let (db, id) = (line.db.clone(), *id);
+                // Drop cannot wait; if the delete fails the row goes stale
+                // and stops counting after line::STALE_MS.
+                tokio::spawn(async move {
+                    if let Err(e) = db.line_leave(id).await {
+                        tracing::warn!("waiting line: cannot leave: {e}");
+                    }
+                });
+            }
+            (Place::Local(id), _) => {
+                let mut lines = self.queues.lock();
+                if let Some(line) = lines.get_mut(&self.license_id) {
+                    line.retain(|t| t != id);
+                    if line.is_empty() {
+                        lines.remove(&self.license_id);
+                    }
                 }
             }
+            (Place::Shared(_), None) => {}
         }
         // Everyone behind moved up one place.
         self.queues.changed.notify_waiters();
     }
 }
+
+/// Keep this replica's waiters in the shared line (PostgreSQL), until
+/// `shutdown` flips. A no-op for a server's own line.
+pub async fn refresh_shared_line(queues: Arc<WaitQueues>, mut shutdown: watch::Receiver<bool>) {
+    let Some(line) = &queues.shared else { return };
+    loop {
+        if let Err(e) = line.db.line_refresh(&line.replica).await {
+            tracing::warn!("waiting line: cannot refresh: {e}");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(SHARED_REFRESH) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+    }
+}
+
+/// How often a replica says its waiters are still there.
+const SHARED_REFRESH: Duration = Duration::from_secs(1);
+/// Waiters in a shared line also look again this often: a waiter ahead on
+/// another replica may have left the line without any event to say so.
+const SHARED_RECHECK: Duration = Duration::from_millis(250);
 
 /// Check out, standing in the license's line for up to `wait` while the pool
 /// is full; with a `wait` of zero, one plain attempt.
@@ -112,8 +188,8 @@ pub async fn checkout_in_line<R>(
         let mut notified = std::pin::pin!(notified);
         notified.as_mut().enable();
         let ahead = match &ticket {
-            Some(t) => t.ahead(),
-            None => queues.waiting(&req.license_id),
+            Some(t) => t.ahead().await?,
+            None => queues.waiting(&req.license_id).await?,
         };
         let applied = store
             .checkout_applied(req.clone(), u32::try_from(ahead).unwrap_or(u32::MAX))
@@ -122,10 +198,14 @@ pub async fn checkout_in_line<R>(
             CheckoutOutcome::Full { retry_after, .. } if Instant::now() < deadline => {
                 applied.committed().await?;
                 if ticket.is_none() {
-                    ticket = Some(queues.join(&req.license_id));
+                    ticket = Some(queues.join(&req.license_id).await?);
                 }
                 // Wake on a freed seat, on the earliest lease lapsing, or at
                 // the end of the wait (one last try, then 409).
+                let retry_after = match queues.shared {
+                    Some(_) => retry_after.min(SHARED_RECHECK),
+                    None => retry_after,
+                };
                 let recheck = Instant::now() + retry_after;
                 tokio::select! {
                     _ = notified => {}
@@ -166,22 +246,23 @@ pub async fn forward_events(
 mod tests {
     use super::*;
 
-    #[test]
-    fn line_is_first_come_first_served_and_tickets_leave_on_drop() {
+    #[tokio::test]
+    async fn line_is_first_come_first_served_and_tickets_leave_on_drop() {
         let q = Arc::new(WaitQueues::default());
-        let a = q.join("l");
-        let b = q.join("l");
-        let c = q.join("l");
-        let other = q.join("m");
-        assert_eq!(
-            (a.ahead(), b.ahead(), c.ahead(), other.ahead()),
-            (0, 1, 2, 0)
-        );
+        let a = q.join("l").await.unwrap();
+        let b = q.join("l").await.unwrap();
+        let c = q.join("l").await.unwrap();
+        let other = q.join("m").await.unwrap();
+        let mut places = Vec::new();
+        for t in [&a, &b, &c, &other] {
+            places.push(t.ahead().await.unwrap());
+        }
+        assert_eq!(places, [0, 1, 2, 0]);
         drop(b);
-        assert_eq!((a.ahead(), c.ahead()), (0, 1));
-        assert_eq!(q.waiting("l"), 2);
+        assert_eq!((a.ahead().await.unwrap(), c.ahead().await.unwrap()), (0, 1));
+        assert_eq!(q.waiting("l").await.unwrap(), 2);
         drop(a);
         drop(c);
-        assert_eq!(q.waiting("l"), 0);
+        assert_eq!(q.waiting("l").await.unwrap(), 0);
     }
 }

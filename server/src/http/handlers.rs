@@ -246,16 +246,16 @@ struct Pool {
 
 async fn pools(state: &AppState) -> std::result::Result<Vec<Pool>, store::StoreError> {
     let live: HashMap<String, u32> = state.store.live_counts().await?.into_iter().collect();
-    Ok(state
-        .licenses
-        .current()
-        .iter()
-        .map(|l| Pool {
+    let mut pools = Vec::new();
+    for l in state.licenses.current().iter() {
+        let waiting = state.queues.waiting(&l.id).await?;
+        pools.push(Pool {
             license: l.clone(),
             live: live.get(&l.id).copied().unwrap_or(0),
-            waiting: u32::try_from(state.queues.waiting(&l.id)).unwrap_or(u32::MAX),
-        })
-        .collect())
+            waiting: u32::try_from(waiting).unwrap_or(u32::MAX),
+        });
+    }
+    Ok(pools)
 }
 
 pub async fn admin_licenses(state: &AppState) -> Result<Response> {

@@ -177,8 +177,8 @@ async fn a_body_over_the_limit_is_413_before_authentication() {
 #[tokio::test]
 async fn the_waiting_line_shows_in_licenses_and_metrics() {
     let h = Harness::new();
-    let _first = h.state.queues.join("tiny");
-    let _second = h.state.queues.join("tiny");
+    let _first = h.state.queues.join("tiny").await.unwrap();
+    let _second = h.state.queues.join("tiny").await.unwrap();
     let resp = h.send("GET", "/v1/admin/licenses", Some(ADMIN), b"").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(json(&resp)["licenses"][0]["waiting"], 2);

@@ -321,6 +321,15 @@ impl Store {
         }
     }
 
+    /// PostgreSQL's shared waiting line (`None` on SQLite, where the line
+    /// is the server's own, in memory).
+    pub fn shared_line(&self) -> Option<Arc<pg::reads::PgReads>> {
+        match &*self.backend {
+            Backend::Sqlite { .. } => None,
+            Backend::Postgres { reads, .. } => Some(reads.clone()),
+        }
+    }
+
     /// Idle connections in the PostgreSQL read pool (`None` on SQLite).
     pub fn read_pool_idle(&self) -> Option<usize> {
         match &*self.backend {

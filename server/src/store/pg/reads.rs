@@ -33,7 +33,7 @@ impl PgReads {
         self.idle.lock().map_or(0, |idle| idle.len())
     }
 
-    async fn client(&self) -> Result<Client, StoreError> {
+    pub(super) async fn client(&self) -> Result<Client, StoreError> {
         loop {
             let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
             match pooled {
@@ -51,7 +51,7 @@ impl PgReads {
         Ok(client)
     }
 
-    fn give_back(&self, client: Client) {
+    pub(super) fn give_back(&self, client: Client) {
         if let Ok(mut idle) = self.idle.lock()
             && idle.len() < POOL_KEEP
             && !client.is_closed()

@@ -1,0 +1,83 @@
+//! The waiting line of `?wait=` checkouts, shared by every replica: one
+//! row per waiter in `waiters`, first come (lowest id) first served.
+//!
+//! A replica refreshes `seen_ms` of its own waiters every second; a waiter
+//! not seen for [`STALE_MS`] belonged to a replica that died and no longer
+//! stands in anyone's way. Times are the database's clock.
+
+use super::super::StoreError;
+use super::reads::PgReads;
+
+/// A waiter not refreshed for this long has left the line.
+pub const STALE_MS: i64 = 5_000;
+/// Rows of dead replicas are deleted after this long.
+const FORGET_MS: i64 = 60_000;
+
+const DB_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+impl PgReads {
+    /// Join the back of `license_id`'s line; the waiter's id.
+    pub async fn line_join(&self, license_id: &str, replica: &str) -> Result<i64, StoreError> {
+        let client = self.client().await?;
+        let id: i64 = client
+            .query_one(
+                &format!(
+                    "INSERT INTO waiters (license_id, replica, seen_ms) VALUES ($1, $2, {DB_NOW})
+                     RETURNING id"
+                ),
+                &[&license_id, &replica],
+            )
+            .await?
+            .get(0);
+        self.give_back(client);
+        Ok(id)
+    }
+
+    /// Waiters of the license ahead of `id` (every waiter, with `None`).
+    pub async fn line_ahead(&self, license_id: &str, id: Option<i64>) -> Result<u32, StoreError> {
+        let client = self.client().await?;
+        let n: i64 = client
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM waiters
+                     WHERE license_id = $1 AND ($2::bigint IS NULL OR id < $2)
+                       AND seen_ms >= {DB_NOW} - $3"
+                ),
+                &[&license_id, &id, &STALE_MS],
+            )
+            .await?
+            .get(0);
+        self.give_back(client);
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
+    /// Leave the line.
+    pub async fn line_leave(&self, id: i64) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute("DELETE FROM waiters WHERE id = $1", &[&id])
+            .await?;
+        self.give_back(client);
+        Ok(())
+    }
+
+    /// Say this replica's waiters are still there, and forget long-dead
+    /// replicas' rows.
+    pub async fn line_refresh(&self, replica: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                &format!("UPDATE waiters SET seen_ms = {DB_NOW} WHERE replica = $1"),
+                &[&replica],
+            )
+            .await?;
+        client
+            .execute(
+                &format!("DELETE FROM waiters WHERE seen_ms < {DB_NOW} - $1"),
+                &[&FORGET_MS],
+            )
+            .await?;
+        self.give_back(client);
+        Ok(())
+    }
+}
