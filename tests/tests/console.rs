@@ -106,6 +106,128 @@ async fn seat_ids(server: &Server) -> Vec<String> {
         .collect()
 }
 
+/// `leasehold ARGS` succeeded; its stdout as JSON.
+async fn ok_json(server: &Server, args: &[&str], what: &str) -> Value {
+    serde_json::from_str(&ok(&leasehold(server, args).await, what)).unwrap()
+}
+
+/// `status`: a table (small has room, tiny is full), and JSON with the
+/// server's fields.
+async fn status_reports_every_pool(server: &Server) {
+    let out = ok(&leasehold(server, &["status"]).await, "status");
+    let small = out.lines().find(|l| l.starts_with("small ")).expect(&out);
+    assert!(small.contains("1/5") && small.contains(" ok"), "{out}");
+    let tiny = out.lines().find(|l| l.starts_with("tiny ")).expect(&out);
+    assert!(tiny.contains("1/1") && tiny.contains("FULL"), "{out}");
+    let v = ok_json(server, &["status", "--json"], "status --json").await;
+    let l = v["licenses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["id"] == "small")
+        .unwrap();
+    assert_eq!(
+        (l["seats"].as_u64(), l["live"].as_u64()),
+        (Some(5), Some(1))
+    );
+    assert!(v["now"].is_string());
+}
+
+/// `seats`: the full seat id (scripts pass it to revoke), filter by license.
+async fn seats_lists_full_ids_by_license(server: &Server, seat: &str) {
+    let out = ok(
+        &leasehold(server, &["seats", "--license", "small"]).await,
+        "seats",
+    );
+    assert!(out.starts_with("LICENSE"), "{out}");
+    let row = out.lines().find(|l| l.contains(seat)).expect(&out);
+    assert!(
+        row.contains("alice") && row.contains("fp-alice") && row.contains("live"),
+        "{row}"
+    );
+    assert!(!out.contains("bob"), "filtered to small:\n{out}");
+    let v = ok_json(server, &["seats", "--json"], "seats --json").await;
+    assert_eq!(v["seats"].as_array().unwrap().len(), 2);
+}
+
+/// `revoke` with a reason and a block: the seat is gone, its holder learns it
+/// and may not come back for a minute.
+async fn revoke_with_a_block_takes_the_seat(server: &Server, seat: &str) {
+    #[rustfmt::skip]
+    let out = ok(
+        &leasehold(server, &[
+            "revoke", seat, "--reason", "stuck build agent", "--block", "1m",
+        ])
+        .await,
+        "revoke",
+    );
+    assert!(out.contains(&format!("revoked seat {seat}")), "{out}");
+    assert!(
+        !seat_ids(server).await.iter().any(|s| s == seat),
+        "seat gone on the server"
+    );
+    let hb = server.heartbeat("small", "small-key", seat).await;
+    assert_eq!(hb.status(), 410, "the next heartbeat learns it");
+    let again = server
+        .checkout(
+            "small",
+            "small-key",
+            json!({ "holder": "alice", "fingerprint": "fp-alice" }),
+        )
+        .await;
+    assert_eq!(again.status(), 403, "blocked for a minute");
+}
+
+/// `events`: the checkouts and the revoke, as text and JSON; `--after`
+/// skips what came before.
+async fn events_show_checkouts_and_the_revoke(server: &Server, seat: &str) {
+    let out = ok(&leasehold(server, &["events"]).await, "events");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("checkout") && l.contains("alice")),
+        "{out}"
+    );
+    let revoke_line = out.lines().find(|l| l.contains("revoke")).expect(&out);
+    assert!(revoke_line.contains(seat), "{out}");
+    let v = ok_json(server, &["events", "--json"], "events --json").await;
+    let events = v["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "revoke" && e["seat_id"] == seat)
+    );
+    let first = events[0]["id"].as_i64().unwrap();
+    let v = ok_json(
+        server,
+        &["events", "--json", "--after", &first.to_string()],
+        "events --after",
+    )
+    .await;
+    assert!(
+        v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["id"].as_i64().unwrap() > first)
+    );
+}
+
+/// `revoke --json`; then the same seat again: unknown_seat, one line,
+/// non-zero.
+async fn revoke_json_then_again_is_unknown(server: &Server) {
+    let other = seat_ids(server).await.pop().expect("bob's seat");
+    let v = ok_json(server, &["revoke", &other, "--json"], "revoke --json").await;
+    assert_eq!(v, json!({ "seat_id": other, "revoked": true }));
+    let err = one_line_failure(
+        &leasehold(server, &["revoke", &other]).await,
+        "revoke twice",
+    );
+    assert!(
+        err.contains("unknown_seat") && err.contains(&other),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn one_shot_commands_report_and_revoke() {
     let server = Server::start(TEST_LICENSES).await;
@@ -118,134 +240,11 @@ async fn one_shot_commands_report_and_revoke() {
         )
         .await;
 
-    // status: a table, and JSON with the server's fields.
-    let out = ok(&leasehold(&server, &["status"]).await, "status");
-    let small = out.lines().find(|l| l.starts_with("small ")).expect(&out);
-    assert!(small.contains("1/5") && small.contains(" ok"), "{out}");
-    let tiny = out.lines().find(|l| l.starts_with("tiny ")).expect(&out);
-    assert!(tiny.contains("1/1") && tiny.contains("FULL"), "{out}");
-    let v: Value = serde_json::from_str(&ok(
-        &leasehold(&server, &["status", "--json"]).await,
-        "status --json",
-    ))
-    .unwrap();
-    let l = v["licenses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["id"] == "small")
-        .unwrap();
-    assert_eq!(
-        (l["seats"].as_u64(), l["live"].as_u64()),
-        (Some(5), Some(1))
-    );
-    assert!(v["now"].is_string());
-
-    // seats: the full seat id (scripts pass it to revoke), filter by license.
-    let out = ok(
-        &leasehold(&server, &["seats", "--license", "small"]).await,
-        "seats",
-    );
-    assert!(out.starts_with("LICENSE"), "{out}");
-    let row = out.lines().find(|l| l.contains(&seat)).expect(&out);
-    assert!(
-        row.contains("alice") && row.contains("fp-alice") && row.contains("live"),
-        "{row}"
-    );
-    assert!(!out.contains("bob"), "filtered to small:\n{out}");
-    let v: Value = serde_json::from_str(&ok(
-        &leasehold(&server, &["seats", "--json"]).await,
-        "seats --json",
-    ))
-    .unwrap();
-    assert_eq!(v["seats"].as_array().unwrap().len(), 2);
-
-    // revoke with a reason and a block.
-    let out = ok(
-        &leasehold(
-            &server,
-            &[
-                "revoke",
-                &seat,
-                "--reason",
-                "stuck build agent",
-                "--block",
-                "1m",
-            ],
-        )
-        .await,
-        "revoke",
-    );
-    assert!(out.contains(&format!("revoked seat {seat}")), "{out}");
-    assert!(
-        !seat_ids(&server).await.contains(&seat),
-        "seat gone on the server"
-    );
-    let hb = server.heartbeat("small", "small-key", &seat).await;
-    assert_eq!(hb.status(), 410, "the next heartbeat learns it");
-    let again = server
-        .checkout(
-            "small",
-            "small-key",
-            json!({ "holder": "alice", "fingerprint": "fp-alice" }),
-        )
-        .await;
-    assert_eq!(again.status(), 403, "blocked for a minute");
-
-    // events: the checkouts and the revoke, as text and JSON.
-    let out = ok(&leasehold(&server, &["events"]).await, "events");
-    assert!(
-        out.lines()
-            .any(|l| l.contains("checkout") && l.contains("alice")),
-        "{out}"
-    );
-    let revoke_line = out.lines().find(|l| l.contains("revoke")).expect(&out);
-    assert!(revoke_line.contains(&seat), "{out}");
-    let v: Value = serde_json::from_str(&ok(
-        &leasehold(&server, &["events", "--json"]).await,
-        "events --json",
-    ))
-    .unwrap();
-    let events = v["events"].as_array().unwrap();
-    assert!(
-        events
-            .iter()
-            .any(|e| e["kind"] == "revoke" && e["seat_id"] == seat.as_str())
-    );
-    let first = events[0]["id"].as_i64().unwrap();
-    let v: Value = serde_json::from_str(&ok(
-        &leasehold(
-            &server,
-            &["events", "--json", "--after", &first.to_string()],
-        )
-        .await,
-        "events --after",
-    ))
-    .unwrap();
-    assert!(
-        v["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|e| e["id"].as_i64().unwrap() > first)
-    );
-
-    // revoke --json; then the same seat again: unknown_seat, one line, non-zero.
-    let other = seat_ids(&server).await.pop().expect("bob's seat");
-    let v: Value = serde_json::from_str(&ok(
-        &leasehold(&server, &["revoke", &other, "--json"]).await,
-        "revoke --json",
-    ))
-    .unwrap();
-    assert_eq!(v, json!({ "seat_id": other, "revoked": true }));
-    let err = one_line_failure(
-        &leasehold(&server, &["revoke", &other]).await,
-        "revoke twice",
-    );
-    assert!(
-        err.contains("unknown_seat") && err.contains(&other),
-        "{err}"
-    );
+    status_reports_every_pool(&server).await;
+    seats_lists_full_ids_by_license(&server, &seat).await;
+    revoke_with_a_block_takes_the_seat(&server, &seat).await;
+    events_show_checkouts_and_the_revoke(&server, &seat).await;
+    revoke_json_then_again_is_unknown(&server).await;
 }
 
 #[tokio::test]

@@ -272,20 +272,8 @@ async fn admin_endpoints_require_the_admin_token() {
     }
 }
 
-#[tokio::test]
-async fn admin_views_revoke_and_block() {
-    let s = Server::start(TEST_LICENSES).await;
-    let a = s
-        .take_seat(
-            "small",
-            "small-key",
-            json!({"holder": "alice", "fingerprint": "fa"}),
-        )
-        .await;
-    let b = s
-        .take_seat("tiny", "tiny-key", json!({"holder": "bob"}))
-        .await;
-
+/// The licenses view: the server's `now` and each pool's policy and count.
+async fn licenses_view_shows_policy_and_live(s: &Server) {
     let licenses = s.admin_get("/v1/admin/licenses").await;
     assert!(Timestamp::parse_rfc3339(licenses["now"].as_str().unwrap()).is_some());
     let small = s.license("small").await;
@@ -294,7 +282,11 @@ async fn admin_views_revoke_and_block() {
     assert_eq!(small["ttl_s"], 60.0);
     assert_eq!(small["skew_s"], 5.0);
     assert_eq!(small["reap_grace_s"], 15.0);
+}
 
+/// The seats view, whole and by license (`a` is small's one seat); an
+/// unknown license is named as such.
+async fn seats_view_lists_by_license(s: &Server, a: &Lease) {
     assert_eq!(s.seats(None).await.len(), 2);
     let list = s.seats(Some("small")).await;
     assert_eq!(list.len(), 1);
@@ -312,8 +304,11 @@ async fn admin_views_revoke_and_block() {
         .await
         .unwrap();
     assert_eq!(error_code(unknown).await.1, "unknown_license");
+}
 
-    // Revoke with a block: the seat is gone at once, re-checkout refused.
+/// Revoke with a block: the seat is gone at once, re-checkout refused; the
+/// same holder on another machine is not blocked.
+async fn revoke_with_a_block_refuses_the_machine(s: &Server, a: &Lease) {
     let revoke = s
         .revoke(&a.seat_id)
         .json(&json!({"reason": "stuck seat, ticket 42", "block_s": 60}))
@@ -339,14 +334,20 @@ async fn admin_views_revoke_and_block() {
         json!({"holder": "alice", "fingerprint": "other"}),
     )
     .await;
+}
 
-    // Revoke without a body (curl -X DELETE), then again: 404.
+/// Revoke without a body (curl -X DELETE), then again: 404.
+async fn revoke_without_a_body_then_again(s: &Server, b: &Lease) {
     let plain = s.revoke(&b.seat_id).send().await.unwrap();
     assert_eq!(plain.status(), 204);
     let again = s.revoke(&b.seat_id).send().await.unwrap();
     let (status, code, _) = error_code(again).await;
     assert_eq!((status, code.as_str()), (404, "unknown_seat"));
+}
 
+/// The event log of the steps above, in order with increasing ids; the
+/// first revoke (of `a`) carries its reason. Paging by `after` and `limit`.
+async fn events_record_every_step(s: &Server, a: &Lease) {
     let events = s.events().await;
     let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert_eq!(
@@ -382,6 +383,27 @@ async fn admin_views_revoke_and_block() {
         6,
         "default limit covers these"
     );
+}
+
+#[tokio::test]
+async fn admin_views_revoke_and_block() {
+    let s = Server::start(TEST_LICENSES).await;
+    let a = s
+        .take_seat(
+            "small",
+            "small-key",
+            json!({"holder": "alice", "fingerprint": "fa"}),
+        )
+        .await;
+    let b = s
+        .take_seat("tiny", "tiny-key", json!({"holder": "bob"}))
+        .await;
+
+    licenses_view_shows_policy_and_live(&s).await;
+    seats_view_lists_by_license(&s, &a).await;
+    revoke_with_a_block_refuses_the_machine(&s, &a).await;
+    revoke_without_a_body_then_again(&s, &b).await;
+    events_record_every_step(&s, &a).await;
 }
 
 #[tokio::test]

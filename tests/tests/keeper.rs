@@ -136,17 +136,13 @@ async fn more_heartbeats(k: &LeaseKeeper, n: u64, timeout: Duration) {
     .await;
 }
 
-async fn revoke(s: &Server, seat: &str, block_s: Option<u64>) {
+/// Revoke `seat` as an admin would, blocking its holder for `block_s`.
+async fn revoke_seat(s: &Server, seat: &str, block_s: Option<u64>) {
     let body = match block_s {
         Some(b) => json!({"reason": "keeper test", "block_s": b}),
         None => json!({"reason": "keeper test"}),
     };
-    let resp = s
-        .admin(reqwest::Method::DELETE, &format!("/v1/admin/seats/{seat}"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let resp = s.revoke(seat).json(&body).send().await.unwrap();
     assert_eq!(resp.status(), 204, "revoke {seat}");
 }
 
@@ -214,7 +210,7 @@ async fn a_revoke_makes_it_reacquire_and_a_blocking_revoke_stops_it() {
     let k = keeper(&s, "quick", "carol", "m-revoke");
     let first = held_seat(&k).await;
 
-    revoke(&s, &first, None).await;
+    revoke_seat(&s, &first, None).await;
     let second = eventually(Duration::from_secs(10), "a new seat", || async {
         k.state()
             .lease()
@@ -227,7 +223,7 @@ async fn a_revoke_makes_it_reacquire_and_a_blocking_revoke_stops_it() {
     assert_eq!(s.live("quick").await, 1, "the revoked seat is not counted");
 
     // With a block: the re-checkout gets 403 and the keeper stops there.
-    revoke(&s, &second, Some(60)).await;
+    revoke_seat(&s, &second, Some(60)).await;
     let blocked = eventually(Duration::from_secs(10), "blocked", || async {
         match k.state() {
             KeeperState::Blocked {
@@ -413,14 +409,10 @@ async fn shutdown_releases_the_seat() {
     assert_eq!(k.shutdown().await, KeeperState::Stopped);
     // Released, not left to lapse: gone at once.
     assert_eq!(s.live("keep").await, 0);
-    let events = s.admin_get("/v1/admin/events?limit=1000").await;
+    let releases = s.events_of("release").await;
     assert!(
-        events["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["kind"] == "release" && e["seat_id"] == seat.as_str()),
-        "{events}"
+        releases.iter().any(|e| e["seat_id"] == seat.as_str()),
+        "{releases:?}"
     );
 }
 

@@ -11,7 +11,7 @@
 //! 0.4 s): on four seats, one is denied. Whether the late arrival then
 //! waits or finds a seat free is timing, so that is not asserted.
 
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -30,69 +30,31 @@ skew = "0s"
 reap_grace = "300ms"
 "#;
 
-async fn event_kinds(s: &Server) -> Vec<String> {
-    let v = s.admin_get("/v1/admin/events?limit=10000").await;
-    v["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter(|e| e["license_id"] == "sim")
-        .map(|e| e["kind"].as_str().expect("kind").to_string())
-        .collect()
+/// A server with the `sim` pool, reaping every 100 ms so a crashed client's
+/// seat goes soon after it lapses.
+async fn start_server() -> Server {
+    Server::start_with(
+        ServerOptions::new(LICENSES)
+            .arg("--reap-interval")
+            .arg("100ms"),
+    )
+    .await
 }
 
-#[tokio::test]
-async fn simulate_shows_every_behaviour_and_never_exceeds_the_pool() {
+/// `leasehold simulate --server BASE ARGS`, with no token from the
+/// environment; bounded to 30 s.
+async fn simulate(s: &Server, args: &[&str]) -> Output {
     let bin = leasehold_bin();
     assert!(
         bin.exists(),
         "{} not built: run `cargo build -p leasehold-tui` first",
         bin.display()
     );
-    let s = Arc::new(
-        Server::start_with(
-            ServerOptions::new(LICENSES)
-                .arg("--reap-interval")
-                .arg("100ms"),
-        )
-        .await,
-    );
-
-    // Watch the live count for the whole run.
-    let done = Arc::new(AtomicBool::new(false));
-    let max_live = Arc::new(AtomicU64::new(0));
-    let watcher = {
-        let (s, done, max_live) = (s.clone(), done.clone(), max_live.clone());
-        tokio::spawn(async move {
-            while !done.load(Ordering::Relaxed) {
-                max_live.fetch_max(s.live("sim").await, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-    };
-
-    let started = Instant::now();
-    let out = tokio::time::timeout(
+    tokio::time::timeout(
         Duration::from_secs(30),
         Command::new(&bin)
-            .args([
-                "simulate",
-                "--server",
-                &s.base,
-                "--token",
-                &s.admin_token,
-                "--license",
-                "sim",
-                "--key",
-                "sim-key",
-                "--clients",
-                "8",
-                "--duration",
-                "4s",
-                "--seed",
-                "1",
-                "--json",
-            ])
+            .args(["simulate", "--server", &s.base])
+            .args(args)
             .current_dir(std::env::temp_dir())
             .env_remove("LEASEHOLD_ADMIN_TOKEN")
             .stdin(Stdio::null())
@@ -100,27 +62,57 @@ async fn simulate_shows_every_behaviour_and_never_exceeds_the_pool() {
     )
     .await
     .expect("simulate finished within 30 s")
-    .expect("run leasehold simulate");
-    let took = started.elapsed();
-    done.store(true, Ordering::Relaxed);
-    watcher.await.unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    assert!(
-        took >= Duration::from_secs(4) && took < Duration::from_secs(20),
-        "bounded by --duration (plus the releases): {took:?}"
-    );
+    .expect("run leasehold simulate")
+}
 
-    let summary: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    let ctx = format!(
-        "summary:\n{stdout}\nstderr:\n{stderr}\nserver log:\n{}",
-        s.logs()
-    );
+/// The kinds of the server's events about `sim`, oldest first.
+async fn event_kinds(s: &Server) -> Vec<String> {
+    s.events()
+        .await
+        .iter()
+        .filter(|e| e["license_id"] == "sim")
+        .map(|e| e["kind"].as_str().expect("kind").to_string())
+        .collect()
+}
+
+/// Polls the server's live count of `sim` until stopped, keeping the highest.
+struct LiveWatch {
+    done: Arc<AtomicBool>,
+    max_live: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LiveWatch {
+    fn start(s: &Arc<Server>) -> LiveWatch {
+        let done = Arc::new(AtomicBool::new(false));
+        let max_live = Arc::new(AtomicU64::new(0));
+        let task = {
+            let (s, done, max_live) = (s.clone(), done.clone(), max_live.clone());
+            tokio::spawn(async move {
+                while !done.load(Ordering::Relaxed) {
+                    max_live.fetch_max(s.live("sim").await, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+        };
+        LiveWatch {
+            done,
+            max_live,
+            task,
+        }
+    }
+
+    /// Stop watching; the highest live count seen.
+    async fn stop(self) -> u64 {
+        self.done.store(true, Ordering::Relaxed);
+        self.task.await.unwrap();
+        self.max_live.load(Ordering::Relaxed)
+    }
+}
+
+/// What the simulator's JSON summary must say after the seeded run (`ctx`
+/// is everything to show when it does not).
+fn assert_summary_shows_every_behaviour(summary: &Value, ctx: &str) {
     assert_eq!(summary["clients"], 8, "{ctx}");
     assert_eq!(summary["seats"], 4, "{ctx}");
     assert_eq!(summary["seed"], 1, "{ctx}");
@@ -143,72 +135,77 @@ async fn simulate_shows_every_behaviour_and_never_exceeds_the_pool() {
     assert!(summary["max_held"].as_u64().unwrap() <= 4, "{ctx}");
     assert!(summary["max_live_server"].as_u64().unwrap() <= 4, "{ctx}");
     assert_eq!(summary["within_seats"], true, "{ctx}");
-    assert!(
-        max_live.load(Ordering::Relaxed) <= 4,
-        "live never exceeded seats: {}",
-        max_live.load(Ordering::Relaxed)
-    );
+}
 
-    // The server's own log.
+/// The server's own log: the crashed client's seat is reaped, and the
+/// checkouts, releases, revoke and denials are there.
+async fn assert_server_logged_the_run(s: &Server) {
     let reaped = eventually(
         Duration::from_secs(10),
         "a reap of the crashed client",
-        || {
-            let s = s.clone();
-            async move {
-                let kinds = event_kinds(&s).await;
-                kinds.iter().any(|k| k == "reap").then_some(kinds)
-            }
+        || async {
+            let kinds = event_kinds(s).await;
+            kinds.iter().any(|k| k == "reap").then_some(kinds)
         },
     )
     .await;
     for k in ["checkout", "release", "revoke", "denied"] {
         assert!(reaped.iter().any(|e| e == k), "no {k} event: {reaped:?}");
     }
+}
 
+#[tokio::test]
+async fn simulate_shows_every_behaviour_and_never_exceeds_the_pool() {
+    let s = Arc::new(start_server().await);
+    // Watch the live count for the whole run.
+    let watch = LiveWatch::start(&s);
+
+    let started = Instant::now();
+    #[rustfmt::skip]
+    let out = simulate(&s, &[
+        "--token", &s.admin_token, "--license", "sim", "--key", "sim-key",
+        "--clients", "8", "--duration", "4s", "--seed", "1", "--json",
+    ])
+    .await;
+    let took = started.elapsed();
+    let max_live = watch.stop().await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(20),
+        "bounded by --duration (plus the releases): {took:?}"
+    );
+
+    let summary: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let ctx = format!(
+        "summary:\n{stdout}\nstderr:\n{stderr}\nserver log:\n{}",
+        s.logs()
+    );
+    assert_summary_shows_every_behaviour(&summary, &ctx);
+    assert!(max_live <= 4, "live never exceeded seats: {max_live}");
+
+    assert_server_logged_the_run(&s).await;
     // Everything released or reaped: nothing simulated is left holding.
-    eventually(Duration::from_secs(10), "the pool drained", || {
-        let s = s.clone();
-        async move { (s.live("sim").await == 0).then_some(()) }
+    eventually(Duration::from_secs(10), "the pool drained", || async {
+        (s.live("sim").await == 0).then_some(())
     })
     .await;
 }
 
 #[tokio::test]
 async fn simulate_without_a_token_still_runs_and_prints_events() {
-    let bin = leasehold_bin();
-    let s = Server::start_with(
-        ServerOptions::new(LICENSES)
-            .arg("--reap-interval")
-            .arg("100ms"),
-    )
+    let s = start_server().await;
+    #[rustfmt::skip]
+    let out = simulate(&s, &[
+        "--license", "sim", "--key", "sim-key",
+        "--clients", "6", "--duration", "2s", "--seed", "7",
+    ])
     .await;
-    let out = tokio::time::timeout(
-        Duration::from_secs(30),
-        Command::new(&bin)
-            .args([
-                "simulate",
-                "--server",
-                &s.base,
-                "--license",
-                "sim",
-                "--key",
-                "sim-key",
-                "--clients",
-                "6",
-                "--duration",
-                "2s",
-                "--seed",
-                "7",
-            ])
-            .current_dir(std::env::temp_dir())
-            .env_remove("LEASEHOLD_ADMIN_TOKEN")
-            .stdin(Stdio::null())
-            .output(),
-    )
-    .await
-    .expect("finished within 30 s")
-    .expect("run");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
@@ -231,23 +228,11 @@ async fn simulate_without_a_token_still_runs_and_prints_events() {
     );
 
     // A wrong key is one clear line and a failure, before anything runs.
-    let out = Command::new(&bin)
-        .args([
-            "simulate",
-            "--server",
-            &s.base,
-            "--license",
-            "sim",
-            "--key",
-            "nope",
-            "--duration",
-            "2s",
-        ])
-        .current_dir(std::env::temp_dir())
-        .env_remove("LEASEHOLD_ADMIN_TOKEN")
-        .output()
-        .await
-        .expect("run");
+    let out = simulate(
+        &s,
+        &["--license", "sim", "--key", "nope", "--duration", "2s"],
+    )
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("refused the key"), "{stderr}");

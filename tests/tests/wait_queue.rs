@@ -37,30 +37,16 @@ async fn until_waiting(s: &Server, n: u64) {
     eventually(
         Duration::from_secs(10),
         &format!("{n} waiter(s) in line"),
-        || async {
-            let v = s.admin_get("/v1/admin/licenses").await;
-            let tiny = v["licenses"]
-                .as_array()
-                .expect("licenses")
-                .iter()
-                .find(|l| l["id"] == "tiny")
-                .cloned()
-                .expect("tiny listed");
-            (tiny["waiting"].as_u64() == Some(n)).then_some(())
-        },
+        || async { (s.license("tiny").await["waiting"].as_u64() == Some(n)).then_some(()) },
     )
     .await
 }
 
+/// `holder` takes `tiny`'s one seat; its seat id.
 async fn hold(s: &Server, holder: &str) -> String {
-    let resp = s
-        .checkout("tiny", "tiny-key", json!({"holder": holder}))
-        .await;
-    assert_eq!(resp.status(), 201);
-    resp.json::<Value>().await.unwrap()["seat_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    s.take_seat("tiny", "tiny-key", json!({"holder": holder}))
+        .await
+        .seat_id
 }
 
 #[tokio::test]
@@ -136,12 +122,8 @@ async fn a_disconnected_waiter_leaves_the_line_without_a_seat() {
     until_waiting(&s, 0).await;
     s.release("tiny", "tiny-key", &held).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let seats = s.admin_get("/v1/admin/seats?license=tiny").await;
-    assert_eq!(
-        seats["seats"].as_array().unwrap().len(),
-        0,
-        "nobody took the seat: {seats}"
-    );
+    let seats = s.seats(Some("tiny")).await;
+    assert_eq!(seats.len(), 0, "nobody took the seat: {seats:?}");
     // And the line is empty: a plain checkout gets it.
     hold(&s, "next").await;
 }

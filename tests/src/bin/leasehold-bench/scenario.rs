@@ -1,0 +1,45 @@
+//! The workloads of the default mode, by name.
+
+use anyhow::bail;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    Healthz,
+    Checkout,
+    Heartbeat,
+    Mixed,
+}
+
+impl Scenario {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Healthz => "healthz",
+            Scenario::Checkout => "checkout",
+            Scenario::Heartbeat => "heartbeat",
+            Scenario::Mixed => "mixed",
+        }
+    }
+
+    pub fn parse_list(s: &str) -> anyhow::Result<Vec<Scenario>> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim) {
+            match part {
+                "all" => out.extend([
+                    Scenario::Healthz,
+                    Scenario::Checkout,
+                    Scenario::Heartbeat,
+                    Scenario::Mixed,
+                ]),
+                "healthz" => out.push(Scenario::Healthz),
+                "checkout" => out.push(Scenario::Checkout),
+                "heartbeat" => out.push(Scenario::Heartbeat),
+                "mixed" => out.push(Scenario::Mixed),
+                other => {
+                    bail!("unknown scenario {other:?} (healthz, checkout, heartbeat, mixed, all)")
+                }
+            }
+        }
+        out.dedup();
+        Ok(out)
+    }
+}
