@@ -124,6 +124,9 @@ pub struct ServerOptions {
     /// Use this data dir instead of one in the temp dir.
     pub data_dir: Option<PathBuf>,
     pub store: TestStore,
+    /// PostgreSQL: this database instead of a fresh one on the shared
+    /// cluster (a test that stops its own cluster).
+    pub database: Option<String>,
 }
 
 impl ServerOptions {
@@ -134,6 +137,7 @@ impl ServerOptions {
             env: Vec::new(),
             data_dir: None,
             store: TestStore::from_env(),
+            database: None,
         }
     }
 
@@ -175,9 +179,9 @@ impl Server {
             .expect("write licenses");
         let database = match options.store {
             TestStore::Sqlite => None,
-            TestStore::Postgres { .. } => {
-                Some(leasehold_testkit::postgres::PgCluster::shared().create_database())
-            }
+            TestStore::Postgres { .. } => Some(options.database.clone().unwrap_or_else(|| {
+                leasehold_testkit::postgres::PgCluster::shared().create_database()
+            })),
         };
         let mut server = Server {
             child: None,
@@ -246,6 +250,11 @@ impl Server {
                 .unwrap_or_else(|| panic!("no {series} in\n{text}"));
         }
         total
+    }
+
+    /// The PostgreSQL URL its replicas run on (`None` on SQLite).
+    pub fn database_url(&self) -> Option<String> {
+        self.database.clone()
     }
 
     /// The store this server runs on.
@@ -351,6 +360,47 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         self.spawn(&same);
+    }
+
+    fn replica_mut(&mut self, i: usize) -> &mut Option<Child> {
+        match i {
+            0 => &mut self.child,
+            _ => &mut self.other_replica,
+        }
+    }
+
+    /// SIGKILL replica `i` alone (the proxy sends its clients to the others).
+    pub fn kill9_replica(&mut self, i: usize) {
+        if let Some(mut child) = self.replica_mut(i).take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Start replica `i` again on its own address.
+    pub async fn restart_replica(&mut self, i: usize) {
+        self.kill9_replica(i);
+        let addr = self.replica_addrs[i].clone();
+        for _ in 0..50 {
+            if std::net::TcpListener::bind(&addr).is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let (child, _) = self.spawn_replica(&addr);
+        *self.replica_mut(i) = Some(child);
+    }
+
+    /// Send a signal to replica `i` alone.
+    pub fn signal_replica(&self, i: usize, name: &str) {
+        let child = if i == 0 {
+            &self.child
+        } else {
+            &self.other_replica
+        };
+        if let Some(child) = child {
+            signal(child.id(), name);
+        }
     }
 
     /// Send a signal (`"STOP"`, `"CONT"`, ...) to every replica.
@@ -623,4 +673,36 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The next `n` messages of an SSE response, as (id, JSON data); fails
+/// the test if they do not arrive within 10 s.
+pub async fn read_sse(resp: &mut reqwest::Response, n: usize) -> Vec<(i64, serde_json::Value)> {
+    let mut buf = String::new();
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while out.len() < n {
+        let chunk = tokio::time::timeout_at(deadline, resp.chunk())
+            .await
+            .expect("SSE message in time")
+            .expect("stream ok")
+            .expect("stream open");
+        buf.push_str(std::str::from_utf8(&chunk).unwrap());
+        while let Some(end) = buf.find("\n\n") {
+            let msg: String = buf.drain(..end + 2).collect();
+            let mut id = None;
+            let mut data = None;
+            for line in msg.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = Some(v.trim().parse::<i64>().unwrap());
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data = Some(serde_json::from_str::<serde_json::Value>(v.trim()).unwrap());
+                }
+            }
+            if let (Some(id), Some(data)) = (id, data) {
+                out.push((id, data));
+            }
+        }
+    }
+    out
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use leasehold_common::Timestamp;
 use leasehold_common::api::Lease;
 use leasehold_common::token::{Jwks, LeaseClaims, verify};
-use leasehold_tests::{Server, TEST_LICENSES};
+use leasehold_tests::{Server, TEST_LICENSES, read_sse};
 use serde_json::{Value, json};
 
 async fn lease(resp: reqwest::Response, status: u16) -> Lease {
@@ -520,35 +520,4 @@ async fn sse_delivers_events_and_resumes_after_last_event_id() {
     let next = read_sse(&mut resumed, 1).await;
     assert_eq!(next[0].1["holder"], "after");
     assert_eq!(next[0].0, msgs[1].0 + 1, "no gap, no duplicate");
-}
-
-/// Read `n` SSE messages: (id, data as JSON).
-async fn read_sse(resp: &mut reqwest::Response, n: usize) -> Vec<(i64, Value)> {
-    let mut buf = String::new();
-    let mut out = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while out.len() < n {
-        let chunk = tokio::time::timeout_at(deadline, resp.chunk())
-            .await
-            .expect("SSE message in time")
-            .expect("stream ok")
-            .expect("stream open");
-        buf.push_str(std::str::from_utf8(&chunk).unwrap());
-        while let Some(end) = buf.find("\n\n") {
-            let msg: String = buf.drain(..end + 2).collect();
-            let mut id = None;
-            let mut data = None;
-            for line in msg.lines() {
-                if let Some(v) = line.strip_prefix("id:") {
-                    id = Some(v.trim().parse::<i64>().unwrap());
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data = Some(serde_json::from_str::<Value>(v.trim()).unwrap());
-                }
-            }
-            if let (Some(id), Some(data)) = (id, data) {
-                out.push((id, data));
-            }
-        }
-    }
-    out
 }

@@ -96,7 +96,14 @@ const MIGRATION_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"
 pub fn migrate(client: &mut Client) -> Result<(), PgStartError> {
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
-    tx.batch_execute("CREATE TABLE IF NOT EXISTS leasehold_schema (version INTEGER NOT NULL)")?;
+    // Checked rather than CREATE … IF NOT EXISTS, which logs a NOTICE on
+    // every start but the first.
+    let exists: bool = tx
+        .query_one("SELECT to_regclass('leasehold_schema') IS NOT NULL", &[])?
+        .get(0);
+    if !exists {
+        tx.batch_execute("CREATE TABLE leasehold_schema (version INTEGER NOT NULL)")?;
+    }
     let version: Option<i32> = tx
         .query_opt("SELECT version FROM leasehold_schema", &[])?
         .map(|r| r.get(0));
