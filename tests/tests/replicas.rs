@@ -81,10 +81,17 @@ fn held_seat(k: &LeaseKeeper) -> Option<String> {
 }
 
 async fn all_held(keepers: &[LeaseKeeper]) -> BTreeSet<String> {
-    eventually(Duration::from_secs(20), "every keeper to hold a seat", || async {
-        let seats: Vec<Option<String>> = keepers.iter().map(held_seat).collect();
-        seats.iter().all(Option::is_some).then(|| seats.into_iter().flatten().collect())
-    })
+    eventually(
+        Duration::from_secs(20),
+        "every keeper to hold a seat",
+        || async {
+            let seats: Vec<Option<String>> = keepers.iter().map(held_seat).collect();
+            seats
+                .iter()
+                .all(Option::is_some)
+                .then(|| seats.into_iter().flatten().collect())
+        },
+    )
     .await
 }
 
@@ -190,17 +197,29 @@ async fn the_database_away_longer_than_a_ttl_costs_no_healthy_seat() {
         .send()
         .await
         .unwrap();
-    assert_eq!(checkout.status(), 503, "a clear 503 while the database is away");
+    assert_eq!(
+        checkout.status(),
+        503,
+        "a clear 503 while the database is away"
+    );
     // Longer than the 4 s TTL.
     tokio::time::sleep(Duration::from_secs(6)).await;
     cluster.restart();
 
-    let after = eventually(Duration::from_secs(30), "the keepers' old seats", || async {
-        let held = all_held(&keepers).await;
-        (held == before).then_some(held)
-    })
+    let after = eventually(
+        Duration::from_secs(30),
+        "the keepers' old seats",
+        || async {
+            let held = all_held(&keepers).await;
+            (held == before).then_some(held)
+        },
+    )
     .await;
-    assert_eq!(server_seats(&s).await, after, "the outage rule kept every seat");
+    assert_eq!(
+        server_seats(&s).await,
+        after,
+        "the outage rule kept every seat"
+    );
     let outages = s.logs().matches("made no progress").count();
     assert_eq!(outages, 1, "the outage rule applied once:\n{}", s.logs());
     for k in keepers {
@@ -280,7 +299,11 @@ async fn sse_on_one_replica_sees_the_others_events_and_resumes_on_either() {
     let started = tokio::time::Instant::now();
     assert_eq!(checkout(&b, "on-b").await.unwrap().status(), 201);
     let seen = read_sse(&mut on_a, 1).await;
-    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(seen[0].1["kind"], "checkout");
     assert_eq!(seen[0].1["holder"], "on-b");
     let last_on_a = seen[0].0;
@@ -292,7 +315,11 @@ async fn sse_on_one_replica_sees_the_others_events_and_resumes_on_either() {
     let mut on_b = stream_from(&b, Some(last_on_a)).await.unwrap();
     let resumed = read_sse(&mut on_b, 2).await;
     let ids: Vec<i64> = resumed.iter().map(|(id, _)| *id).collect();
-    assert_eq!(ids, [last_on_a + 1, last_on_a + 2], "gap-free, no duplicate");
+    assert_eq!(
+        ids,
+        [last_on_a + 1, last_on_a + 2],
+        "gap-free, no duplicate"
+    );
     let holders: Vec<&str> = resumed
         .iter()
         .map(|(_, e)| e["holder"].as_str().unwrap())
@@ -324,7 +351,10 @@ async fn a_replica_with_another_key_or_token_refuses_to_start() {
     );
     assert!(!status.success());
     assert!(stderr.contains("signing key"), "{stderr}");
-    assert!(stderr.contains("signing.key"), "names the file to copy: {stderr}");
+    assert!(
+        stderr.contains("signing.key"),
+        "names the file to copy: {stderr}"
+    );
 
     // The cluster's key but another admin token.
     let copied = dir.path().join("copied");
