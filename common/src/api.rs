@@ -183,6 +183,84 @@ pub struct EventsResponse {
     pub events: Vec<Event>,
 }
 
+/// `GET /v1/admin/usage`: one license's use over a time range, in buckets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageResponse {
+    pub license_id: String,
+    pub from: Timestamp,
+    pub to: Timestamp,
+    pub step_s: f64,
+    pub points: Vec<UsagePoint>,
+    pub summary: UsageSummary,
+}
+
+/// One bucket `[t, t + step)` (the last one clipped at `to`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsagePoint {
+    pub t: Timestamp,
+    /// The pool size in force at the end of the bucket.
+    pub seats: u32,
+    /// The most sessions open at any one instant of the bucket (exact).
+    pub peak: u32,
+    /// Sessions started in the bucket.
+    pub checkouts: u64,
+    /// `409 no_seats_available` (a `?wait=` that ran out included) and
+    /// `403 blocked` answers in the bucket, exactly.
+    pub denials: u64,
+}
+
+/// The whole range at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageSummary {
+    /// The pool size in force at `to`.
+    pub seats: u32,
+    pub peak: u32,
+    /// The first instant at which `peak` sessions were open (`None` when
+    /// nothing was ever open).
+    pub peak_at: Option<Timestamp>,
+    /// Seconds of the range during which every seat was in use.
+    pub full_s: f64,
+    pub denials: u64,
+    /// Session time inside the range, in hours.
+    pub seat_hours: f64,
+    /// Seat time used ÷ seat time available (pool size over time), 0..=1.
+    pub utilization: f64,
+    /// Distinct holders with a session in the range.
+    pub holders: u64,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionEnd {
+    Release,
+    Revoke,
+    /// The predicate stopped counting it: `ended_at` is `expires_at + skew`.
+    Lapse,
+}
+
+/// One seat from checkout to its end (`ended_at`/`end` null while open).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionView {
+    pub seat_id: String,
+    pub license_id: String,
+    pub holder: String,
+    pub fingerprint: Option<String>,
+    pub started_at: Timestamp,
+    pub ended_at: Option<Timestamp>,
+    pub end: Option<SessionEnd>,
+    /// Its length; an open session's time so far.
+    pub duration_s: f64,
+}
+
+/// `GET /v1/admin/sessions` (JSON): newest first, keyset-paged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionsResponse {
+    pub sessions: Vec<SessionView>,
+    /// Pass as `after` for the next page; `None` on the last one.
+    pub next: Option<String>,
+}
+
 /// `GET /healthz`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {

@@ -181,11 +181,18 @@ async fn serve_prepared(
         _data_dir_lock,
     } = prepared;
     let addr = listener.local_addr().context("listener has no address")?;
+    let store = match state.store.kind() {
+        store::StoreKind::Sqlite => format!("SQLite in {}", config.data_dir.display()),
+        // The URL may carry a password: name only what is not secret.
+        store::StoreKind::Postgres => format!(
+            "PostgreSQL (a replica), keys in {}",
+            config.data_dir.display()
+        ),
+    };
     tracing::info!(
-        "serving {} license(s) from {}; data in {}",
+        "serving {} license(s) from {}; store: {store}",
         state.licenses.current().len(),
         config.licenses.display(),
-        config.data_dir.display()
     );
     tracing::info!("listening on http://{addr}");
 
