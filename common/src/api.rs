@@ -239,6 +239,25 @@ pub enum SessionEnd {
     Lapse,
 }
 
+impl SessionEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionEnd::Release => "release",
+            SessionEnd::Revoke => "revoke",
+            SessionEnd::Lapse => "lapse",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SessionEnd> {
+        match s {
+            "release" => Some(SessionEnd::Release),
+            "revoke" => Some(SessionEnd::Revoke),
+            "lapse" => Some(SessionEnd::Lapse),
+            _ => None,
+        }
+    }
+}
+
 /// One seat from checkout to its end (`ended_at`/`end` null while open).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionView {

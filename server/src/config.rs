@@ -55,6 +55,10 @@ pub struct Config {
     #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
 
+    /// How long usage history (sessions, denials, pool sizes) is kept.
+    #[arg(long, env = "LEASEHOLD_HISTORY_RETENTION", default_value = "400d", value_parser = duration)]
+    pub history_retention: Duration,
+
     /// A pause of the server longer than this counts as an outage (leases
     /// live when it began get one TTL to renew).
     #[arg(long, env = "LEASEHOLD_STALL_THRESHOLD", default_value = "3s", value_parser = duration)]

@@ -100,6 +100,7 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     let clock: SharedClock = Arc::new(SystemClock);
     let options = StoreOptions {
         stall_threshold: config.stall_threshold,
+        history_retention: config.history_retention,
         ..StoreOptions::default()
     };
     let store = match &config.database {

@@ -191,11 +191,13 @@ pub async fn checkout_in_line<R>(
             Some(t) => t.ahead().await?,
             None => queues.waiting(&req.license_id).await?,
         };
-        let applied = store
-            .checkout_applied(req.clone(), u32::try_from(ahead).unwrap_or(u32::MAX))
-            .await?;
+        // Decided before the attempt, so the attempt whose refusal the
+        // client sees is the one counted as a denial, exactly once.
+        let last_try = Instant::now() >= deadline;
+        let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
+        let applied = store.checkout_applied(req.clone(), ahead, last_try).await?;
         match applied.value {
-            CheckoutOutcome::Full { retry_after, .. } if Instant::now() < deadline => {
+            CheckoutOutcome::Full { retry_after, .. } if !last_try => {
                 applied.committed().await?;
                 if ticket.is_none() {
                     ticket = Some(queues.join(&req.license_id).await?);

@@ -40,6 +40,9 @@ pub async fn run_reaper(
         if let Err(e) = reaped {
             tracing::warn!("reaper: {e}; will retry");
         }
+        if let Err(e) = prune_history_backlog(&store).await {
+            tracing::warn!("history pruning: {e}; will retry");
+        }
     })
     .await;
 }
@@ -57,6 +60,23 @@ pub async fn reap_backlog(
         total += n;
         batch_done(n);
         if n < REAP_BATCH {
+            return Ok(total);
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Most history rows (of each record) deleted in one writer transaction.
+pub const PRUNE_BATCH: usize = 1000;
+
+/// Prune usage history past its retention, batch by batch, yielding to
+/// client requests between batches (like reaping).
+pub async fn prune_history_backlog(store: &Store) -> Result<usize, StoreError> {
+    let mut total = 0;
+    loop {
+        let n = store.prune_history(PRUNE_BATCH).await?;
+        total += n;
+        if n < PRUNE_BATCH {
             return Ok(total);
         }
         tokio::task::yield_now().await;

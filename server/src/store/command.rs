@@ -8,7 +8,9 @@ use leasehold_common::api::{Event, EventKind};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::rules::{LeaseTx, Rules};
-use super::{Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError};
+use super::{
+    Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions,
+};
 
 pub type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
@@ -22,6 +24,10 @@ pub enum Command {
         req: CheckoutRequest,
         /// Waiters in line ahead of this checkout: their seats are spoken for.
         ahead: u32,
+        /// A refusal is an answer the client sees (counted in the usage
+        /// history's denials); `false` for a `?wait=` attempt that will be
+        /// retried.
+        counted: bool,
         reply: Reply<Applied<CheckoutOutcome>>,
     },
     /// Answered before the commit (see [`Applied`]).
@@ -42,6 +48,12 @@ pub enum Command {
         reply: Reply<Option<LeaseRow>>,
     },
     Reap {
+        limit: usize,
+        reply: Reply<usize>,
+    },
+    /// Delete usage history older than the retention, at most `limit` rows
+    /// of each record.
+    PruneHistory {
         limit: usize,
         reply: Reply<usize>,
     },
@@ -86,6 +98,7 @@ pub fn error_finish(cmd: Command, e: StoreError) -> Finish {
         Command::Release { reply, .. } => finish(reply, Err(e)),
         Command::Revoke { reply, .. } => finish(reply, Err(e)),
         Command::Reap { reply, .. } => finish(reply, Err(e)),
+        Command::PruneHistory { reply, .. } => finish(reply, Err(e)),
         Command::Tick { reply } => finish(reply, Err(e)),
         Command::LiveCounts { reply } => finish(reply, Err(e)),
         Command::RecordEvent { reply, .. } => finish(reply, Err(e)),
@@ -100,7 +113,7 @@ pub fn error_finish(cmd: Command, e: StoreError) -> Finish {
 pub fn apply<T: LeaseTx>(
     mut rules: Rules<'_, T>,
     cmd: Command,
-    event_retention: i64,
+    options: &StoreOptions,
     commit: &CommitSignal,
 ) -> (Finish, bool, Vec<Event>) {
     fn done<T: Send + 'static>(reply: Reply<T>, r: Result<T, StoreError>) -> (Finish, bool) {
@@ -123,9 +136,12 @@ pub fn apply<T: LeaseTx>(
         (Box::new(|_| {}), ok)
     }
     let (finish, ok) = match cmd {
-        Command::Checkout { req, ahead, reply } => {
-            early(reply, rules.checkout(&req, ahead), commit)
-        }
+        Command::Checkout {
+            req,
+            ahead,
+            counted,
+            reply,
+        } => early(reply, rules.checkout(&req, ahead, counted), commit),
         Command::Heartbeat {
             license_id,
             seat_id,
@@ -142,7 +158,11 @@ pub fn apply<T: LeaseTx>(
             block,
             reply,
         } => done(reply, rules.revoke(&seat_id, reason, block)),
-        Command::Reap { limit, reply } => done(reply, rules.reap(limit, event_retention)),
+        Command::Reap { limit, reply } => done(reply, rules.reap(limit, options.event_retention)),
+        Command::PruneHistory { limit, reply } => {
+            let cutoff = rules.now.saturating_sub(options.history_retention);
+            done(reply, rules.prune_history(cutoff, limit))
+        }
         Command::Tick { reply } | Command::Shutdown { reply } => done(reply, Ok(())),
         Command::LiveCounts { reply } => done(reply, rules.live_counts()),
         Command::RecordEvent {

@@ -137,6 +137,9 @@ pub struct StoreOptions {
     pub queue_capacity: usize,
     /// Events kept in the log; older ones are pruned by the reaper.
     pub event_retention: i64,
+    /// Usage history (sessions, denials, pool sizes) older than this is
+    /// pruned, in bounded batches.
+    pub history_retention: Duration,
     /// A WAL with more frames than this is started over, even under writes
     /// without a pause (see [`checkpoint`]).
     pub wal_restart_frames: i64,
@@ -152,6 +155,7 @@ impl Default for StoreOptions {
             max_batch: 1024,
             queue_capacity: 8192,
             event_retention: 100_000,
+            history_retention: Duration::from_secs(400 * 24 * 3600),
             wal_restart_frames: checkpoint::RESTART_FRAMES,
             checkpoint_every: checkpoint::CHECKPOINT_EVERY,
         }
@@ -374,19 +378,29 @@ impl Store {
     }
 
     pub async fn checkout(&self, req: CheckoutRequest) -> Result<CheckoutOutcome, StoreError> {
-        self.checkout_applied(req, 0).await?.committed().await
+        self.checkout_applied(req, 0, true).await?.committed().await
     }
 
     /// A checkout with `ahead` waiters in line before it: it succeeds only if
     /// a seat is free for each of them and one more. Answers as soon as the
     /// writer has decided; see [`Applied`].
+    ///
+    /// `counted`: a refusal is the answer the client gets (it counts as a
+    /// denial in the usage history); `false` for an attempt that will be
+    /// retried while the client waits in line.
     pub async fn checkout_applied(
         &self,
         req: CheckoutRequest,
         ahead: u32,
+        counted: bool,
     ) -> Result<Applied<CheckoutOutcome>, StoreError> {
-        self.call(|reply| Command::Checkout { req, ahead, reply })
-            .await
+        self.call(|reply| Command::Checkout {
+            req,
+            ahead,
+            counted,
+            reply,
+        })
+        .await
     }
 
     pub async fn heartbeat(
@@ -446,6 +460,13 @@ impl Store {
     /// Delete up to `limit` reapable leases; returns how many.
     pub async fn reap(&self, limit: usize) -> Result<usize, StoreError> {
         self.call(|reply| Command::Reap { limit, reply }).await
+    }
+
+    /// Delete usage history older than the retention, at most `limit` rows
+    /// of each record; returns how many rows went.
+    pub async fn prune_history(&self, limit: usize) -> Result<usize, StoreError> {
+        self.call(|reply| Command::PruneHistory { limit, reply })
+            .await
     }
 
     /// Wake the writer so it notices stalls and records that the server is

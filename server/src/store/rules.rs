@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use leasehold_common::api::{Event, EventKind};
+use leasehold_common::api::{Event, EventKind, SessionEnd};
 use leasehold_common::liveness::lapses_at;
 use leasehold_common::{Licenses, Timestamp, is_live, live_threshold, reap_cutoff};
 
@@ -69,17 +69,33 @@ pub trait LeaseTx {
     -> Result<Option<LeaseRow>>;
     /// Delete up to `limit` leases of the license with `expires_at < cutoff`,
     /// the earliest first, writing a `reap` event at `now` for each (detail:
-    /// [`reap_detail`]); return those events.
+    /// [`reap_detail`]) and ending its session as a lapse at `expires_at +
+    /// skew`; return those events.
     fn reap_expired(
         &mut self,
         license_id: &str,
         cutoff: Timestamp,
         limit: usize,
         now: Timestamp,
+        skew: Duration,
     ) -> Result<Vec<Event>>;
     /// Drop blocks that ended by `now` and all but the newest
     /// `event_retention` events.
     fn prune(&mut self, now: Timestamp, event_retention: i64) -> Result<()>;
+    /// A seat's session begins (its checkout).
+    fn start_session(&mut self, lease: &LeaseRow) -> Result<()>;
+    /// A seat's session ends `at`, the way `end` says.
+    fn end_session(&mut self, seat_id: &str, end: SessionEnd, at: Timestamp) -> Result<()>;
+    /// One refused checkout (409 or 403) of the license, counted exactly
+    /// per second.
+    fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()>;
+    /// The pool size each license has had since its last change.
+    fn current_pool_sizes(&mut self) -> Result<HashMap<String, u32>>;
+    /// The license has `seats` from `at` on.
+    fn record_pool_size(&mut self, license_id: &str, at: Timestamp, seats: u32) -> Result<()>;
+    /// Delete sessions that ended, denial counts and superseded pool sizes
+    /// older than `cutoff`: at most `limit` rows of each. Returns how many.
+    fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize>;
     /// Give every lease of the license live at `was_live` (`expires_at >=
     /// was_live`) an expiry of at least `until`; return how many changed.
     fn extend_live(
@@ -150,13 +166,23 @@ pub struct Rules<'a, T: LeaseTx> {
 impl<T: LeaseTx> Rules<'_, T> {
     /// Checkout: blocked → idempotency replay → fingerprint re-claim → full →
     /// grant. `ahead` waiters in line before this one have their seats
-    /// spoken for.
-    pub fn checkout(&mut self, req: &CheckoutRequest, ahead: u32) -> Result<CheckoutOutcome> {
+    /// spoken for. `counted`: a refusal is the answer the client sees, so
+    /// it counts as a denial in the usage history (a `?wait=` attempt that
+    /// will be retried is not).
+    pub fn checkout(
+        &mut self,
+        req: &CheckoutRequest,
+        ahead: u32,
+        counted: bool,
+    ) -> Result<CheckoutOutcome> {
         let Some(lic) = self.licenses.get(&req.license_id) else {
             return Ok(CheckoutOutcome::UnknownLicense);
         };
         let (license_id, policy) = (lic.id.as_str(), lic.policy);
         if let Some(until) = self.blocked(license_id, req)? {
+            if counted {
+                self.tx.count_denial(license_id, self.now)?;
+            }
             return Ok(CheckoutOutcome::Blocked { until });
         }
         if let Some(lease) = self.idempotent_replay(license_id, req, policy.skew, policy.ttl)? {
@@ -174,6 +200,9 @@ impl<T: LeaseTx> Rules<'_, T> {
         let threshold = live_threshold(self.now, policy.skew);
         let live = self.tx.live_count(license_id, threshold)?;
         if live.saturating_add(ahead) >= policy.seats {
+            if counted {
+                self.tx.count_denial(license_id, self.now)?;
+            }
             return self.full(license_id, req, live, policy.seats, policy.skew, policy.ttl);
         }
         let lease = self.grant(license_id, req, policy.ttl)?;
@@ -287,6 +316,9 @@ impl<T: LeaseTx> Rules<'_, T> {
         };
         self.tx
             .insert_lease(&lease, req.idempotency_key.as_deref())?;
+        // A replay or re-claim continues this session; heartbeats and the
+        // outage rule extend it through the lease's own expiry.
+        self.tx.start_session(&lease)?;
         let detail = lease
             .fingerprint
             .as_deref()
@@ -348,6 +380,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         let Some(row) = self.tx.delete_lease(seat_id, Some(license_id))? else {
             return Ok(false);
         };
+        self.end_session(&row, SessionEnd::Release)?;
         self.event(
             EventKind::Release,
             Some(license_id),
@@ -369,6 +402,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         let Some(row) = self.tx.delete_lease(seat_id, None)? else {
             return Ok(None);
         };
+        self.end_session(&row, SessionEnd::Revoke)?;
         let mut detail = reason.unwrap_or_default();
         if let Some(block) = block.filter(|b| !b.is_zero()) {
             let until = self.now.saturating_add(block);
@@ -399,14 +433,56 @@ impl<T: LeaseTx> Rules<'_, T> {
                 break;
             }
             let cutoff = reap_cutoff(self.now, lic.policy.reap_grace);
-            let events = self
-                .tx
-                .reap_expired(&lic.id, cutoff, limit - reaped, self.now)?;
+            let events =
+                self.tx
+                    .reap_expired(&lic.id, cutoff, limit - reaped, self.now, lic.policy.skew)?;
             reaped += events.len();
             self.events.extend(events);
         }
         self.tx.prune(self.now, event_retention)?;
         Ok(reaped)
+    }
+
+    /// A seat's session ends when the lease leaves the table: at `now` for a
+    /// release or revoke of a live seat, and when the predicate stopped
+    /// counting it (`expires_at + skew`) for one that had already lapsed.
+    fn end_session(&mut self, row: &LeaseRow, end: SessionEnd) -> Result<()> {
+        let skew = self.licenses.get(&row.license_id).map(|l| l.policy.skew);
+        let (end, at) = match skew {
+            Some(skew) if !is_live(row.expires_at, self.now, skew) => {
+                (SessionEnd::Lapse, row.expires_at.saturating_add(skew))
+            }
+            _ => (end, self.now),
+        };
+        self.tx.end_session(&row.seat_id, end, at)
+    }
+
+    /// Record each license's pool size from now on where it differs from
+    /// the last one recorded (a license gone from the policy: 0 seats), so
+    /// a past interval is judged against the seats it had then.
+    pub fn record_pool_sizes(&mut self) -> Result<()> {
+        let recorded = self.tx.current_pool_sizes()?;
+        let mut changes: Vec<(&str, u32)> = self
+            .licenses
+            .iter()
+            .filter(|l| recorded.get(&l.id) != Some(&l.policy.seats))
+            .map(|l| (l.id.as_str(), l.policy.seats))
+            .collect();
+        changes.extend(
+            recorded
+                .iter()
+                .filter(|(id, seats)| **seats > 0 && self.licenses.get(id).is_none())
+                .map(|(id, _)| (id.as_str(), 0)),
+        );
+        for (license_id, seats) in changes {
+            self.tx.record_pool_size(license_id, self.now, seats)?;
+        }
+        Ok(())
+    }
+
+    /// Drop history older than `cutoff`, at most `limit` rows per table.
+    pub fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize> {
+        self.tx.prune_history(cutoff, limit)
     }
 
     /// Live seats per license, by the one predicate.

@@ -54,6 +54,42 @@ const MIGRATIONS: &[&str] = &[
         value INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // v2: usage history. A session is one seat from checkout to its end;
+    // `ended_at`/`end_kind` stay NULL while the lease is in the table (a
+    // lapsed, not yet reaped seat's end is read from the lease itself).
+    r#"
+    CREATE TABLE sessions (
+        seat_id     TEXT PRIMARY KEY,
+        license_id  TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        fingerprint TEXT,
+        started_at  INTEGER NOT NULL,
+        ended_at    INTEGER,
+        end_kind    TEXT
+    ) WITHOUT ROWID;
+    CREATE INDEX sessions_by_license_start ON sessions (license_id, started_at);
+    CREATE INDEX sessions_by_end ON sessions (ended_at) WHERE ended_at IS NOT NULL;
+    -- Seats checked out before history was kept: their sessions start at
+    -- their checkout.
+    INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at)
+        SELECT seat_id, license_id, holder, fingerprint, checked_out_at FROM leases;
+
+    -- Refused checkouts (409 and 403 answers), exactly, per license and second.
+    CREATE TABLE denials (
+        license_id TEXT NOT NULL,
+        second_ms  INTEGER NOT NULL,
+        count      INTEGER NOT NULL,
+        PRIMARY KEY (license_id, second_ms)
+    ) WITHOUT ROWID;
+
+    -- Each license's pool size from `at` on.
+    CREATE TABLE pool_sizes (
+        license_id TEXT NOT NULL,
+        at         INTEGER NOT NULL,
+        seats      INTEGER NOT NULL,
+        PRIMARY KEY (license_id, at)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

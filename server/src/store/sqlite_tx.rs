@@ -4,7 +4,11 @@
 //! step with the `leases` table.
 
 use leasehold_common::Timestamp;
-use leasehold_common::api::{Event, EventKind};
+use std::collections::HashMap;
+use std::time::Duration;
+
+use leasehold_common::api::{Event, EventKind, SessionEnd};
+use leasehold_common::time::duration_millis;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -202,8 +206,25 @@ impl LeaseTx for SqliteTx<'_> {
         cutoff: Timestamp,
         limit: usize,
         now: Timestamp,
+        skew: Duration,
     ) -> Result<Vec<Event>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // The same leases as the two statements below take, before they go.
+        self.conn
+            .prepare_cached(
+                "UPDATE sessions SET end_kind = 'lapse', ended_at = (
+                     SELECT l.expires_at FROM leases l WHERE l.seat_id = sessions.seat_id) + ?4
+                 WHERE seat_id IN (
+                     SELECT seat_id FROM leases
+                     WHERE license_id = ?1 AND expires_at < ?2
+                     ORDER BY expires_at, seat_id LIMIT ?3)",
+            )?
+            .execute(params![
+                license_id,
+                cutoff.as_millis(),
+                limit,
+                duration_millis(skew)
+            ])?;
         let events: Vec<Event> = self
             .conn
             .prepare_cached(
@@ -268,6 +289,92 @@ impl LeaseTx for SqliteTx<'_> {
             .prepare_cached("DELETE FROM events WHERE id <= (SELECT max(id) FROM events) - ?1")?
             .execute([event_retention])?;
         Ok(())
+    }
+
+    fn start_session(&mut self, lease: &LeaseRow) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                lease.seat_id,
+                lease.license_id,
+                lease.holder,
+                lease.fingerprint,
+                lease.checked_out_at.as_millis()
+            ])?;
+        Ok(())
+    }
+
+    fn end_session(&mut self, seat_id: &str, end: SessionEnd, at: Timestamp) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "UPDATE sessions SET ended_at = ?2, end_kind = ?3
+                 WHERE seat_id = ?1 AND ended_at IS NULL",
+            )?
+            .execute(params![seat_id, at.as_millis(), end.as_str()])?;
+        Ok(())
+    }
+
+    fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO denials (license_id, second_ms, count) VALUES (?1, ?2, 1)
+                 ON CONFLICT (license_id, second_ms) DO UPDATE SET count = count + 1",
+            )?
+            .execute(params![license_id, at.as_millis().div_euclid(1000) * 1000])?;
+        Ok(())
+    }
+
+    fn current_pool_sizes(&mut self) -> Result<HashMap<String, u32>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT p.license_id, p.seats FROM pool_sizes p
+             WHERE p.at = (SELECT max(at) FROM pool_sizes q WHERE q.license_id = p.license_id)",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn record_pool_size(&mut self, license_id: &str, at: Timestamp, seats: u32) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO pool_sizes (license_id, at, seats) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (license_id, at) DO UPDATE SET seats = excluded.seats",
+            )?
+            .execute(params![license_id, at.as_millis(), seats])?;
+        Ok(())
+    }
+
+    fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize> {
+        let (cutoff, limit) = (cutoff.as_millis(), i64::try_from(limit).unwrap_or(i64::MAX));
+        let mut pruned = self
+            .conn
+            .prepare_cached(
+                "DELETE FROM sessions WHERE seat_id IN (
+                     SELECT seat_id FROM sessions WHERE ended_at < ?1 LIMIT ?2)",
+            )?
+            .execute(params![cutoff, limit])?;
+        pruned += self
+            .conn
+            .prepare_cached(
+                "DELETE FROM denials WHERE (license_id, second_ms) IN (
+                     SELECT license_id, second_ms FROM denials WHERE second_ms < ?1 LIMIT ?2)",
+            )?
+            .execute(params![cutoff, limit])?;
+        // A size in force at the cutoff stays: it judges what comes after.
+        pruned += self
+            .conn
+            .prepare_cached(
+                "DELETE FROM pool_sizes WHERE (license_id, at) IN (
+                     SELECT p.license_id, p.at FROM pool_sizes p
+                     WHERE p.at < ?1 AND EXISTS (
+                         SELECT 1 FROM pool_sizes q
+                         WHERE q.license_id = p.license_id AND q.at > p.at AND q.at <= ?1)
+                     LIMIT ?2)",
+            )?
+            .execute(params![cutoff, limit])?;
+        Ok(pruned)
     }
 
     fn extend_live(

@@ -40,6 +40,8 @@ pub struct Writer {
     last_alive: Timestamp,
     last_alive_persisted: Timestamp,
     throttle: EventThrottle,
+    /// The policy whose pool sizes the history has recorded.
+    recorded_policy: Option<Arc<Licenses>>,
     index: LiveIndex,
     stats: Arc<WriterStats>,
     wal: Arc<WalHousekeeping>,
@@ -93,6 +95,7 @@ impl Writer {
             last_alive: last_alive.map(Timestamp::from_millis).unwrap_or(now),
             last_alive_persisted: Timestamp::from_millis(i64::MIN),
             throttle: EventThrottle::default(),
+            recorded_policy: None,
             index,
             stats,
             wal,
@@ -152,6 +155,7 @@ impl Writer {
         // The index must be reloaded if anything may have set it apart from
         // the database: the outage rule's bulk update, or a rollback.
         let mut index_stale = outage.is_some();
+        let policy_recorded = self.record_pool_sizes(now, &licenses);
 
         for cmd in batch {
             if let Err(e) = exec_cached(&self.conn, "SAVEPOINT cmd") {
@@ -169,7 +173,7 @@ impl Writer {
                 throttle: &mut self.throttle,
                 events: Vec::new(),
             };
-            let (done, ok, events) = apply(rules, cmd, self.options.event_retention, &commit);
+            let (done, ok, events) = apply(rules, cmd, &self.options, &commit);
             let end = if ok {
                 exec_cached(&self.conn, "RELEASE cmd")
             } else {
@@ -211,6 +215,9 @@ impl Writer {
                 if persist_alive {
                     self.last_alive_persisted = now;
                 }
+                if policy_recorded {
+                    self.recorded_policy = Some(licenses.clone());
+                }
                 if let Some((gap, extended)) = outage {
                     tracing::warn!(
                         "server was not running for {:.1}s (down, paused or clock jump); \
@@ -247,6 +254,35 @@ impl Writer {
                 Err(e) => tracing::error!("store: cannot reload the live index: {e}"),
             }
         }
+    }
+
+    /// Record the pool sizes of a policy the history has not seen yet (at
+    /// start and after each reload), inside the batch's transaction; true
+    /// once recorded.
+    fn record_pool_sizes(&mut self, now: Timestamp, licenses: &Arc<Licenses>) -> bool {
+        if self
+            .recorded_policy
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(p, licenses))
+        {
+            return false;
+        }
+        let mut tx = SqliteTx {
+            conn: &self.conn,
+            index: &mut self.index,
+        };
+        let recorded = Rules {
+            tx: &mut tx,
+            now,
+            licenses,
+            throttle: &mut self.throttle,
+            events: Vec::new(),
+        }
+        .record_pool_sizes();
+        if let Err(e) = &recorded {
+            tracing::error!("store: cannot record pool sizes: {e}");
+        }
+        recorded.is_ok()
     }
 
     /// The outage rule. If the writer has not run for longer than the stall

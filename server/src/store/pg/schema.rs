@@ -84,6 +84,36 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX waiters_by_license ON waiters (license_id, id);
     "#,
+    // v2: usage history (the same records as SQLite's v2).
+    r#"
+    CREATE TABLE sessions (
+        seat_id     TEXT PRIMARY KEY,
+        license_id  TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        fingerprint TEXT,
+        started_at  BIGINT NOT NULL,
+        ended_at    BIGINT,
+        end_kind    TEXT
+    );
+    CREATE INDEX sessions_by_license_start ON sessions (license_id, started_at);
+    CREATE INDEX sessions_by_end ON sessions (ended_at) WHERE ended_at IS NOT NULL;
+    INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at)
+        SELECT seat_id, license_id, holder, fingerprint, checked_out_at FROM leases;
+
+    CREATE TABLE denials (
+        license_id TEXT NOT NULL,
+        second_ms  BIGINT NOT NULL,
+        count      BIGINT NOT NULL,
+        PRIMARY KEY (license_id, second_ms)
+    );
+
+    CREATE TABLE pool_sizes (
+        license_id TEXT NOT NULL,
+        at         BIGINT NOT NULL,
+        seats      INTEGER NOT NULL,
+        PRIMARY KEY (license_id, at)
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

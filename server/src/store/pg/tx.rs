@@ -3,7 +3,10 @@
 //! license locks and read the cluster's clock).
 
 use leasehold_common::Timestamp;
-use leasehold_common::api::{Event, EventKind};
+use std::collections::HashMap;
+use std::time::Duration;
+
+use leasehold_common::api::{Event, EventKind, SessionEnd};
 use postgres::{Row, Statement, Transaction};
 
 use super::super::rules::{LeaseTx, NewEvent, Result, reap_detail};
@@ -32,6 +35,15 @@ pub struct Statements {
     prune_events: Statement,
     extend_live: Statement,
     append_event: Statement,
+    end_reaped_sessions: Statement,
+    start_session: Statement,
+    end_session: Statement,
+    count_denial: Statement,
+    current_pool_sizes: Statement,
+    record_pool_size: Statement,
+    prune_sessions: Statement,
+    prune_denials: Statement,
+    prune_pool_sizes: Statement,
 }
 
 impl Statements {
@@ -103,6 +115,48 @@ impl Statements {
             extend_live: p(
                 "UPDATE leases SET expires_at = $1
                  WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1",
+            )?,
+            end_reaped_sessions: p(
+                "UPDATE sessions SET end_kind = 'lapse', ended_at = e.ended_at
+                 FROM unnest($1::text[], $2::bigint[]) AS e(seat_id, ended_at)
+                 WHERE sessions.seat_id = e.seat_id",
+            )?,
+            start_session: p(
+                "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at)
+                 VALUES ($1, $2, $3, $4, $5)",
+            )?,
+            end_session: p(
+                "UPDATE sessions SET ended_at = $2, end_kind = $3
+                 WHERE seat_id = $1 AND ended_at IS NULL",
+            )?,
+            count_denial: p(
+                "INSERT INTO denials (license_id, second_ms, count) VALUES ($1, $2, 1)
+                 ON CONFLICT (license_id, second_ms) DO UPDATE SET count = denials.count + 1",
+            )?,
+            current_pool_sizes: p(
+                "SELECT DISTINCT ON (license_id) license_id, seats FROM pool_sizes
+                 ORDER BY license_id, at DESC",
+            )?,
+            record_pool_size: p(
+                "INSERT INTO pool_sizes (license_id, at, seats) VALUES ($1, $2, $3)
+                 ON CONFLICT (license_id, at) DO UPDATE SET seats = excluded.seats",
+            )?,
+            prune_sessions: p(
+                "DELETE FROM sessions WHERE seat_id IN (
+                     SELECT seat_id FROM sessions WHERE ended_at < $1 LIMIT $2)",
+            )?,
+            prune_denials: p(
+                "DELETE FROM denials WHERE (license_id, second_ms) IN (
+                     SELECT license_id, second_ms FROM denials WHERE second_ms < $1 LIMIT $2)",
+            )?,
+            // A size in force at the cutoff stays: it judges what comes after.
+            prune_pool_sizes: p(
+                "DELETE FROM pool_sizes WHERE (license_id, at) IN (
+                     SELECT p.license_id, p.at FROM pool_sizes p
+                     WHERE p.at < $1 AND EXISTS (
+                         SELECT 1 FROM pool_sizes q
+                         WHERE q.license_id = p.license_id AND q.at > p.at AND q.at <= $1)
+                     LIMIT $2)",
             )?,
             append_event: p(
                 "WITH id AS (
@@ -276,6 +330,7 @@ impl LeaseTx for PgTx<'_, '_> {
         cutoff: Timestamp,
         limit: usize,
         now: Timestamp,
+        skew: Duration,
     ) -> Result<Vec<Event>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut gone: Vec<(String, String, i64)> = self
@@ -292,6 +347,13 @@ impl LeaseTx for PgTx<'_, '_> {
         }
         // The index's order, so event ids follow expiry as on SQLite.
         gone.sort_by(|a, b| (a.2, &a.0).cmp(&(b.2, &b.0)));
+        let seats: Vec<&str> = gone.iter().map(|g| g.0.as_str()).collect();
+        let ended: Vec<i64> = gone
+            .iter()
+            .map(|g| Timestamp::from_millis(g.2).saturating_add(skew).as_millis())
+            .collect();
+        self.tx
+            .execute(&self.statements.end_reaped_sessions, &[&seats, &ended])?;
         let n = gone.len() as i64;
         let last: i64 = self
             .tx
@@ -320,6 +382,68 @@ impl LeaseTx for PgTx<'_, '_> {
         self.tx
             .execute(&self.statements.prune_events, &[&event_retention])?;
         Ok(())
+    }
+
+    fn start_session(&mut self, lease: &LeaseRow) -> Result<()> {
+        self.tx.execute(
+            &self.statements.start_session,
+            &[
+                &lease.seat_id,
+                &lease.license_id,
+                &lease.holder,
+                &lease.fingerprint,
+                &lease.checked_out_at.as_millis(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn end_session(&mut self, seat_id: &str, end: SessionEnd, at: Timestamp) -> Result<()> {
+        self.tx.execute(
+            &self.statements.end_session,
+            &[&seat_id, &at.as_millis(), &end.as_str()],
+        )?;
+        Ok(())
+    }
+
+    fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()> {
+        let second = at.as_millis().div_euclid(1000) * 1000;
+        self.tx
+            .execute(&self.statements.count_denial, &[&license_id, &second])?;
+        Ok(())
+    }
+
+    fn current_pool_sizes(&mut self) -> Result<HashMap<String, u32>> {
+        let rows = self.tx.query(&self.statements.current_pool_sizes, &[])?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let seats: i32 = r.get(1);
+                (r.get(0), u32::try_from(seats).unwrap_or(0))
+            })
+            .collect())
+    }
+
+    fn record_pool_size(&mut self, license_id: &str, at: Timestamp, seats: u32) -> Result<()> {
+        let seats = i32::try_from(seats).unwrap_or(i32::MAX);
+        self.tx.execute(
+            &self.statements.record_pool_size,
+            &[&license_id, &at.as_millis(), &seats],
+        )?;
+        Ok(())
+    }
+
+    fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize> {
+        let (cutoff, limit) = (cutoff.as_millis(), i64::try_from(limit).unwrap_or(i64::MAX));
+        let mut pruned = 0;
+        for statement in [
+            &self.statements.prune_sessions,
+            &self.statements.prune_denials,
+            &self.statements.prune_pool_sizes,
+        ] {
+            pruned += self.tx.execute(statement, &[&cutoff, &limit])?;
+        }
+        Ok(usize::try_from(pruned).unwrap_or(usize::MAX))
     }
 
     fn extend_live(

@@ -57,6 +57,8 @@ pub struct PgWriter {
     licenses_version: i64,
     options: StoreOptions,
     throttle: EventThrottle,
+    /// The policy whose pool sizes the history has recorded.
+    recorded_policy: Option<Arc<Licenses>>,
     stats: Arc<WriterStats>,
 }
 
@@ -84,6 +86,7 @@ impl PgWriter {
             licenses_version,
             options,
             throttle: EventThrottle::default(),
+            recorded_policy: None,
             stats,
         }
     }
@@ -105,7 +108,6 @@ impl PgWriter {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let locks = license_locks(&batch);
         let stall_ms = leasehold_common::time::duration_millis(self.options.stall_threshold);
-        let event_retention = self.options.event_retention;
 
         let conn = match connection(&mut self.conn, &self.config) {
             Ok(c) => c,
@@ -144,6 +146,12 @@ impl PgWriter {
             return fail_batch(batch, &e.to_string());
         }
 
+        let policy_recorded = !self
+            .recorded_policy
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(p, &licenses))
+            && record_pool_sizes(&mut tx, statements, now, &licenses);
+
         let (commit_tx, commit) = watch::channel(None);
         let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
         let mut wrote_events = false;
@@ -166,7 +174,7 @@ impl PgWriter {
                 throttle: &mut self.throttle,
                 events: Vec::new(),
             };
-            let (done, ok, events) = apply(rules, cmd, event_retention, &commit);
+            let (done, ok, events) = apply(rules, cmd, &self.options, &commit);
             let end = if ok {
                 savepoint.commit()
             } else {
@@ -189,6 +197,9 @@ impl PgWriter {
             .fetch_add(micros(applied.elapsed()), Ordering::Relaxed);
         match committed {
             Ok(()) => {
+                if policy_recorded {
+                    self.recorded_policy = Some(licenses.clone());
+                }
                 let _ = commit_tx.send(Some(Ok(())));
                 for f in finishes {
                     f(Ok(()));
@@ -339,6 +350,45 @@ fn outage(
         gap as f64 / 1000.0
     );
     Ok(())
+}
+
+/// Record the pool sizes of a policy the history has not seen yet; true
+/// once recorded (in this batch's transaction).
+fn record_pool_sizes(
+    tx: &mut Transaction<'_>,
+    statements: &Statements,
+    now: Timestamp,
+    licenses: &Licenses,
+) -> bool {
+    // In a savepoint: a failure must not abort the batch's transaction.
+    let mut savepoint = match tx.savepoint("policy") {
+        Ok(sp) => sp,
+        Err(e) => {
+            tracing::error!("store: cannot record pool sizes: {e}");
+            return false;
+        }
+    };
+    let mut pg = PgTx {
+        tx: &mut savepoint,
+        statements,
+    };
+    let mut throttle = EventThrottle::default();
+    let recorded = Rules {
+        tx: &mut pg,
+        now,
+        licenses,
+        throttle: &mut throttle,
+        events: Vec::new(),
+    }
+    .record_pool_sizes();
+    let ended = match &recorded {
+        Ok(()) => savepoint.commit(),
+        Err(e) => {
+            tracing::error!("store: cannot record pool sizes: {e}");
+            savepoint.rollback()
+        }
+    };
+    recorded.is_ok() && ended.is_ok()
 }
 
 /// Move the clock's high-water mark and the cluster's "alive" time, wake
