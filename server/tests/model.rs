@@ -1,12 +1,13 @@
 //! Model-based test of the store.
 //!
-//! A proptest drives the real [`Store`] (writer thread, SQLite file in a temp
-//! dir, read pool) with random sequences of checkouts, heartbeats, releases,
-//! revokes, reaps and clock moves across two or three licenses with small
-//! pools and short TTLs. A plain in-memory [`Model`] decides the expected
-//! outcome of every operation with the one predicate from `leasehold_common`
-//! (`is_live`, `is_reapable`, `lapses_at`), and every answer of the store is
-//! checked against it. After every step the invariants are asserted against
+//! A proptest drives the real [`Store`] (writer thread and read pool, on
+//! SQLite or PostgreSQL as `LEASEHOLD_TEST_STORE` says: `support::TestDb`)
+//! with random sequences of checkouts, heartbeats, releases, revokes, reaps
+//! and clock moves across two or three licenses with small pools and short
+//! TTLs. A plain in-memory [`Model`] decides the expected outcome of every
+//! operation with the one predicate from `leasehold_common` (`is_live`,
+//! `is_reapable`, `lapses_at`), and every answer of the store is checked
+//! against it. After every step the invariants are asserted against
 //! the store's own read API (`seats`, `live_counts`):
 //!
 //! - live ≤ seats for every license (no over-grant);
@@ -43,7 +44,7 @@ use leasehold_server::store::{
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use support::{NO_STALL, T0, at, db_path, license_toml, ms, open_store};
+use support::{NO_STALL, T0, TestDb, at, license_toml, ms};
 
 /// License ids, in the order the store iterates them (id order).
 const LICENSE_IDS: [&str; 3] = ["a", "b", "c"];
@@ -945,10 +946,11 @@ fn run(pols: Vec<Pol>, ops: Vec<Op>) -> Result<(), TestCaseError> {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let dir = tempfile::tempdir().unwrap();
-        let licenses = LicensesHandle::new(Licenses::parse(&licenses_toml(&pols)).unwrap());
+        let db = TestDb::new();
+        let toml = licenses_toml(&pols);
+        let licenses = LicensesHandle::new(Licenses::parse(&toml).unwrap());
         let clock = ManualClock::new(at(0));
-        let store = open_store(&db_path(&dir), &licenses, &clock, NO_STALL).unwrap();
+        let store = db.open(&toml, &licenses, &clock, NO_STALL).unwrap();
         let model = Model {
             now: at(0),
             licenses: pols
@@ -982,7 +984,10 @@ fn run(pols: Vec<Pol>, ops: Vec<Op>) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        // PROPTEST_CASES=5000 for a longer soak.
+        // PROPTEST_CASES=5000 for a longer soak. On PostgreSQL the default
+        // takes minutes, not seconds: each case is a fresh database and
+        // each step several fsync'd commits (live counts go through the
+        // writer).
         cases: std::env::var("PROPTEST_CASES")
             .ok()
             .and_then(|v| v.parse().ok())

@@ -1,4 +1,7 @@
-//! Store tests on a real SQLite file (temp dir) with a clock moved by hand.
+//! Store tests on a real store with a clock moved by hand: SQLite (a file in
+//! a temp dir) or PostgreSQL (a fresh database on a throwaway cluster), as
+//! `LEASEHOLD_TEST_STORE` says. Tests named `sqlite_*` are about SQLite
+//! itself (schema version, WAL, the file) and run on SQLite either way.
 //!
 //! Every test opens its own database. Unless a test is about the outage rule,
 //! the stall threshold is set far beyond any clock jump the test makes, so
@@ -7,7 +10,7 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -21,8 +24,7 @@ use leasehold_server::store::{
     StoreError, StoreOptions,
 };
 use proptest::prelude::*;
-use support::{NO_STALL, at, db_path, license_toml, ms, open_store};
-use tempfile::TempDir;
+use support::{NO_STALL, TestDb, at, license_toml, ms};
 
 /// `cad`: 3 seats, ttl 60 s, skew 5 s, grace 15 s.
 /// `other`: a second license, to check that seat ids do not cross licenses.
@@ -62,7 +64,10 @@ fn secs(n: u64) -> Duration {
 }
 
 struct Harness {
-    dir: TempDir,
+    db: TestDb,
+    /// The licenses file the store was opened with (PostgreSQL publishes it
+    /// again on every open).
+    licenses_toml: String,
     clock: Arc<ManualClock>,
     licenses: LicensesHandle,
     store: Store,
@@ -73,21 +78,29 @@ impl Harness {
         Harness::with(LICENSES, NO_STALL)
     }
 
+    /// On the store `LEASEHOLD_TEST_STORE` names.
     fn with(licenses_toml: &str, stall_threshold: Duration) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
+        Harness::on(TestDb::new(), licenses_toml, stall_threshold)
+    }
+
+    /// On SQLite whatever the environment says, for tests of SQLite itself.
+    fn sqlite_only() -> Harness {
+        Harness::on(TestDb::sqlite(), LICENSES, NO_STALL)
+    }
+
+    fn on(db: TestDb, licenses_toml: &str, stall_threshold: Duration) -> Harness {
         let clock = ManualClock::new(at(0));
         let licenses = LicensesHandle::new(Licenses::parse(licenses_toml).unwrap());
-        let store = open_store(&db_path(&dir), &licenses, &clock, stall_threshold).unwrap();
+        let store = db
+            .open(licenses_toml, &licenses, &clock, stall_threshold)
+            .unwrap();
         Harness {
-            dir,
+            db,
+            licenses_toml: licenses_toml.to_string(),
             clock,
             licenses,
             store,
         }
-    }
-
-    fn path(&self) -> PathBuf {
-        db_path(&self.dir)
     }
 
     fn now(&self) -> Timestamp {
@@ -102,22 +115,19 @@ impl Harness {
         self.clock.set(t);
     }
 
-    /// Close the store and open the same file again.
+    /// Close the store and open the same database again.
     async fn reopen(self, stall_threshold: Duration) -> Harness {
-        let Harness {
-            dir,
-            clock,
-            licenses,
-            store,
-        } = self;
-        store.close().await;
-        let store = open_store(&db_path(&dir), &licenses, &clock, stall_threshold).unwrap();
-        Harness {
-            dir,
-            clock,
-            licenses,
-            store,
-        }
+        self.store.close().await;
+        let store = self
+            .db
+            .open(
+                &self.licenses_toml,
+                &self.licenses,
+                &self.clock,
+                stall_threshold,
+            )
+            .unwrap();
+        Harness { store, ..self }
     }
 
     async fn finish(self) {
@@ -942,10 +952,10 @@ async fn events_have_increasing_ids_and_are_published_after_commit() {
             EventKind::Config,
         ]
     );
-    assert!(
-        log.windows(2).all(|w| w[0].id < w[1].id),
-        "ids strictly increasing: {log:?}"
-    );
+    // Ids are gap-free from 1 on either store: no event is logged for the
+    // licenses file a store starts with, and a denial takes an id like any.
+    let ids: Vec<i64> = log.iter().map(|e| e.id).collect();
+    assert_eq!(ids, (1..=6).collect::<Vec<_>>(), "{log:?}");
     assert_eq!(log.last(), Some(&config));
     assert_eq!(config.detail.as_deref(), Some("reloaded"));
 
@@ -1160,14 +1170,19 @@ async fn outage_extends_leases_that_were_live_first_command_heartbeat() {
 async fn outage_rule_applies_to_downtime_across_close_and_reopen() {
     let h = Harness::with(SHORT, STALL);
     let (l, a) = outage_setup(&h).await;
-    let path = h.path();
     h.store.close().await;
 
     // Down for ten minutes.
     h.clock.set(at(12_000 + 600_000));
-    let store = open_store(&path, &h.licenses, &h.clock, STALL).unwrap();
+    let store =
+        h.db.open(&h.licenses_toml, &h.licenses, &h.clock, STALL)
+            .unwrap();
     let h = Harness { store, ..h };
     let start = h.now();
+    // SQLite applies the rule as it opens; PostgreSQL in the cluster's first
+    // batch after the gap (in the server, the alive tick's, within a second).
+    // One tick at the start-up time, before reading the leases back.
+    h.store.tick().await.unwrap();
 
     let a_now = h.seat(&a.seat_id).await.expect("A survives the downtime");
     assert_eq!(
@@ -1220,7 +1235,7 @@ async fn outage_means_a_gap_strictly_longer_than_the_threshold() {
 }
 
 // ---------------------------------------------------------------------------
-// Migrations and bad files
+// Migrations and bad files (SQLite's own: `user_version`, WAL, the file)
 // ---------------------------------------------------------------------------
 
 fn user_version(path: &Path) -> i64 {
@@ -1230,12 +1245,12 @@ fn user_version(path: &Path) -> i64 {
 }
 
 #[tokio::test]
-async fn a_fresh_file_gets_the_current_schema_version() {
-    let h = Harness::new();
-    let version = user_version(&h.path());
+async fn sqlite_a_fresh_file_gets_the_current_schema_version() {
+    let h = Harness::sqlite_only();
+    let version = user_version(&h.db.sqlite_path());
     assert_eq!(version, SCHEMA_VERSION);
     assert!(version >= 1, "the schema was created");
-    let journal: String = rusqlite::Connection::open(h.path())
+    let journal: String = rusqlite::Connection::open(h.db.sqlite_path())
         .unwrap()
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
@@ -1243,24 +1258,24 @@ async fn a_fresh_file_gets_the_current_schema_version() {
     // Reopening an up-to-date file migrates nothing and loses nothing.
     let a = h.fresh(req("cad", "alice")).await;
     let h = h.reopen(NO_STALL).await;
-    assert_eq!(user_version(&h.path()), SCHEMA_VERSION);
+    assert_eq!(user_version(&h.db.sqlite_path()), SCHEMA_VERSION);
     assert_eq!(h.seat(&a.seat_id).await.unwrap(), a);
     h.finish().await;
 }
 
-fn open_err(path: &Path) -> StoreError {
+fn open_err(db: &TestDb) -> StoreError {
     let clock = ManualClock::new(at(0));
     let licenses = LicensesHandle::new(Licenses::parse(LICENSES).unwrap());
-    match open_store(path, &licenses, &clock, NO_STALL) {
-        Ok(_) => panic!("{} should have been refused", path.display()),
+    match db.open(LICENSES, &licenses, &clock, NO_STALL) {
+        Ok(_) => panic!("{} should have been refused", db.sqlite_path().display()),
         Err(e) => e,
     }
 }
 
 #[tokio::test]
-async fn a_newer_schema_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
+async fn sqlite_a_newer_schema_is_refused() {
+    let db = TestDb::sqlite();
+    let path = db.sqlite_path();
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch("CREATE TABLE future (x INTEGER);")
@@ -1268,32 +1283,32 @@ async fn a_newer_schema_is_refused() {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
             .unwrap();
     }
-    let err = open_err(&path);
+    let err = open_err(&db);
     assert!(matches!(err, StoreError::SchemaTooNew { .. }), "{err:?}");
     assert!(err.to_string().contains("newer"), "{err}");
     assert_eq!(user_version(&path), SCHEMA_VERSION + 1, "left as it was");
 }
 
 #[tokio::test]
-async fn a_negative_schema_version_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
+async fn sqlite_a_negative_schema_version_is_refused() {
+    let db = TestDb::sqlite();
+    let path = db.sqlite_path();
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.pragma_update(None, "user_version", -1).unwrap();
     }
-    let err = open_err(&path);
+    let err = open_err(&db);
     assert!(matches!(err, StoreError::SchemaNotOurs { .. }), "{err:?}");
     assert!(err.to_string().contains("schema version -1"), "{err}");
 }
 
 #[tokio::test]
-async fn a_file_that_is_not_sqlite_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
+async fn sqlite_a_file_that_is_not_sqlite_is_refused() {
+    let db = TestDb::sqlite();
+    let path = db.sqlite_path();
     let junk = "this is not a database, it is a shopping list\n".repeat(200);
     std::fs::write(&path, &junk).unwrap();
-    let err = open_err(&path);
+    let err = open_err(&db);
     let text = err.to_string();
     assert!(!text.is_empty());
     assert_eq!(
@@ -1355,12 +1370,12 @@ async fn concurrent_checkouts_never_oversell_the_pool() {
 /// WAL copied, so SQLite never starts it over: it grew by 30 MB/s under the
 /// heartbeat bench. The writer now finishes the checkpoint itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_wal_starts_over_under_writes_without_a_pause() {
-    let dir = tempfile::tempdir().unwrap();
+async fn sqlite_the_wal_starts_over_under_writes_without_a_pause() {
+    let db = TestDb::sqlite();
     let clock: SharedClock = ManualClock::new(at(0));
     let licenses = LicensesHandle::new(Licenses::parse(LICENSES).unwrap());
     let store = Store::open(
-        &db_path(&dir),
+        &db.sqlite_path(),
         licenses,
         clock,
         StoreOptions {
@@ -1394,7 +1409,7 @@ async fn the_wal_starts_over_under_writes_without_a_pause() {
     let catch_ups = stats.wal_catch_ups.load(Ordering::Relaxed);
     // The file only grows while the store is open: its length is the most
     // frames the WAL ever held (32-byte header, 24-byte frame headers).
-    let wal_len = std::fs::metadata(dir.path().join("leasehold.db-wal"))
+    let wal_len = std::fs::metadata(db.sqlite_path().with_extension("db-wal"))
         .unwrap()
         .len();
     let most_frames = (wal_len - 32) / (24 + 1024);

@@ -1,14 +1,18 @@
 //! What the store tests (`store.rs`, `model.rs`) share: a manual clock's
-//! start, a store opened on a file of a temp dir, and one license as TOML.
+//! start, the database a test runs on (SQLite or PostgreSQL, by
+//! `LEASEHOLD_TEST_STORE`), and one license as TOML.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_common::Timestamp;
 use leasehold_server::clock::{ManualClock, SharedClock};
 use leasehold_server::licenses::LicensesHandle;
+use leasehold_server::store::pg::writer::DecisionClock;
+use leasehold_server::store::pg::{self, ReplicaIdentity};
 use leasehold_server::store::{Store, StoreError, StoreOptions};
+use leasehold_testkit::postgres::PgCluster;
 use tempfile::TempDir;
 
 /// 2027-01-15T08:00:00Z, a round start for the manual clock.
@@ -27,28 +31,85 @@ pub fn at(offset_ms: i64) -> Timestamp {
     Timestamp::from_millis(T0 + offset_ms)
 }
 
-pub fn db_path(dir: &TempDir) -> PathBuf {
-    dir.path().join("leasehold.db")
+/// One test's database: opened, closed and opened again as often as the
+/// test likes, always the same data.
+pub enum TestDb {
+    /// `leasehold.db` in a temp dir.
+    Sqlite(TempDir),
+    /// A fresh database on the process's shared throwaway cluster.
+    Postgres(String),
 }
 
-/// The store on `path`, on the manual clock, with default options but the
-/// stall threshold.
-pub fn open_store(
-    path: &Path,
-    licenses: &LicensesHandle,
-    clock: &Arc<ManualClock>,
-    stall_threshold: Duration,
-) -> Result<Store, StoreError> {
-    let clock: SharedClock = clock.clone();
-    Store::open(
-        path,
-        licenses.clone(),
-        clock,
-        StoreOptions {
+impl TestDb {
+    /// The store `LEASEHOLD_TEST_STORE` names, as the end-to-end harness
+    /// reads it (`tests/src/lib.rs::TestStore::from_env`): unset or `sqlite`
+    /// is SQLite; `postgres` and `postgres-2` are PostgreSQL (a store test
+    /// opens one store handle, so both mean one replica here).
+    pub fn new() -> TestDb {
+        match std::env::var("LEASEHOLD_TEST_STORE").as_deref() {
+            Err(_) | Ok("") | Ok("sqlite") => TestDb::sqlite(),
+            Ok("postgres") | Ok("postgres-2") => TestDb::postgres(),
+            Ok(other) => {
+                panic!("LEASEHOLD_TEST_STORE={other:?}: expected sqlite, postgres or postgres-2")
+            }
+        }
+    }
+
+    /// SQLite whatever the environment says: for tests about SQLite itself.
+    pub fn sqlite() -> TestDb {
+        TestDb::Sqlite(tempfile::tempdir().unwrap())
+    }
+
+    pub fn postgres() -> TestDb {
+        TestDb::Postgres(PgCluster::shared().create_database())
+    }
+
+    /// The SQLite file; panics on PostgreSQL (only SQLite-only tests ask).
+    pub fn sqlite_path(&self) -> PathBuf {
+        match self {
+            TestDb::Sqlite(dir) => dir.path().join("leasehold.db"),
+            TestDb::Postgres(url) => panic!("{url} is not an SQLite file"),
+        }
+    }
+
+    /// The store on this database, deciding on the manual clock, with
+    /// default options but the stall threshold. `licenses_toml` is the text
+    /// `licenses` was parsed from (PostgreSQL publishes it as the cluster's
+    /// policy, as a replica does at start-up).
+    pub fn open(
+        &self,
+        licenses_toml: &str,
+        licenses: &LicensesHandle,
+        clock: &Arc<ManualClock>,
+        stall_threshold: Duration,
+    ) -> Result<Store, StoreError> {
+        let options = StoreOptions {
             stall_threshold,
             ..StoreOptions::default()
-        },
-    )
+        };
+        let clock: SharedClock = clock.clone();
+        match self {
+            TestDb::Sqlite(_) => Store::open(&self.sqlite_path(), licenses.clone(), clock, options),
+            TestDb::Postgres(url) => {
+                let config = pg::config(url)?;
+                // Fixed values: every open of this database is the same replica.
+                let identity = ReplicaIdentity {
+                    signing_kid: "store-test-kid".into(),
+                    admin_token_sha256: "store-test-token".into(),
+                };
+                let start = pg::prepare(&config, &identity, licenses_toml, &licenses.current())?;
+                // Decisions on the manual clock (never behind the cluster's
+                // high-water mark), so moving it works as on SQLite.
+                Store::open_postgres(
+                    config,
+                    DecisionClock::Injected(clock),
+                    start,
+                    licenses.clone(),
+                    options,
+                )
+            }
+        }
+    }
 }
 
 /// One `[[license]]` table with a policy in milliseconds (key `<id>-key`).
