@@ -212,6 +212,14 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_states_the_same_rules() {
+        let readme = include_str!("../../../README.md");
+        for line in thresholds_help().lines() {
+            assert!(readme.contains(line), "README.md lacks {line:?}");
+        }
+    }
+
+    #[test]
     fn help_states_the_constants() {
         let help = thresholds_help();
         assert!(help.contains(">= 10% of the range"), "{help}");
