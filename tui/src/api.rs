@@ -2,7 +2,9 @@
 //!
 //! [`AdminClient`] wraps the admin endpoints of the contract
 //! (`GET /v1/admin/licenses`, `GET /v1/admin/seats`, `GET /v1/admin/events`,
-//! `DELETE /v1/admin/seats/{id}`) and turns every failure into an [`ApiError`]
+//! `DELETE /v1/admin/seats/{id}`, `GET /v1/admin/usage`,
+//! `GET /v1/admin/sessions` as JSON pages or streamed CSV) and turns every
+//! failure into an [`ApiError`]
 //! whose `Display` is the one line a person reads on stderr or in the status
 //! bar. [`SseParser`] is a pure, incremental parser of the Server-Sent Events
 //! wire format for `GET /v1/admin/events/stream`; [`AdminClient::event_stream`]
@@ -11,8 +13,10 @@
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
+use leasehold_common::Timestamp;
 use leasehold_common::api::{
-    ErrorBody, Event, EventsResponse, LicensesResponse, RevokeRequest, SeatsResponse, code,
+    ErrorBody, Event, EventsResponse, LicensesResponse, RevokeRequest, SeatsResponse,
+    SessionsResponse, UsageResponse, code,
 };
 use leasehold_common::text::sanitize_for_terminal;
 use reqwest::{Method, RequestBuilder, StatusCode};
@@ -202,6 +206,56 @@ impl AdminClient {
         }
     }
 
+    /// `GET /v1/admin/usage`: one license's use over a range, in buckets.
+    pub async fn usage(&self, q: &UsageQuery<'_>) -> Result<UsageResponse, ApiError> {
+        self.get_json(&format!("/v1/admin/usage?{}", q.to_query()))
+            .await
+    }
+
+    /// `GET /v1/admin/sessions` as JSON: one page, newest first; pass its
+    /// `next` as [`SessionsQuery::after`] for the following one.
+    pub async fn sessions_page(&self, q: &SessionsQuery<'_>) -> Result<SessionsResponse, ApiError> {
+        self.get_json(&format!("/v1/admin/sessions?{}", q.to_query()))
+            .await
+    }
+
+    /// `GET /v1/admin/sessions` with `Accept: text/csv`: every session of
+    /// the range (no paging; `limit` and `after` are not sent), as the bytes
+    /// arrive. It uses the client without an overall timeout, since a long
+    /// range may take longer than [`REQUEST_TIMEOUT`] to stream; the caller
+    /// bounds the wait for each chunk instead.
+    pub async fn sessions_csv(
+        &self,
+        q: &SessionsQuery<'_>,
+    ) -> Result<impl Stream<Item = Result<impl AsRef<[u8]> + use<>, ApiError>> + use<>, ApiError>
+    {
+        let whole = SessionsQuery {
+            limit: None,
+            after: None,
+            ..q.clone()
+        };
+        let req = self
+            .stream_http
+            .get(format!(
+                "{}/v1/admin/sessions?{}",
+                self.base,
+                whole.to_query()
+            ))
+            .bearer_auth(&self.token)
+            .header(reqwest::header::ACCEPT, "text/csv");
+        let resp = self.send(req).await?;
+        if !resp.status().is_success() {
+            return Err(self.error_from(resp).await);
+        }
+        let base = self.base.clone();
+        Ok(resp.bytes_stream().map(move |chunk| {
+            chunk.map_err(|e| ApiError::Unreachable {
+                server: base.clone(),
+                cause: root_cause(&e),
+            })
+        }))
+    }
+
     /// Open `GET /v1/admin/events/stream`, resuming after `last_event_id`.
     /// The returned stream yields each event as it arrives and ends (with an
     /// error item or simply) when the connection does; reconnecting is the
@@ -239,6 +293,95 @@ impl AdminClient {
             futures_util::stream::iter(items)
         });
         Ok(stream)
+    }
+}
+
+/// The parameters of `GET /v1/admin/usage`. Absent ones are left to the
+/// server (the last 24 h; a step giving at most 500 points).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageQuery<'a> {
+    pub license: &'a str,
+    pub from: Option<Timestamp>,
+    pub to: Option<Timestamp>,
+    /// Sent in whole seconds (`3600s`), rounded up: the server's step
+    /// syntax is `60s`, `1h`, and a step never comes out shorter than asked.
+    pub step: Option<Duration>,
+}
+
+impl UsageQuery<'_> {
+    /// The query string, without the `?`.
+    pub fn to_query(&self) -> String {
+        let mut q = Query::default();
+        q.push("license", self.license);
+        q.push_time("from", self.from);
+        q.push_time("to", self.to);
+        if let Some(step) = self.step {
+            q.push(
+                "step",
+                &format!("{}s", step.as_millis().div_ceil(1000).max(1)),
+            );
+        }
+        q.0
+    }
+}
+
+/// The parameters of `GET /v1/admin/sessions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionsQuery<'a> {
+    pub license: Option<&'a str>,
+    pub holder: Option<&'a str>,
+    pub from: Option<Timestamp>,
+    pub to: Option<Timestamp>,
+    /// Page size (JSON only; the server's default is 100, its maximum
+    /// [`SESSIONS_PAGE_MAX`]).
+    pub limit: Option<u32>,
+    /// The `next` cursor of the previous page.
+    pub after: Option<&'a str>,
+}
+
+/// The largest `limit` the sessions endpoint accepts.
+pub const SESSIONS_PAGE_MAX: u32 = 10_000;
+
+impl SessionsQuery<'_> {
+    /// The query string, without the `?`.
+    pub fn to_query(&self) -> String {
+        let mut q = Query::default();
+        if let Some(l) = self.license {
+            q.push("license", l);
+        }
+        if let Some(h) = self.holder {
+            q.push("holder", h);
+        }
+        q.push_time("from", self.from);
+        q.push_time("to", self.to);
+        if let Some(n) = self.limit {
+            q.push("limit", &n.to_string());
+        }
+        if let Some(a) = self.after {
+            q.push("after", a);
+        }
+        q.0
+    }
+}
+
+/// A query string under construction, every value percent-encoded.
+#[derive(Default)]
+struct Query(String);
+
+impl Query {
+    fn push(&mut self, name: &str, value: &str) {
+        if !self.0.is_empty() {
+            self.0.push('&');
+        }
+        self.0.push_str(name);
+        self.0.push('=');
+        self.0.push_str(&encode_query(value));
+    }
+
+    fn push_time(&mut self, name: &str, t: Option<Timestamp>) {
+        if let Some(t) = t {
+            self.push(name, &t.to_rfc3339());
+        }
     }
 }
 
@@ -443,6 +586,43 @@ mod tests {
             ..msg
         };
         assert!(decode_event(&bad, "http://x").unwrap().is_err());
+    }
+
+    #[test]
+    fn usage_and_sessions_queries() {
+        let t = Timestamp::from_millis(1_796_011_200_000);
+        let q = UsageQuery {
+            license: "demo cad",
+            from: Some(t),
+            to: None,
+            step: Some(Duration::from_millis(1500)),
+        };
+        assert_eq!(
+            q.to_query(),
+            "license=demo%20cad&from=2026-11-30T04%3A00%3A00.000Z&step=2s"
+        );
+        let q = UsageQuery {
+            license: "x",
+            from: None,
+            to: Some(t),
+            step: Some(Duration::from_secs(3600)),
+        };
+        assert_eq!(
+            q.to_query(),
+            "license=x&to=2026-11-30T04%3A00%3A00.000Z&step=3600s"
+        );
+        assert_eq!(SessionsQuery::default().to_query(), "");
+        let q = SessionsQuery {
+            license: Some("x"),
+            holder: Some("a&b"),
+            limit: Some(SESSIONS_PAGE_MAX),
+            after: Some("c/1"),
+            ..SessionsQuery::default()
+        };
+        assert_eq!(
+            q.to_query(),
+            "license=x&holder=a%26b&limit=10000&after=c%2F1"
+        );
     }
 
     #[test]

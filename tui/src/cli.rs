@@ -81,6 +81,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Usage over a range per license: seats, peak, time at full, denials,
+    /// utilization, seat-hours, holders, top holders, and a verdict: did we
+    /// buy enough seats?
+    #[command(after_help = crate::report::verdict::thresholds_help())]
+    Report(crate::report::ReportArgs),
 }
 
 /// Every subcommand: the admin one-shot commands, and `simulate`, which
@@ -102,6 +107,7 @@ fn parse_block(s: &str) -> Result<Duration, String> {
 mod tests {
     use super::*;
     use crate::conn::DEFAULT_SERVER;
+    use crate::report::range::FromArg;
 
     #[test]
     fn parses_subcommands_and_global_flags() {
@@ -170,6 +176,44 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(Cli::try_parse_from(["leasehold", "simulate", "--clients", "0"]).is_err());
+
+        let cli = Cli::try_parse_from([
+            "leasehold",
+            "report",
+            "--license",
+            "demo-cad",
+            "--from",
+            "24h",
+            "--to",
+            "2026-11-30T04:00:00Z",
+            "--step",
+            "1h",
+            "--json",
+        ])
+        .unwrap();
+        match cli.command {
+            Some(TopCommand::Admin(Command::Report(a))) => {
+                assert_eq!(a.license.as_deref(), Some("demo-cad"));
+                assert_eq!(a.from, FromArg::Ago(Duration::from_secs(86_400)));
+                assert_eq!(
+                    a.to.map(|t| t.to_string()).as_deref(),
+                    Some("2026-11-30T04:00:00.000Z")
+                );
+                assert_eq!(a.step, Some(Duration::from_secs(3600)));
+                assert!(a.json && !a.csv);
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from(["leasehold", "report"]).unwrap();
+        match cli.command {
+            Some(TopCommand::Admin(Command::Report(a))) => {
+                assert_eq!(a.from, FromArg::Ago(Duration::from_secs(7 * 86_400)));
+                assert!(a.license.is_none() && a.to.is_none() && a.step.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["leasehold", "report", "--json", "--csv"]).is_err());
+        assert!(Cli::try_parse_from(["leasehold", "report", "--to", "1h"]).is_err());
 
         let cli = Cli::try_parse_from(["leasehold", "--read-only"]).unwrap();
         assert!(cli.read_only && cli.command.is_none());

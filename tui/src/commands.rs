@@ -1,4 +1,5 @@
-//! The one-shot commands: `status`, `seats`, `events`, `revoke`.
+//! The one-shot commands: `status`, `seats`, `events`, `revoke`, and the
+//! dispatch to `report` (its own module, [`crate::report`]).
 //!
 //! Each fetches, formats and prints; the formatting functions are pure so
 //! the tests check the tables without a server. Human output passes every
@@ -71,6 +72,7 @@ pub async fn run(cmd: Command, client: &AdminClient, out: &mut dyn Write) -> any
                 writeln!(out, "revoked seat {}", sanitize_for_terminal(&seat_id))?;
             }
         }
+        Command::Report(args) => crate::report::run(args, client, out).await?,
     }
     out.flush()?;
     Ok(())

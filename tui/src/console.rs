@@ -1,8 +1,9 @@
 //! The console's event loop: the only part that touches the terminal.
 //!
-//! Four producers feed one channel of [`AppEvent`]s: terminal input, a 1 Hz
+//! Five producers feed one channel of [`AppEvent`]s: terminal input, a 1 Hz
 //! tick, the poller (licenses + seats every second, with backoff while the
-//! server is away) and the SSE stream ([`crate::stream`]). The loop hands each
+//! server is away), the SSE stream ([`crate::stream`]) and the pools' usage
+//! every 30 s (`console/usage.rs`). The loop hands each
 //! event to [`App::update`], carries out the [`Command`]s it returns in
 //! background tasks, and redraws once per batch of events: on input, on data
 //! and on the tick, never in a busy loop and never with a full clear.
@@ -23,6 +24,8 @@ use crate::api::{AdminClient, ApiError};
 use crate::app::{App, AppEvent, Command, RevokeOutcome, Snapshot};
 use crate::stream::{self, BACKOFF_MAX, StreamMsg};
 use crate::ui;
+
+mod usage;
 
 /// The local wall clock. The only place the console reads it.
 pub fn local_now() -> Timestamp {
@@ -57,6 +60,7 @@ async fn event_loop(
     tasks.spawn(tick_task(tx.clone()));
     tasks.spawn(poll_task(client.clone(), tx.clone(), refresh.clone()));
     tasks.spawn(stream_task(client.clone(), tx.clone()));
+    tasks.spawn(usage::run(client.clone(), tx.clone()));
 
     loop {
         let size = terminal.size()?;

@@ -21,6 +21,8 @@
 //! - [`console`]: the event loop that ties terminal, poller, stream and
 //!   [`app::App`] together; the only code that touches the terminal.
 //! - [`commands`]: `status`, `seats`, `events`, `revoke`.
+//! - [`report`]: `report`, usage over a range per license with a verdict
+//!   (enough seats?), as a table, JSON, or the sessions as streamed CSV.
 //! - [`simulate`]: `simulate`, simulated clients (LeaseKeeper and the typed
 //!   client) so the console has something to show.
 
@@ -31,6 +33,7 @@ pub mod commands;
 pub mod conn;
 pub mod console;
 pub mod format;
+pub mod report;
 pub mod simulate;
 pub mod stream;
 pub mod ui;

@@ -10,12 +10,15 @@
 //! colours (and keeps bold / reverse / underline) when `app.no_color` is set.
 
 //!
-//! Parts: `theme` (styles, pane frames), `holders` (the holders table),
-//! `modals` (help and revoke dialogs); the banner, pools, event feed and
-//! status bar are drawn here.
+//! Parts: `theme` (styles, pane frames), `pools` (the pools pane, its
+//! column widths), `sparkline` (a pool's last hour as marks), `holders` (the
+//! holders table), `modals` (help and revoke dialogs); the banner, event
+//! feed and status bar are drawn here.
 
 mod holders;
 mod modals;
+mod pools;
+mod sparkline;
 mod theme;
 
 use leasehold_common::Timestamp;
@@ -24,12 +27,13 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Paragraph, Row, Table};
+use ratatui::widgets::Paragraph;
 
 use crate::app::{App, Link, MESSAGE_MS, Modal, Pane};
 use crate::format::{fmt_duration_ms, short_id};
 use holders::{body_rows, draw_holders};
 use modals::{draw_help, draw_revoke};
+use pools::draw_pools;
 use theme::pane_block;
 pub use theme::{Theme, kind_glyph};
 
@@ -131,55 +135,6 @@ fn bar(used: u32, total: u32, width: usize) -> String {
         ((used.min(total) as usize * width) + total as usize / 2) / total as usize
     };
     format!("{}{}", "█".repeat(filled), "░".repeat(width - filled))
-}
-
-fn draw_pools(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
-    let header = Row::new(["POOL", "USED", "LIVE/SEATS", "FREE", "TTL", "STATUS"])
-        .style(Style::new().add_modifier(Modifier::BOLD));
-    let rows = app.licenses.iter().map(|l| {
-        let full = l.live >= l.seats;
-        let free = l.seats.saturating_sub(l.live);
-        let (status, style) = if full {
-            (
-                "■ FULL".to_string(),
-                theme.fg(Color::Red).add_modifier(Modifier::BOLD),
-            )
-        } else if l.live * 5 >= l.seats * 4 {
-            ("▲ busy".to_string(), theme.fg(Color::Yellow))
-        } else {
-            ("● ok".to_string(), theme.fg(Color::Green))
-        };
-        let ttl = crate::commands::policy_secs(l.ttl_s);
-        Row::new([
-            Cell::from(l.id.clone()),
-            Cell::from(bar(l.live, l.seats, 20)).style(style),
-            Cell::from(format!("{:>4}/{}", l.live, l.seats)),
-            Cell::from(free.to_string()),
-            Cell::from(ttl),
-            Cell::from(status).style(style),
-        ])
-    });
-    let title = Line::from(format!(" Pools ({}) ", app.licenses.len()));
-    let id_width = app
-        .licenses
-        .iter()
-        .map(|l| l.id.chars().count())
-        .max()
-        .unwrap_or(0)
-        .clamp(8, 40) as u16;
-    let widths = [
-        Constraint::Length(id_width),
-        Constraint::Length(20),
-        Constraint::Length(10),
-        Constraint::Length(5),
-        Constraint::Length(6),
-        Constraint::Length(8),
-        Constraint::Fill(1),
-    ];
-    let table = Table::new(rows, widths)
-        .header(header)
-        .block(pane_block(title, false, theme));
-    frame.render_widget(table, area);
 }
 
 fn event_line(e: &Event, theme: Theme) -> Line<'static> {
@@ -348,11 +303,67 @@ mod tests {
     const H: u16 = 30;
 
     fn render(app: &mut App, now: Timestamp) -> Terminal<TestBackend> {
-        let mut term = Terminal::new(TestBackend::new(W, H)).unwrap();
-        let (h, e) = page_rows(Rect::new(0, 0, W, H), app);
-        app.set_page_rows(h, e);
+        render_at(app, now, W, H)
+    }
+
+    fn render_at(app: &mut App, now: Timestamp, w: u16, h: u16) -> Terminal<TestBackend> {
+        let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+        let (rows, events) = page_rows(Rect::new(0, 0, w, h), app);
+        app.set_page_rows(rows, events);
         term.draw(|f| draw(f, app, now)).unwrap();
         term
+    }
+
+    /// The main screen with an hour of usage: demo-cad (3 seats) idle, then
+    /// busy, then full for ten minutes, 2 denials today; render (5 seats)
+    /// lightly used, none denied.
+    fn app_with_usage() -> App {
+        use crate::app::UsageUpdate;
+        use leasehold_common::api::UsagePoint;
+        let hour = |seats: u32, peak: &dyn Fn(i64) -> u32| -> Vec<UsagePoint> {
+            (0..60)
+                .map(|i| UsagePoint {
+                    t: ts(-3600 + i * 60),
+                    seats,
+                    peak: peak(i),
+                    checkouts: 0,
+                    denials: 0,
+                })
+                .collect()
+        };
+        let mut app = main_app();
+        let cad = hour(3, &|i| match i {
+            0..10 => 0,
+            10..30 => 1 + (i % 2) as u32,
+            30..40 => 3,
+            _ => 2,
+        });
+        let render = hour(5, &|i| [0, 1, 1, 2, 1][(i % 5) as usize]);
+        for (id, points, denials) in [("demo-cad", cad, 2), ("render", render, 0)] {
+            app.update(
+                AppEvent::Usage(Box::new(UsageUpdate {
+                    license_id: id.into(),
+                    last_hour: Some(points),
+                    denials_today: Some(denials),
+                })),
+                ts(0),
+            );
+        }
+        app
+    }
+
+    #[test]
+    fn pools_usage_80_columns() {
+        let mut app = app_with_usage();
+        let term = render_at(&mut app, ts(2), 80, 24);
+        insta::assert_snapshot!(term.backend());
+    }
+
+    #[test]
+    fn pools_usage_160_columns() {
+        let mut app = app_with_usage();
+        let term = render_at(&mut app, ts(2), 160, 24);
+        insta::assert_snapshot!(term.backend());
     }
 
     fn with_events(mut app: App) -> App {

@@ -29,6 +29,7 @@ fn help_lists_the_one_shot_commands() {
         "seats",
         "events",
         "revoke",
+        "report",
         "--server",
         "--token",
         "--read-only",
@@ -36,6 +37,27 @@ fn help_lists_the_one_shot_commands() {
         assert!(help.contains(cmd), "{cmd} missing from --help:\n{help}");
     }
     assert!(help.contains("LEASEHOLD_ADMIN_TOKEN"), "{help}");
+}
+
+#[test]
+fn report_help_states_the_verdict_thresholds() {
+    use leasehold_tui::report::verdict::{SHORT_FULL_PCT, SURPLUS_PEAK_PCT};
+    let out = leasehold(&["report", "--help"], &std::env::temp_dir());
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        format!(">= {SHORT_FULL_PCT}% of the range"),
+        format!("<= {SURPLUS_PEAK_PCT}% of the seats"),
+        "at least 7 days".to_string(),
+        "--from".to_string(),
+        "--csv".to_string(),
+    ] {
+        assert!(help.contains(&needle), "{needle} missing:\n{help}");
+    }
+    let out = leasehold(&["report", "--json", "--csv"], &std::env::temp_dir());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = leasehold(&["report", "--from", "yesterday"], &std::env::temp_dir());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
 #[test]

@@ -27,6 +27,8 @@ pub enum AppEvent {
     StreamDown {
         error: String,
     },
+    /// One pool's usage (last hour, today's denials), fetched every 30 s.
+    Usage(Box<super::UsageUpdate>),
     /// The outcome of a [`Command::Revoke`].
     RevokeDone {
         seat_id: String,

@@ -142,6 +142,9 @@ impl App {
             for ev in std::mem::take(&mut self.pending_events) {
                 self.push_event(ev);
             }
+            for u in std::mem::take(&mut self.pending_usage) {
+                self.apply_usage(u);
+            }
             self.post("resumed live updates", Level::Info);
         }
     }

@@ -19,7 +19,7 @@
 //! Parts: `event` (what goes in and out), `link` (connection state), `keys`
 //! (key dispatch), `revoke` (the revoke modal), `seat_key`, `sort_key` and
 //! `view` (filter and sort of the holders table), `sanitize` (server strings
-//! on arrival).
+//! on arrival), `usage` (each pool's last hour and today's denials).
 
 mod event;
 mod keys;
@@ -30,6 +30,7 @@ mod seat_key;
 mod sort_key;
 #[cfg(test)]
 pub(crate) mod test_support;
+mod usage;
 mod view;
 
 use std::collections::{HashMap, VecDeque};
@@ -48,6 +49,7 @@ pub use event::{AppEvent, Command, RevokeOutcome, Snapshot};
 pub use link::Link;
 pub use revoke::RevokeModal;
 pub use sort_key::SortKey;
+pub use usage::{Minute, PoolUsage, SPARK_MINUTES, UsageUpdate};
 
 /// How many events the feed keeps (newest first).
 pub const EVENT_CAP: usize = 1000;
@@ -130,6 +132,8 @@ pub struct App {
 
     pub licenses: Vec<LicenseSummary>,
     policies: HashMap<String, PoolPolicy>,
+    /// Per pool (sanitized id): the last hour's peaks and today's denials.
+    usage: HashMap<String, PoolUsage>,
     /// All seats of the last snapshot (strings sanitized).
     pub seats: Vec<SeatView>,
     /// Per seat: the filter's search text, the holder sort key, widths.
@@ -163,6 +167,7 @@ pub struct App {
     pub frozen: bool,
     pending_snapshot: Option<Box<Snapshot>>,
     pending_events: Vec<Event>,
+    pending_usage: Vec<UsageUpdate>,
 
     pub modal: Option<Modal>,
     pub message: Option<Message>,
@@ -187,6 +192,7 @@ impl App {
             no_color,
             licenses: Vec::new(),
             policies: HashMap::new(),
+            usage: HashMap::new(),
             seats: Vec::new(),
             search_keys: Vec::new(),
             view: Vec::new(),
@@ -207,6 +213,7 @@ impl App {
             frozen: false,
             pending_snapshot: None,
             pending_events: Vec::new(),
+            pending_usage: Vec::new(),
             modal: None,
             message: None,
             last_now: Timestamp::from_millis(0),
@@ -291,6 +298,13 @@ impl App {
                     self.pending_events.push(*ev);
                 } else {
                     self.push_event(*ev);
+                }
+            }
+            AppEvent::Usage(u) => {
+                if self.frozen {
+                    self.pending_usage.push(*u);
+                } else {
+                    self.apply_usage(*u);
                 }
             }
             AppEvent::RevokeDone {

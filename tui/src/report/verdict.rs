@@ -1,0 +1,229 @@
+//! "Did we buy enough seats?": one verdict per license from the usage
+//! summary of a range, with the reason in words.
+//!
+//! The thresholds are named here and nowhere else; `leasehold report --help`
+//! and the README print them from [`thresholds_help`].
+
+use std::time::Duration;
+
+use leasehold_common::api::UsageSummary;
+
+use crate::format::fmt_duration_ms;
+
+/// Every seat in use for at least this share of the range (in percent)
+/// means people were (or were about to be) turned away.
+pub const SHORT_FULL_PCT: u32 = 10;
+/// A peak of at most this share of the seats (in percent)...
+pub const SURPLUS_PEAK_PCT: u32 = 70;
+/// ...over a range at least this long, with no denial, means seats sat idle.
+/// A shorter range may simply have missed the busy day of the week.
+pub const SURPLUS_MIN_RANGE: Duration = Duration::from_secs(7 * 86_400);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    ShortOfSeats,
+    MoreThanNeeded,
+    AboutRight,
+}
+
+impl Verdict {
+    pub fn words(self) -> &'static str {
+        match self {
+            Verdict::ShortOfSeats => "short of seats",
+            Verdict::MoreThanNeeded => "more seats than needed",
+            Verdict::AboutRight => "about right",
+        }
+    }
+}
+
+/// A verdict and the numbers that led to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    pub reason: String,
+}
+
+/// The `--help` text that states the rules, built from the constants.
+pub fn thresholds_help() -> String {
+    format!(
+        "Verdict per license:\n  \
+         short of seats          any denial, or every seat in use for >= {SHORT_FULL_PCT}% of the range\n  \
+         more seats than needed  peak <= {SURPLUS_PEAK_PCT}% of the seats and no denial, over a range of at least {}\n  \
+         about right             otherwise",
+        min_range_words()
+    )
+}
+
+/// [`SURPLUS_MIN_RANGE`] as people say it: `7 days`.
+fn min_range_words() -> String {
+    let ms = SURPLUS_MIN_RANGE.as_millis() as i64;
+    if ms % 86_400_000 == 0 {
+        format!("{} days", ms / 86_400_000)
+    } else {
+        fmt_duration_ms(ms)
+    }
+}
+
+/// `12.5%`: one decimal, so a small share does not read as 0.
+pub fn pct(fraction: f64) -> String {
+    format!("{:.1}%", fraction * 100.0)
+}
+
+/// Judge one license over a range of `range_ms` milliseconds.
+pub fn judge(s: &UsageSummary, range_ms: i64) -> Judgement {
+    let range_s = range_ms.max(0) as f64 / 1000.0;
+    let full_share = if range_s > 0.0 {
+        s.full_s / range_s
+    } else {
+        0.0
+    };
+    let full_words = format!("every seat in use {} of the range", pct(full_share));
+    let full_is_short = s.full_s * 100.0 >= f64::from(SHORT_FULL_PCT) * range_s && s.full_s > 0.0;
+    if s.denials > 0 || full_is_short {
+        let mut why = Vec::new();
+        if s.denials > 0 {
+            let plural = if s.denials == 1 { "" } else { "s" };
+            why.push(format!("{} denial{plural}", s.denials));
+        }
+        if full_is_short {
+            why.push(format!("{full_words} (>= {SHORT_FULL_PCT}%)"));
+        }
+        return Judgement {
+            verdict: Verdict::ShortOfSeats,
+            reason: why.join("; "),
+        };
+    }
+    // Integer arithmetic: "peak <= 70% of seats" is exact at the boundary.
+    let peak_low =
+        s.seats > 0 && u64::from(s.peak) * 100 <= u64::from(s.seats) * u64::from(SURPLUS_PEAK_PCT);
+    let peak_share = if s.seats > 0 {
+        f64::from(s.peak) / f64::from(s.seats)
+    } else {
+        0.0
+    };
+    let peak_words = format!("peak {} of {} seats ({})", s.peak, s.seats, pct(peak_share));
+    let long_enough = range_ms >= SURPLUS_MIN_RANGE.as_millis() as i64;
+    let range_words = fmt_duration_ms(range_ms);
+    if peak_low && long_enough {
+        return Judgement {
+            verdict: Verdict::MoreThanNeeded,
+            reason: format!("{peak_words} <= {SURPLUS_PEAK_PCT}%, no denials over {range_words}"),
+        };
+    }
+    let reason = if peak_low {
+        format!(
+            "{peak_words} <= {SURPLUS_PEAK_PCT}% and no denials, but {range_words} is too short \
+             to call a surplus (needs {})",
+            min_range_words()
+        )
+    } else {
+        format!("no denials, {full_words} (< {SHORT_FULL_PCT}%), {peak_words}")
+    };
+    Judgement {
+        verdict: Verdict::AboutRight,
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY_MS: i64 = 86_400_000;
+
+    fn summary(seats: u32, peak: u32, full_s: f64, denials: u64) -> UsageSummary {
+        UsageSummary {
+            seats,
+            peak,
+            peak_at: None,
+            full_s,
+            denials,
+            seat_hours: 0.0,
+            utilization: 0.0,
+            holders: 0,
+        }
+    }
+
+    #[test]
+    fn any_denial_is_short() {
+        let j = judge(&summary(10, 4, 0.0, 1), 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::ShortOfSeats);
+        assert_eq!(j.reason, "1 denial");
+    }
+
+    #[test]
+    fn full_for_ten_percent_of_the_range_is_short() {
+        // 7 days = 604,800 s; 10% = 60,480 s exactly.
+        let j = judge(&summary(10, 10, 60_480.0, 0), 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::ShortOfSeats);
+        assert_eq!(j.reason, "every seat in use 10.0% of the range (>= 10%)");
+        let j = judge(&summary(10, 10, 60_479.0, 0), 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::AboutRight);
+        assert_eq!(
+            j.reason,
+            "no denials, every seat in use 10.0% of the range (< 10%), peak 10 of 10 seats (100.0%)"
+        );
+        let j = judge(&summary(3, 3, 86_400.0, 2), DAY_MS);
+        assert_eq!(
+            j.reason,
+            "2 denials; every seat in use 100.0% of the range (>= 10%)"
+        );
+    }
+
+    #[test]
+    fn low_peak_over_a_week_is_a_surplus() {
+        // 7 of 10 is exactly 70%: still a surplus.
+        let j = judge(&summary(10, 7, 0.0, 0), 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::MoreThanNeeded);
+        assert_eq!(
+            j.reason,
+            "peak 7 of 10 seats (70.0%) <= 70%, no denials over 7d00h"
+        );
+        assert_eq!(
+            judge(&summary(10, 8, 0.0, 0), 30 * DAY_MS).verdict,
+            Verdict::AboutRight
+        );
+    }
+
+    #[test]
+    fn a_short_range_never_calls_a_surplus() {
+        let j = judge(&summary(10, 1, 0.0, 0), 7 * DAY_MS - 1);
+        assert_eq!(j.verdict, Verdict::AboutRight);
+        assert!(
+            j.reason
+                .contains("too short to call a surplus (needs 7 days)"),
+            "{}",
+            j.reason
+        );
+    }
+
+    #[test]
+    fn an_empty_pool_is_not_a_surplus() {
+        assert_eq!(
+            judge(&summary(0, 0, 0.0, 0), 30 * DAY_MS).verdict,
+            Verdict::AboutRight
+        );
+        // A zero-length range divides by nothing.
+        assert_eq!(
+            judge(&summary(5, 0, 0.0, 0), 0).verdict,
+            Verdict::AboutRight
+        );
+    }
+
+    #[test]
+    fn the_readme_states_the_same_rules() {
+        let readme = include_str!("../../../README.md");
+        for line in thresholds_help().lines() {
+            assert!(readme.contains(line), "README.md lacks {line:?}");
+        }
+    }
+
+    #[test]
+    fn help_states_the_constants() {
+        let help = thresholds_help();
+        assert!(help.contains(">= 10% of the range"), "{help}");
+        assert!(help.contains("<= 70% of the seats"), "{help}");
+        assert!(help.contains("at least 7 days"), "{help}");
+    }
+}
