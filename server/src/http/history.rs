@@ -160,6 +160,7 @@ pub async fn sessions(
     } as usize;
     let after = query
         .get("after")
+        .filter(|a| !a.is_empty())
         .map(|a| SessionCursor::decode(a))
         .transpose()
         .map_err(|e| ApiError::invalid(e.to_string()))?;
