@@ -28,6 +28,7 @@ pub mod queue;
 pub mod reaper;
 pub mod serve;
 pub mod store;
+pub mod usage;
 
 use std::fs::File;
 use std::future::Future;

@@ -481,6 +481,18 @@ impl Server {
         json_200(self.admin(reqwest::Method::GET, path), path).await
     }
 
+    /// GET an admin endpoint with the admin token: the status and the JSON
+    /// body (for answers that may be errors).
+    pub async fn admin_try(&self, path: &str) -> (u16, serde_json::Value) {
+        let resp = self
+            .admin(reqwest::Method::GET, path)
+            .send()
+            .await
+            .expect("request");
+        let status = resp.status().as_u16();
+        (status, resp.json().await.expect("json"))
+    }
+
     /// The admin view of `license` (seats, live, policy).
     pub async fn license(&self, license: &str) -> serde_json::Value {
         let v = self.admin_get("/v1/admin/licenses").await;

@@ -104,7 +104,11 @@ pub fn allowed_methods(path: &str) -> Option<&'static str> {
     let param = |s: &&str| !s.is_empty();
     match segs.as_slice() {
         ["healthz"] | ["metrics"] | [".well-known", "jwks.json"] => Some("GET"),
-        ["v1", "admin", "licenses" | "seats" | "events"] => Some("GET"),
+        [
+            "v1",
+            "admin",
+            "licenses" | "seats" | "events" | "usage" | "sessions",
+        ] => Some("GET"),
         ["v1", "admin", "events", "stream"] => Some("GET"),
         ["v1", "admin", "seats", s] if param(s) => Some("DELETE"),
         ["v1", "licenses", l, "seats"] if param(l) => Some("POST"),

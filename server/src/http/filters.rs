@@ -16,7 +16,7 @@ use warp::{Filter, Rejection};
 
 use super::auth::{self, admin_auth};
 use super::error::ApiError;
-use super::{MAX_BODY, State, handlers};
+use super::{MAX_BODY, State, handlers, history};
 
 /// A route, or a group of routes, that answers with a response.
 pub type Route = BoxedFilter<(Response,)>;
@@ -51,6 +51,10 @@ pub fn admin(state: &State) -> Route {
         .or(admin_events(state))
         .unify()
         .or(admin_events_stream(state))
+        .unify()
+        .or(admin_usage(state))
+        .unify()
+        .or(admin_sessions(state))
         .unify()
         .boxed()
 }
@@ -173,6 +177,31 @@ fn admin_events_stream(state: &State) -> Route {
         .then(|last, q, s: State| async move {
             reply(handlers::admin_events_stream(s, last, q).await)
         })
+        .boxed()
+}
+
+fn admin_usage(state: &State) -> Route {
+    warp::path!("v1" / "admin" / "usage")
+        .and(warp::get())
+        .and(query())
+        .and(admin_auth(state.clone()))
+        .and(with_state(state.clone()))
+        .then(|q, s: State| async move { reply(history::usage(&s, q).await) })
+        .boxed()
+}
+
+fn admin_sessions(state: &State) -> Route {
+    // `Accept: text/csv` asks for the whole range as CSV; an Accept header
+    // that is not text counts as absent.
+    let accept = warp::header::optional::<String>("accept")
+        .or_else(|_| async { Ok::<_, Infallible>((None,)) });
+    warp::path!("v1" / "admin" / "sessions")
+        .and(warp::get())
+        .and(accept)
+        .and(query())
+        .and(admin_auth(state.clone()))
+        .and(with_state(state.clone()))
+        .then(|accept, q, s: State| async move { reply(history::sessions(s, accept, q).await) })
         .boxed()
 }
 

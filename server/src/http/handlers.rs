@@ -50,7 +50,7 @@ fn signed(state: &AppState, row: LeaseRow) -> Lease {
     lease
 }
 
-fn json(status: StatusCode, body: &impl serde::Serialize) -> Response {
+pub(super) fn json(status: StatusCode, body: &impl serde::Serialize) -> Response {
     warp::reply::with_status(warp::reply::json(body), status).into_response()
 }
 
@@ -66,7 +66,7 @@ fn parse_json<T: serde::de::DeserializeOwned>(body: &Bytes, what: &str) -> Resul
         .map_err(|e| ApiError::invalid(format!("request body is not a valid {what}: {e}")))
 }
 
-fn store_err(state: &AppState) -> impl Fn(store::StoreError) -> ApiError + '_ {
+pub(super) fn store_err(state: &AppState) -> impl Fn(store::StoreError) -> ApiError + '_ {
     |e| {
         Metrics::inc(&state.metrics.store_errors);
         ApiError::store(e)
@@ -401,7 +401,7 @@ pub async fn admin_revoke(state: &AppState, seat_id: String, body: Bytes) -> Res
 }
 
 /// Parse an optional non-negative integer query parameter.
-fn query_int(query: &HashMap<String, String>, name: &str) -> Result<Option<i64>> {
+pub(super) fn query_int(query: &HashMap<String, String>, name: &str) -> Result<Option<i64>> {
     match query.get(name) {
         None => Ok(None),
         Some(v) => match v.parse::<i64>() {

@@ -4,9 +4,11 @@
 //! the JSON error shape of [`error`].
 
 mod auth;
+mod csv;
 mod error;
 mod filters;
 pub mod handlers;
+mod history;
 mod sse;
 #[cfg(test)]
 mod tests;

@@ -31,12 +31,14 @@ reap_grace = "15s"
 const ADMIN: &str = "Bearer the-admin-token";
 
 /// Every admin route, with a path that reaches it.
-const ADMIN_ROUTES: [(&str, &str); 5] = [
+const ADMIN_ROUTES: [(&str, &str); 7] = [
     ("GET", "/v1/admin/licenses"),
     ("GET", "/v1/admin/seats"),
     ("DELETE", "/v1/admin/seats/some-seat"),
     ("GET", "/v1/admin/events"),
     ("GET", "/v1/admin/events/stream"),
+    ("GET", "/v1/admin/usage"),
+    ("GET", "/v1/admin/sessions"),
 ];
 
 /// A server's state on a fresh database in a temp dir.

@@ -14,6 +14,8 @@ pub enum StoreError {
     Unavailable(String),
     #[error("the event log holds an event of unknown kind {0:?}")]
     UnknownEventKind(String),
+    #[error("the usage history holds a session ended in an unknown way {0:?}")]
+    UnknownSessionEnd(String),
     #[error("the cluster's licenses policy is unreadable: {0}")]
     ClusterPolicy(String),
     #[error("the store is shutting down")]

@@ -14,6 +14,7 @@
 pub mod checkpoint;
 mod command;
 mod error;
+pub mod history;
 mod live_index;
 pub mod pg;
 mod read;
@@ -34,6 +35,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
+use crate::usage::Usage;
 
 use checkpoint::{Checkpointer, WalHousekeeping};
 use command::Command;
@@ -526,6 +528,30 @@ impl Store {
         self.read(move |c| read::find_seat(c, &seat_id)).await
     }
 
+    /// One page of a license's sessions, newest first (see
+    /// [`history::SessionsQuery`]). A read: it never waits for the writer.
+    pub async fn sessions_page(
+        &self,
+        query: history::SessionsQuery,
+    ) -> Result<Vec<leasehold_common::api::SessionView>, StoreError> {
+        if let Backend::Postgres { reads, .. } = &*self.backend {
+            let reads = reads.clone();
+            return detached(async move { pg::history::sessions_page(&reads, &query).await }).await;
+        }
+        self.read_store(move |c| history::sessions_page(c, &query))
+            .await
+    }
+
+    /// A license's usage over a range (see [`crate::usage`]). A read: it
+    /// never waits for the writer.
+    pub async fn usage(&self, query: history::UsageQuery) -> Result<Usage, StoreError> {
+        if let Backend::Postgres { reads, .. } = &*self.backend {
+            let reads = reads.clone();
+            return detached(async move { pg::history::usage(&reads, &query).await }).await;
+        }
+        self.read_store(move |c| history::usage(c, &query)).await
+    }
+
     /// Batches, commands and time spent by the writer so far.
     pub fn writer_stats(&self) -> &WriterStats {
         &self.stats
@@ -545,6 +571,22 @@ impl Store {
         tokio::task::spawn_blocking(move || match &*backend {
             Backend::Sqlite { reads, .. } => reads.with(f),
             // Every read method sends PostgreSQL reads to pg::reads first.
+            Backend::Postgres { .. } => Err(StoreError::Unavailable(
+                "an SQLite read was asked of the PostgreSQL store".into(),
+            )),
+        })
+        .await
+        .map_err(|_| StoreError::Closed)?
+    }
+
+    /// [`Store::read`] for reads that fail with any [`StoreError`].
+    async fn read_store<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let backend = self.backend.clone();
+        tokio::task::spawn_blocking(move || match &*backend {
+            Backend::Sqlite { reads, .. } => reads.with_store(f),
             Backend::Postgres { .. } => Err(StoreError::Unavailable(
                 "an SQLite read was asked of the PostgreSQL store".into(),
             )),

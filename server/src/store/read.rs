@@ -31,6 +31,14 @@ impl ReadPool {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
+        self.with_store(|c| f(c).map_err(StoreError::from))
+    }
+
+    /// [`ReadPool::with`] for a read that fails with any [`StoreError`].
+    pub fn with_store<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let conn = match pooled {
             Some(c) => c,
@@ -42,7 +50,7 @@ impl ReadPool {
         {
             idle.push(conn);
         }
-        Ok(result?)
+        result
     }
 }
 

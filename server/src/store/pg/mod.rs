@@ -10,6 +10,7 @@
 //! their own, exactly as on SQLite; everything async uses `tokio-postgres`.
 
 pub mod follower;
+pub mod history;
 pub mod line;
 pub mod reads;
 pub mod schema;

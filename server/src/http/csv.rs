@@ -1,0 +1,89 @@
+//! CSV as RFC 4180 writes it, made safe to open in a spreadsheet.
+//!
+//! Holder names and fingerprints are whatever a client sent (within the
+//! checkout's text rules), so nothing here trusts a cell: one that a
+//! spreadsheet would run as a formula (it starts with `=`, `+`, `-`, `@`,
+//! a tab or a carriage return) gets a leading `'`, and one holding `,`,
+//! `"`, CR or LF is quoted with its quotes doubled.
+
+use leasehold_common::api::SessionView;
+
+/// The header row of `GET /v1/admin/sessions` as CSV.
+pub const SESSIONS_HEADER: &str =
+    "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s\r\n";
+
+/// Append one cell, escaped.
+fn cell(out: &mut String, text: &str) {
+    let formula = text.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    let quoted = text.contains([',', '"', '\r', '\n']);
+    if quoted {
+        out.push('"');
+    }
+    if formula {
+        out.push('\'');
+    }
+    if quoted {
+        out.push_str(&text.replace('"', "\"\""));
+        out.push('"');
+    } else {
+        out.push_str(text);
+    }
+}
+
+/// Append one record (CRLF-terminated).
+pub fn record(out: &mut String, cells: &[&str]) {
+    for (i, text) in cells.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        cell(out, text);
+    }
+    out.push_str("\r\n");
+}
+
+/// Append a session as a record under [`SESSIONS_HEADER`].
+pub fn session(out: &mut String, s: &SessionView) {
+    let started = s.started_at.to_rfc3339();
+    let ended = s.ended_at.map(|t| t.to_rfc3339()).unwrap_or_default();
+    let duration = s.duration_s.to_string();
+    record(
+        out,
+        &[
+            &s.seat_id,
+            &s.license_id,
+            &s.holder,
+            s.fingerprint.as_deref().unwrap_or(""),
+            &started,
+            &ended,
+            s.end.map_or("", |e| e.as_str()),
+            &duration,
+        ],
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(cells: &[&str]) -> String {
+        let mut out = String::new();
+        record(&mut out, cells);
+        out
+    }
+
+    #[test]
+    fn quotes_and_formula_prefixes() {
+        assert_eq!(line(&["plain", "", "1.5"]), "plain,,1.5\r\n");
+        assert_eq!(
+            line(&["a,b", "say \"hi\""]),
+            "\"a,b\",\"say \"\"hi\"\"\"\r\n"
+        );
+        assert_eq!(
+            line(&["=HYPERLINK(\"x\")"]),
+            "\"'=HYPERLINK(\"\"x\"\")\"\r\n"
+        );
+        assert_eq!(line(&["+1", "-2", "@a", "\tx"]), "'+1,'-2,'@a,'\tx\r\n");
+        assert_eq!(line(&["\rx"]), "\"'\rx\"\r\n");
+        assert_eq!(line(&["a=b", "1-2"]), "a=b,1-2\r\n");
+    }
+}

@@ -1,0 +1,214 @@
+//! The sweep against a brute-force recount, millisecond by millisecond, of
+//! random sessions, pool-size timelines and denials.
+
+use std::collections::HashSet;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn ts(ms: i64) -> Timestamp {
+    Timestamp::from_millis(ms)
+}
+
+#[derive(Debug, Clone)]
+struct Session {
+    start: i64,
+    end: Option<i64>,
+    holder: String,
+}
+
+/// What the sweep should say, counted at every millisecond of the range.
+fn brute_force(
+    range: &UsageRange,
+    sessions: &[Session],
+    pool: &PoolTimeline,
+    denials: &[(i64, u64)],
+) -> Usage {
+    let (from, to, now) = (
+        range.from.as_millis(),
+        range.to.as_millis(),
+        range.now.as_millis(),
+    );
+    let n = range.points();
+    let mut peaks = vec![0u32; n];
+    let mut checkouts = vec![0u64; n];
+    let mut bucket_denials = vec![0u64; n];
+    let in_range: Vec<&Session> = sessions
+        .iter()
+        .filter(|s| Sweep::in_range(range, ts(s.start), s.end.map(ts)))
+        .collect();
+    let (mut peak, mut peak_at) = (0u32, None);
+    let (mut session_ms, mut used, mut available, mut full) = (0u128, 0u128, 0u128, 0u128);
+    for x in from..to.min(now.max(from)) {
+        let open = in_range
+            .iter()
+            .filter(|s| s.start <= x && x < s.end.unwrap_or(now))
+            .count() as u32;
+        let seats = pool.at(x);
+        let b = ((x - from) / range.step_ms) as usize;
+        peaks[b] = peaks[b].max(open);
+        if open > peak {
+            peak = open;
+            peak_at = Some(ts(x));
+        }
+        session_ms += u128::from(open);
+        used += u128::from(open.min(seats));
+        available += u128::from(seats);
+        if seats > 0 && open >= seats {
+            full += 1;
+        }
+    }
+    for s in &in_range {
+        if s.start >= from {
+            checkouts[((s.start - from) / range.step_ms) as usize] += 1;
+        }
+    }
+    let mut total_denials = 0;
+    for (second, count) in denials {
+        if (from..to).contains(second) {
+            bucket_denials[((second - from) / range.step_ms) as usize] += count;
+            total_denials += count;
+        }
+    }
+    let points = (0..n)
+        .map(|i| {
+            let t = from + i as i64 * range.step_ms;
+            UsagePoint {
+                t: ts(t),
+                seats: pool.at((t + range.step_ms).min(to)),
+                peak: peaks[i],
+                checkouts: checkouts[i],
+                denials: bucket_denials[i],
+            }
+        })
+        .collect();
+    let holders: HashSet<&str> = in_range.iter().map(|s| s.holder.as_str()).collect();
+    Usage {
+        points,
+        summary: UsageSummary {
+            seats: pool.at(to),
+            peak,
+            peak_at,
+            full_s: full as f64 / 1000.0,
+            denials: total_denials,
+            seat_hours: session_ms as f64 / 3_600_000.0,
+            utilization: if available == 0 {
+                0.0
+            } else {
+                used as f64 / available as f64
+            },
+            holders: holders.len() as u64,
+        },
+    }
+}
+
+fn sweep(
+    range: &UsageRange,
+    sessions: &[Session],
+    pool: &PoolTimeline,
+    denials: &[(i64, u64)],
+) -> Usage {
+    let mut ordered = sessions.to_vec();
+    ordered.sort_by_key(|s| s.start);
+    let mut sweep = Sweep::new(*range, pool.clone());
+    for (second, count) in denials {
+        sweep.denials(ts(*second), *count);
+    }
+    for s in &ordered {
+        sweep.session(ts(s.start), s.end.map(ts), &s.holder);
+    }
+    sweep.finish()
+}
+
+fn session() -> impl Strategy<Value = Session> {
+    (
+        -300i64..2_300,
+        prop::option::weighted(0.8, 0i64..900),
+        0u8..6,
+    )
+        .prop_map(|(start, len, holder)| Session {
+            start,
+            end: len.map(|l| start + l),
+            holder: format!("h{holder}"),
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn sweep_equals_counting_every_millisecond(
+        from in -100i64..100,
+        span in 1i64..2_000,
+        step in 1i64..700,
+        now in -200i64..2_400,
+        sessions in prop::collection::vec(session(), 0..25),
+        pool in prop::collection::vec((-300i64..2_300, 0u32..6), 0..5),
+        denials in prop::collection::vec(((-200i64..2_300), 1u64..4), 0..10),
+    ) {
+        let to = from + span;
+        prop_assume!(points(span, step) <= MAX_POINTS);
+        let range = UsageRange::new(ts(from), ts(to), Some(step), ts(now)).unwrap();
+        let pool = PoolTimeline::new(pool.into_iter().map(|(at, s)| (ts(at), s)).collect());
+        let got = sweep(&range, &sessions, &pool, &denials);
+        let want = brute_force(&range, &sessions, &pool, &denials);
+        prop_assert_eq!(&got.points, &want.points);
+        let (g, w) = (&got.summary, &want.summary);
+        prop_assert_eq!((g.seats, g.peak, g.peak_at, g.denials, g.holders),
+                        (w.seats, w.peak, w.peak_at, w.denials, w.holders));
+        prop_assert!((g.full_s - w.full_s).abs() < 1e-9);
+        prop_assert!((g.seat_hours - w.seat_hours).abs() < 1e-12);
+        prop_assert!((g.utilization - w.utilization).abs() < 1e-9);
+        prop_assert!((0.0..=1.0).contains(&g.utilization));
+    }
+}
+
+#[test]
+fn ranges_are_checked() {
+    let now = ts(0);
+    assert_eq!(
+        UsageRange::new(ts(5), ts(5), None, now),
+        Err(RangeError::Empty {
+            from: ts(5),
+            to: ts(5)
+        })
+    );
+    assert_eq!(
+        UsageRange::new(ts(0), ts(10), Some(0), now),
+        Err(RangeError::ZeroStep)
+    );
+    assert_eq!(
+        UsageRange::new(ts(0), ts(10_001), Some(1), now),
+        Err(RangeError::TooManyPoints { points: 10_001 })
+    );
+    // A step longer than the range is one bucket, clipped at `to`; an
+    // absurd one must not overflow.
+    let r = UsageRange::new(ts(0), ts(10), Some(i64::MAX), now).unwrap();
+    assert_eq!((r.points(), r.bucket_end(0)), (1, 10));
+    // Two thousand years in days is fine by default.
+    let r = UsageRange::new(ts(-62_000_000_000_000), ts(1_800_000_000_000), None, now).unwrap();
+    assert!(r.points() <= DEFAULT_POINTS as usize);
+}
+
+#[test]
+fn default_steps_are_round_and_keep_to_500_points() {
+    assert_eq!(default_step_ms(86_400_000), 300_000); // a day: 5 min, 288 points
+    assert_eq!(default_step_ms(3_600_000), 10_000); // an hour: 10 s, 360 points
+    assert_eq!(default_step_ms(1_000), 1_000);
+    assert_eq!(default_step_ms(400 * 86_400_000), 86_400_000);
+    assert_eq!(default_step_ms(1000 * 86_400_000), 2 * 86_400_000);
+}
+
+#[test]
+fn an_end_and_a_start_at_the_same_instant_do_not_overlap() {
+    let range = UsageRange::new(ts(0), ts(100), Some(100), ts(100)).unwrap();
+    let mut s = Sweep::new(range, PoolTimeline::new(vec![(ts(0), 1)]));
+    s.session(ts(0), Some(ts(50)), "a");
+    s.session(ts(50), Some(ts(100)), "b");
+    let u = s.finish();
+    assert_eq!(u.summary.peak, 1);
+    assert_eq!(u.summary.peak_at, Some(ts(0)));
+    assert_eq!(u.summary.full_s, 0.1);
+    assert_eq!(u.summary.utilization, 1.0);
+}
