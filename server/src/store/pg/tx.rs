@@ -1,13 +1,14 @@
 //! The PostgreSQL answers to the lease rules' queries ([`LeaseTx`]), run by
 //! a replica's writer inside its open transaction (after it took the
-//! license locks and read the cluster's clock).
+//! license locks and read the cluster's clock). The writer opens and ends
+//! that transaction and its savepoints itself, on the bare client.
 
 use leasehold_common::Timestamp;
 use std::collections::HashMap;
 use std::time::Duration;
 
 use leasehold_common::api::{Event, EventKind, SessionEnd};
-use postgres::{Row, Statement, Transaction};
+use postgres::{Client, Row, Statement};
 
 use super::super::rules::{LeaseTx, NewEvent, Result, reap_detail};
 use super::super::{LeaseRow, StoreError};
@@ -170,9 +171,10 @@ impl Statements {
     }
 }
 
-/// One command's view of the writer's transaction.
-pub struct PgTx<'t, 'c> {
-    pub tx: &'t mut Transaction<'c>,
+/// One command's view of the writer's transaction: the client, inside the
+/// transaction the writer opened on it.
+pub struct PgTx<'t> {
+    pub tx: &'t mut Client,
     pub statements: &'t Statements,
 }
 
@@ -192,7 +194,7 @@ fn count(n: i64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-impl LeaseTx for PgTx<'_, '_> {
+impl LeaseTx for PgTx<'_> {
     fn block_until(
         &mut self,
         license_id: &str,
@@ -478,7 +480,7 @@ impl LeaseTx for PgTx<'_, '_> {
 }
 
 fn insert_events(
-    tx: &mut Transaction<'_>,
+    tx: &mut Client,
     statements: &Statements,
     events: &[Event],
 ) -> std::result::Result<(), StoreError> {

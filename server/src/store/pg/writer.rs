@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use leasehold_common::{Licenses, Timestamp};
-use postgres::{Client, Transaction};
+use postgres::Client;
 use tokio::sync::{mpsc, watch};
 
 use super::super::command::{Command, Finish, apply, error_finish, run_batches};
@@ -114,57 +114,66 @@ impl PgWriter {
             Err(e) => return fail_batch(batch, &e.to_string()),
         };
         let Connection { client, statements } = conn;
-        let mut tx = match client.transaction() {
-            Ok(tx) => tx,
-            Err(e) => return fail_batch(batch, &e.to_string()),
-        };
+        // The transaction is opened, savepointed and ended by hand (simple
+        // queries that carry several statements), so that a batch costs
+        // fewer round trips; every early return rolls it back.
         let lock_started = Instant::now();
-        if let Err(e) = take_locks(&mut tx, &locks) {
-            return fail_batch(batch, &e.to_string());
+        if let Err(e) = begin_and_lock(client, &locks) {
+            return abort_batch(client, batch, &e.to_string());
         }
         self.stats
             .lock_wait_us
             .fetch_add(micros(lock_started.elapsed()), Ordering::Relaxed);
-        let cluster = match read_cluster(&mut tx, &self.clock) {
+        let cluster = match read_cluster(client, &self.clock) {
             Ok(c) => c,
-            Err(e) => return fail_batch(batch, &e.to_string()),
+            Err(e) => return abort_batch(client, batch, &e.to_string()),
         };
         let now = cluster.now;
         if cluster.licenses_version != self.licenses_version {
-            match load_cluster_licenses(&mut tx) {
+            match load_cluster_licenses(client) {
                 Ok(Some(licenses)) => self.licenses.replace(licenses),
                 Ok(None) => {}
-                Err(e) => return fail_batch(batch, &e.to_string()),
+                Err(e) => return abort_batch(client, batch, &e.to_string()),
             }
             self.licenses_version = cluster.licenses_version;
         }
         let licenses = self.licenses.current();
         if cluster.last_alive != 0
             && now.as_millis() - cluster.last_alive > stall_ms
-            && let Err(e) = outage(&mut tx, statements, now, stall_ms, &licenses)
+            && let Err(e) = outage(client, statements, now, stall_ms, &licenses)
         {
-            return fail_batch(batch, &e.to_string());
+            return abort_batch(client, batch, &e.to_string());
         }
 
         let policy_recorded = !self
             .recorded_policy
             .as_ref()
             .is_some_and(|p| Arc::ptr_eq(p, &licenses))
-            && record_pool_sizes(&mut tx, statements, now, &licenses);
+            && record_pool_sizes(client, statements, now, &licenses);
 
         let (commit_tx, commit) = watch::channel(None);
         let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
         let mut wrote_events = false;
+        // The savepoint `cmd` isolates one command: its state before the
+        // command runs.
+        let mut savepoint = Savepoint::None;
         for cmd in batch {
-            let mut savepoint = match tx.savepoint("cmd") {
-                Ok(sp) => sp,
-                Err(e) => {
-                    finishes.push(error_finish(cmd, e.into()));
-                    continue;
-                }
+            // One round trip: release the previous command's savepoint and
+            // open this one's in the same simple query.
+            let open = match savepoint {
+                Savepoint::None => Some("SAVEPOINT cmd"),
+                Savepoint::Used => Some("RELEASE SAVEPOINT cmd; SAVEPOINT cmd"),
+                Savepoint::Clean => None,
             };
+            if let Some(sql) = open
+                && let Err(e) = client.batch_execute(sql)
+            {
+                savepoint = Savepoint::None;
+                finishes.push(error_finish(cmd, e.into()));
+                continue;
+            }
             let mut pg = PgTx {
-                tx: &mut savepoint,
+                tx: client,
                 statements,
             };
             let rules = Rules {
@@ -175,13 +184,15 @@ impl PgWriter {
                 events: Vec::new(),
             };
             let (done, ok, events) = apply(rules, cmd, &self.options, &commit);
-            let end = if ok {
-                savepoint.commit()
+            if ok {
+                savepoint = Savepoint::Used;
             } else {
-                savepoint.rollback()
-            };
-            if let Err(e) = end {
-                tracing::error!("store: savepoint: {e}");
+                // The savepoint stays, as it was before the command.
+                savepoint = Savepoint::Clean;
+                if let Err(e) = client.batch_execute("ROLLBACK TO SAVEPOINT cmd") {
+                    tracing::error!("store: savepoint: {e}");
+                    savepoint = Savepoint::None;
+                }
             }
             wrote_events |= ok && !events.is_empty();
             finishes.push(done);
@@ -191,7 +202,7 @@ impl PgWriter {
         self.stats
             .apply_us
             .fetch_add(micros(applied - started), Ordering::Relaxed);
-        let committed = finish_batch(tx, now, wrote_events);
+        let committed = finish_batch(client, now, wrote_events);
         self.stats
             .commit_us
             .fetch_add(micros(applied.elapsed()), Ordering::Relaxed);
@@ -218,6 +229,17 @@ impl PgWriter {
             }
         }
     }
+}
+
+/// The state of the savepoint `cmd` before the next command.
+#[derive(Clone, Copy)]
+enum Savepoint {
+    /// Not open (first command, or opening it failed).
+    None,
+    /// Open, holding the last command's changes: release it, open anew.
+    Used,
+    /// Open and rolled back to: as it was before the last command.
+    Clean,
 }
 
 /// The writer's connection, made anew if the last one broke.
@@ -255,27 +277,24 @@ fn license_locks(batch: &[Command]) -> BTreeMap<i64, bool> {
     locks
 }
 
-fn take_locks(
-    tx: &mut Transaction<'_>,
-    locks: &BTreeMap<i64, bool>,
-) -> Result<(), postgres::Error> {
+/// `BEGIN` and every license lock, in key order, in one simple query (its
+/// statements run in order; the keys are our own integers).
+fn begin_and_lock(client: &mut Client, locks: &BTreeMap<i64, bool>) -> Result<(), postgres::Error> {
+    let mut sql = String::from("BEGIN;");
     for (key, exclusive) in locks {
-        let sql = if *exclusive {
-            "SELECT pg_advisory_xact_lock($1)"
+        let f = if *exclusive {
+            "pg_advisory_xact_lock"
         } else {
-            "SELECT pg_advisory_xact_lock_shared($1)"
+            "pg_advisory_xact_lock_shared"
         };
-        tx.execute(sql, &[key])?;
+        sql.push_str(&format!(" SELECT {f}('{key}'::bigint);"));
     }
-    Ok(())
+    client.batch_execute(&sql)
 }
 
 /// The decision time: the database clock read after the locks, never
 /// behind the cluster's high-water mark.
-fn read_cluster(
-    tx: &mut Transaction<'_>,
-    clock: &DecisionClock,
-) -> Result<ClusterNow, postgres::Error> {
+fn read_cluster(tx: &mut Client, clock: &DecisionClock) -> Result<ClusterNow, postgres::Error> {
     let row = tx.query_one(
         "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, clock_ms,
                 last_alive_ms, licenses_version
@@ -295,9 +314,7 @@ fn read_cluster(
 }
 
 /// The cluster's policy, when a replica has published one.
-pub(super) fn load_cluster_licenses(
-    tx: &mut Transaction<'_>,
-) -> Result<Option<Licenses>, StoreError> {
+pub(super) fn load_cluster_licenses(tx: &mut Client) -> Result<Option<Licenses>, StoreError> {
     let text: Option<String> = tx
         .query_one("SELECT licenses_toml FROM cluster WHERE id = 1", &[])?
         .get(0);
@@ -314,7 +331,7 @@ pub(super) fn load_cluster_licenses(
 /// The cluster row's lock makes it apply once: a replica that waited for it
 /// finds `last_alive` already moved on.
 fn outage(
-    tx: &mut Transaction<'_>,
+    tx: &mut Client,
     statements: &Statements,
     now: Timestamp,
     stall_ms: i64,
@@ -353,23 +370,20 @@ fn outage(
 }
 
 /// Record the pool sizes of a policy the history has not seen yet; true
-/// once recorded (in this batch's transaction).
+/// once recorded (in this batch's transaction, in a savepoint of its own so
+/// a failure does not abort the batch).
 fn record_pool_sizes(
-    tx: &mut Transaction<'_>,
+    client: &mut Client,
     statements: &Statements,
     now: Timestamp,
     licenses: &Licenses,
 ) -> bool {
-    // In a savepoint: a failure must not abort the batch's transaction.
-    let mut savepoint = match tx.savepoint("policy") {
-        Ok(sp) => sp,
-        Err(e) => {
-            tracing::error!("store: cannot record pool sizes: {e}");
-            return false;
-        }
-    };
+    if let Err(e) = client.batch_execute("SAVEPOINT policy") {
+        tracing::error!("store: cannot record pool sizes: {e}");
+        return false;
+    }
     let mut pg = PgTx {
-        tx: &mut savepoint,
+        tx: client,
         statements,
     };
     let mut throttle = EventThrottle::default();
@@ -381,33 +395,59 @@ fn record_pool_sizes(
         events: Vec::new(),
     }
     .record_pool_sizes();
-    let ended = match &recorded {
-        Ok(()) => savepoint.commit(),
+    let end = match &recorded {
+        Ok(()) => "RELEASE SAVEPOINT policy",
         Err(e) => {
             tracing::error!("store: cannot record pool sizes: {e}");
-            savepoint.rollback()
+            "ROLLBACK TO SAVEPOINT policy; RELEASE SAVEPOINT policy"
         }
     };
+    let ended = client.batch_execute(end);
     recorded.is_ok() && ended.is_ok()
 }
 
 /// Move the clock's high-water mark and the cluster's "alive" time, wake
-/// the event followers, commit.
+/// the event followers, commit: one simple query, so the cluster row's lock
+/// (which serializes every replica's commits) is held for one round trip
+/// less. A failed statement skips the rest (the transaction is then rolled
+/// back); the `UPDATE` also fails in a transaction an earlier error aborted,
+/// so `COMMIT` never silently ends one as a rollback.
 fn finish_batch(
-    mut tx: Transaction<'_>,
+    client: &mut Client,
     now: Timestamp,
     wrote_events: bool,
 ) -> Result<(), postgres::Error> {
-    tx.execute(
-        "UPDATE cluster SET clock_ms = greatest(clock_ms, $1),
-                            last_alive_ms = greatest(last_alive_ms, $1)
-         WHERE id = 1",
-        &[&now.as_millis()],
-    )?;
-    if wrote_events {
-        tx.execute(&format!("NOTIFY {EVENTS_CHANNEL}"), &[])?;
+    let now = now.as_millis();
+    let notify = if wrote_events {
+        format!(" NOTIFY {EVENTS_CHANNEL};")
+    } else {
+        String::new()
+    };
+    let sql = format!(
+        "UPDATE cluster SET clock_ms = greatest(clock_ms, {now}::bigint),
+                            last_alive_ms = greatest(last_alive_ms, {now}::bigint)
+         WHERE id = 1;{notify} COMMIT"
+    );
+    let result = client.batch_execute(&sql);
+    if result.is_err() {
+        rollback(client);
     }
-    tx.commit()
+    result
+}
+
+/// End an open transaction after an error (a no-op warning if it already
+/// ended; a broken connection is made anew by the next batch).
+fn rollback(client: &mut Client) {
+    if !client.is_closed() {
+        let _ = client.batch_execute("ROLLBACK");
+    }
+}
+
+/// The batch's transaction failed before any command ran: roll it back and
+/// answer every command with the error.
+fn abort_batch(client: &mut Client, batch: Vec<Command>, msg: &str) {
+    rollback(client);
+    fail_batch(batch, msg);
 }
 
 /// Nothing in the batch ran: answer every command with the error now.

@@ -48,15 +48,22 @@ pub enum Sub {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// Target a running server (loopback only) instead of starting one.
+    /// Target a running server (loopback only) instead of starting one; several
+    /// comma-separated URLs (replicas) get the connections round-robin, and
+    /// admin look-ups go to the first.
     #[arg(long)]
     pub server: Option<String>,
     /// Admin token of `--server` (checks that the bench pools exist).
     #[arg(long, env = "LEASEHOLD_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
-    /// Pid of `--server`, to report its CPU per thread and RSS.
+    /// Pid of `--server`, to report its CPU per thread and RSS (several
+    /// comma-separated pids, e.g. of replicas: their CPU and RSS added up).
+    #[arg(long, value_delimiter = ',')]
+    pub server_pid: Vec<u32>,
+    /// Pid of the database server's postmaster (PostgreSQL): the CPU of it and
+    /// its children is reported apart instead of counting as "others".
     #[arg(long)]
-    pub server_pid: Option<u32>,
+    pub db_pid: Option<u32>,
     /// The `leaseholdd` to start (default: next to this binary).
     #[arg(long)]
     pub leaseholdd: Option<PathBuf>,

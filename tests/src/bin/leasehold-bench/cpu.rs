@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::procfs::{machine_ticks, stat_ticks, thread_ticks};
+use crate::procfs::{machine_ticks, stat_ticks, thread_ticks, tree_ticks};
 use crate::report::round3;
 
 /// Clock ticks per second of /proc (USER_HZ; 100 on every Linux we run on).
@@ -15,6 +15,8 @@ pub struct CpuSnapshot {
     at: Instant,
     server: BTreeMap<String, u64>,
     bench: u64,
+    /// The database server and its backends, when its pid is known.
+    db: Option<u64>,
     /// Machine-wide (busy, steal) ticks from /proc/stat.
     machine: (u64, u64),
 }
@@ -24,15 +26,24 @@ pub struct CpuUse {
     pub server_threads: BTreeMap<String, f64>,
     pub server: f64,
     pub bench: f64,
+    pub db: Option<f64>,
     pub machine_busy: f64,
     pub machine_steal: f64,
 }
 
 impl CpuSnapshot {
-    pub fn take(pid: Option<u32>) -> CpuSnapshot {
+    /// `pids`: the servers (threads of the same name added up over them).
+    pub fn take(pids: &[u32], db_pid: Option<u32>) -> CpuSnapshot {
+        let mut server = BTreeMap::new();
+        for &pid in pids {
+            for (name, t) in thread_ticks(pid) {
+                *server.entry(name).or_insert(0) += t;
+            }
+        }
         CpuSnapshot {
             at: Instant::now(),
-            server: pid.map(thread_ticks).unwrap_or_default(),
+            server,
+            db: db_pid.map(tree_ticks),
             bench: stat_ticks(Path::new("/proc/self/stat"))
                 .map(|(_, t)| t)
                 .unwrap_or(0),
@@ -56,6 +67,10 @@ impl CpuSnapshot {
             server_threads: by_thread,
             server: cores(total),
             bench: cores(self.bench.saturating_sub(before.bench)),
+            db: self
+                .db
+                .zip(before.db)
+                .map(|(now, then)| cores(now.saturating_sub(then))),
             machine_busy: cores(self.machine.0.saturating_sub(before.machine.0)),
             machine_steal: cores(self.machine.1.saturating_sub(before.machine.1)),
         }

@@ -1,19 +1,22 @@
 //! All connections together: open them, and run one step on each
 //! concurrently.
 
-use std::net::SocketAddr;
-
 use anyhow::Context;
 
+use crate::server::Endpoint;
 use crate::worker::Worker;
 
-pub async fn connect_all(n: usize, addr: SocketAddr) -> anyhow::Result<Vec<Worker>> {
+/// `n` connections, spread round-robin over the endpoints (replicas behind
+/// a load balancer without sticky sessions): connection `i` goes to
+/// endpoint `i % endpoints.len()`.
+pub async fn connect_all(n: usize, endpoints: &[Endpoint]) -> anyhow::Result<Vec<Worker>> {
     let mut workers = Vec::with_capacity(n);
     for id in 0..n {
+        let endpoint = &endpoints[id % endpoints.len()];
         workers.push(
-            Worker::new(id, addr)
+            Worker::new(id, endpoint)
                 .await
-                .with_context(|| format!("connection {id} to {addr}"))?,
+                .with_context(|| format!("connection {id} to {}", endpoint.addr))?,
         );
     }
     Ok(workers)

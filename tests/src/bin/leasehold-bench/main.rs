@@ -9,7 +9,12 @@
 //! By default it starts its own server (temp data dir, generated licenses file
 //! with the pools the scenarios need) from the `leaseholdd` binary next to its
 //! own; `--server URL` targets a running one instead, which must have the
-//! bench pools (`--print-licenses` prints them).
+//! bench pools (`--print-licenses` prints them). `--server URL1,URL2,…` targets
+//! several replicas of one cluster, as a load balancer without sticky
+//! sessions would: connection `i` goes to replica `i % n`, admin look-ups to
+//! the first; `--server-pid` takes their pids (comma-separated, CPU and RSS
+//! added up) and `--db-pid` a PostgreSQL postmaster, whose CPU (with its
+//! backends') is then reported apart from "others".
 //!
 //! Scenarios run in sequence against the same server, so each one's ratio to
 //! `healthz` (the server's HTTP ceiling) is measured under the same conditions:

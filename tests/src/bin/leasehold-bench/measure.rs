@@ -42,12 +42,12 @@ pub async fn measure(
     let measure_at = start + window.warmup;
     let end = measure_at + window.duration;
     let cpu_task = {
-        let pid = target.pid;
+        let (pids, db_pid) = (target.pids.clone(), target.db_pid());
         tokio::spawn(async move {
             tokio::time::sleep_until(measure_at.into()).await;
-            let before = CpuSnapshot::take(pid);
+            let before = CpuSnapshot::take(&pids, db_pid);
             tokio::time::sleep_until(end.into()).await;
-            CpuSnapshot::take(pid).since(&before)
+            CpuSnapshot::take(&pids, db_pid).since(&before)
         })
     };
     let (workers, tallies) = on_all(workers, |mut w| {
@@ -66,7 +66,7 @@ pub async fn measure(
     let secs = window.duration.as_secs_f64();
     let h = &total.hist;
     let ms = |us: u64| round3(us as f64 / 1000.0);
-    let pid = target.pid;
+    let known = target.has_pid();
     let result = ScenarioResult {
         name: label,
         requests: total.requests,
@@ -84,11 +84,15 @@ pub async fn measure(
             max: ms(h.max()),
             mean: round3(h.mean() / 1000.0),
         },
-        server_cpu_cores: pid.map(|_| cpu.server),
+        server_cpu_cores: known.then_some(cpu.server),
         server_threads_cores: cpu.server_threads,
         bench_cpu_cores: cpu.bench,
+        db_cpu_cores: cpu.db,
         machine_busy_cores: cpu.machine_busy,
-        other_cores: pid.map(|_| round3((cpu.machine_busy - cpu.server - cpu.bench).max(0.0))),
+        other_cores: known.then(|| {
+            let db = cpu.db.unwrap_or(0.0);
+            round3((cpu.machine_busy - cpu.server - cpu.bench - db).max(0.0))
+        }),
         machine_steal_cores: cpu.machine_steal,
         server_rss_kib: target.rss_kib(),
         leases_in_store: None,

@@ -38,6 +38,40 @@ pub fn thread_ticks(pid: u32) -> BTreeMap<String, u64> {
     out
 }
 
+/// utime + stime in clock ticks of a process and its direct children (a
+/// PostgreSQL postmaster and its backends); children that exited meanwhile
+/// are not counted.
+pub fn tree_ticks(pid: u32) -> u64 {
+    let mut total = stat_ticks(Path::new(&format!("/proc/{pid}/stat")))
+        .map(|(_, t)| t)
+        .unwrap_or(0);
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return total;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(s) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(close) = s.rfind(')') else { continue };
+        let fields: Vec<&str> = s[close + 2..].split_whitespace().collect();
+        // After "(comm) ": state, ppid, …, utime (12th), stime (13th).
+        if fields.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(pid) {
+            let t = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            total += t(11) + t(12);
+        }
+    }
+    total
+}
+
 /// (busy, steal) ticks of all CPUs: busy = everything but idle and iowait.
 pub fn machine_ticks() -> (u64, u64) {
     let Ok(s) = std::fs::read_to_string("/proc/stat") else {

@@ -39,6 +39,9 @@ pub struct ScenarioResult {
     pub server_cpu_cores: Option<f64>,
     pub server_threads_cores: BTreeMap<String, f64>,
     pub bench_cpu_cores: f64,
+    /// The database server (`--db-pid`: a postmaster and its backends).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db_cpu_cores: Option<f64>,
     /// All CPUs of the machine, busy (not idle/iowait), in cores: shows
     /// whether something else was running during the window.
     pub machine_busy_cores: f64,

@@ -1,6 +1,8 @@
 //! The server under test: one the bench starts (temp data dir, generated
 //! licenses file, the `leaseholdd` next to this binary or `--leaseholdd`), or
-//! a running one given by `--server`, which must be on loopback.
+//! a running one given by `--server`, which must be on loopback. `--server`
+//! may name several replicas (comma-separated): the connections go to them
+//! round-robin, admin look-ups to the first.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -17,10 +19,22 @@ use crate::client::Conn;
 use crate::pools::{BIG, SMALL, licenses_toml};
 use crate::procfs::proc_status_kib;
 
-pub struct Target {
+/// Where connections go: an address and the `Host` header it is called by.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
     pub addr: SocketAddr,
     pub host: String,
-    pub pid: Option<u32>,
+}
+
+pub struct Target {
+    /// The first server: admin look-ups.
+    pub addr: SocketAddr,
+    pub host: String,
+    /// Every server (the first included), for the connections round-robin.
+    pub endpoints: Vec<Endpoint>,
+    /// The servers' pids (CPU and RSS are added up over them).
+    pub pids: Vec<u32>,
+    db_pid: Option<u32>,
     binary: Option<PathBuf>,
     child: Option<Child>,
     _dir: Option<tempfile::TempDir>,
@@ -31,12 +45,20 @@ pub struct Target {
 impl Target {
     pub async fn open(args: &CommonArgs) -> anyhow::Result<Target> {
         match &args.server {
-            Some(url) => {
-                let (addr, host) = loopback_addr(url)?;
+            Some(urls) => {
+                let endpoints = urls
+                    .split(',')
+                    .map(|url| {
+                        loopback_addr(url.trim()).map(|(addr, host)| Endpoint { addr, host })
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let first = endpoints[0].clone();
                 let target = Target {
-                    addr,
-                    host,
-                    pid: args.server_pid,
+                    addr: first.addr,
+                    host: first.host,
+                    endpoints,
+                    pids: args.server_pid.clone(),
+                    db_pid: args.db_pid,
                     binary: None,
                     child: None,
                     _dir: None,
@@ -113,7 +135,12 @@ impl Target {
         Ok(Target {
             addr,
             host: addr.to_string(),
-            pid: Some(child.id()),
+            endpoints: vec![Endpoint {
+                addr,
+                host: addr.to_string(),
+            }],
+            pids: vec![child.id()],
+            db_pid: args.db_pid,
             binary: Some(binary),
             child: Some(child),
             _dir: Some(dir),
@@ -176,12 +203,29 @@ impl Target {
         )
     }
 
+    /// Whether the server's CPU and RSS are known (its pid).
+    pub fn has_pid(&self) -> bool {
+        !self.pids.is_empty()
+    }
+
+    pub fn db_pid(&self) -> Option<u32> {
+        self.db_pid
+    }
+
     pub fn rss_kib(&self) -> Option<u64> {
-        proc_status_kib(self.pid?, "VmRSS:")
+        self.sum_status("VmRSS:")
     }
 
     fn hwm_kib(&self) -> Option<u64> {
-        proc_status_kib(self.pid?, "VmHWM:")
+        self.sum_status("VmHWM:")
+    }
+
+    fn sum_status(&self, field: &str) -> Option<u64> {
+        let mut total = None;
+        for &pid in &self.pids {
+            *total.get_or_insert(0) += proc_status_kib(pid, field)?;
+        }
+        total
     }
 
     pub fn stop(&mut self) {
@@ -213,9 +257,12 @@ impl Target {
     pub fn server_info(&self) -> ServerInfo {
         ServerInfo {
             addr: self.addr.to_string(),
+            replicas: (self.endpoints.len() > 1)
+                .then(|| self.endpoints.iter().map(|e| e.addr.to_string()).collect()),
             started_by_bench: self.started_by_bench(),
             binary: self.binary.as_ref().map(|b| b.display().to_string()),
-            pid: self.pid,
+            pid: self.pids.first().copied(),
+            pids: (self.pids.len() > 1).then(|| self.pids.clone()),
             rss_kib_end: self.rss_kib(),
             rss_hwm_kib: self.hwm_kib(),
         }
@@ -264,9 +311,15 @@ fn loopback_addr(url: &str) -> anyhow::Result<(SocketAddr, String)> {
 #[derive(Debug, Serialize)]
 pub struct ServerInfo {
     pub addr: String,
+    /// Every server's address, when `--server` named several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<Vec<String>>,
     pub started_by_bench: bool,
     pub binary: Option<String>,
     pub pid: Option<u32>,
+    /// Every pid, when `--server-pid` named several (RSS is their sum).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids: Option<Vec<u32>>,
     pub rss_kib_end: Option<u64>,
     pub rss_hwm_kib: Option<u64>,
 }

@@ -52,6 +52,9 @@ pub fn print_table(report: &Report) {
                 .collect();
             println!("    server threads (cores): {}", list.join(" "));
         }
+        if let Some(db) = r.db_cpu_cores {
+            println!("    database (cores): {db:.2}");
+        }
     }
     let s = &report.server;
     if let Some(rss) = s.rss_kib_end {

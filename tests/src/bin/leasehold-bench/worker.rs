@@ -1,7 +1,6 @@
 //! One connection's closed loop: pick the next request of the scenario, send
 //! it, classify the answer, count it if it fell inside the measured window.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
@@ -13,11 +12,11 @@ use rand::{Rng, SeedableRng};
 use crate::client::{Conn, seat_id};
 use crate::pools::{BIG, BIG_KEY, FULLISH, FULLISH_KEY, SMALL, SMALL_KEY};
 use crate::scenario::Scenario;
+use crate::server::Endpoint;
 use crate::tally::Tally;
 
 /// Shared, read-only request material.
 pub struct Ctx {
-    host: String,
     big_auth: String,
     small_auth: String,
     fullish_auth: String,
@@ -26,10 +25,15 @@ pub struct Ctx {
     checkout_fullish: String,
 }
 
+impl Default for Ctx {
+    fn default() -> Ctx {
+        Ctx::new()
+    }
+}
+
 impl Ctx {
-    pub fn new(host: &str) -> Ctx {
+    pub fn new() -> Ctx {
         Ctx {
-            host: host.to_string(),
             big_auth: format!("Bearer {BIG_KEY}"),
             small_auth: format!("Bearer {SMALL_KEY}"),
             fullish_auth: format!("Bearer {FULLISH_KEY}"),
@@ -44,6 +48,8 @@ impl Ctx {
 pub struct Worker {
     pub id: usize,
     pub conn: Conn,
+    /// The `Host` header of this connection's server.
+    host: String,
     pub held: Vec<String>,
     next: usize,
     serial: u64,
@@ -75,10 +81,11 @@ pub enum Outcome {
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Worker {
-    pub async fn new(id: usize, addr: SocketAddr) -> anyhow::Result<Worker> {
+    pub async fn new(id: usize, endpoint: &Endpoint) -> anyhow::Result<Worker> {
         Ok(Worker {
             id,
-            conn: Conn::connect(addr).await?,
+            conn: Conn::connect(endpoint.addr).await?,
+            host: endpoint.host.clone(),
             held: Vec::new(),
             next: 0,
             serial: 0,
@@ -151,7 +158,10 @@ impl Worker {
                 None,
             ),
         };
-        let (status, body) = self.conn.send(&ctx.host, method, &path, auth, body).await?;
+        let (status, body) = self
+            .conn
+            .send(&self.host, method, &path, auth, body)
+            .await?;
         let outcome = match (op, status.as_u16()) {
             (Op::Healthz, 200) | (Op::Heartbeat(_), 200) => Outcome::Ok,
             (Op::CheckoutBig, 201) => {

@@ -21,11 +21,11 @@ pub async fn run_scale(
     fullish: bool,
 ) -> anyhow::Result<()> {
     let mut target = Target::open(&args).await?;
-    let ctx = Arc::new(Ctx::new(&target.host));
+    let ctx = Arc::new(Ctx::new());
     let window = Window::of(&args);
     let mut notes = Vec::new();
     let mut results = Vec::new();
-    let mut workers = connect_all(args.connections, target.addr).await?;
+    let mut workers = connect_all(args.connections, &target.endpoints).await?;
 
     // Heartbeats go round-robin over `few` seats in both phases, so the only
     // difference between the two is how many leases the store holds.

@@ -16,9 +16,9 @@ use crate::worker::Ctx;
 pub async fn run_scenarios(args: CommonArgs, scenarios: &str, held: usize) -> anyhow::Result<()> {
     let scenarios = Scenario::parse_list(scenarios)?;
     let mut target = Target::open(&args).await?;
-    let ctx = Arc::new(Ctx::new(&target.host));
+    let ctx = Arc::new(Ctx::new());
     let window = Window::of(&args);
-    let mut workers = connect_all(args.connections, target.addr).await?;
+    let mut workers = connect_all(args.connections, &target.endpoints).await?;
     let mut results = Vec::new();
     for scenario in scenarios {
         if matches!(scenario, Scenario::Heartbeat | Scenario::Mixed) {
