@@ -8,52 +8,17 @@ use std::path::Path;
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
 
-use leasehold_tests::{Server, TEST_LICENSES, eventually, leasehold_bin, require_tool};
+use leasehold_tests::{
+    Run, Server, TEST_LICENSES, eventually, leasehold_bin, require_tool, run_leasehold,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl From<std::process::Output> for Run {
-    fn from(out: std::process::Output) -> Run {
-        Run {
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-}
-
 /// Run `leasehold ARGS` against `server` (with `--server`, plus `--token`
 /// unless `token` is None) in `cwd`, with a clean environment for the token.
 async fn leasehold_in(server: &Server, token: Option<&str>, cwd: &Path, args: &[&str]) -> Run {
-    let bin = leasehold_bin();
-    assert!(
-        bin.exists(),
-        "{} not built: run `cargo build -p leasehold-tui` first",
-        bin.display()
-    );
-    let mut cmd = Command::new(&bin);
-    cmd.args(args)
-        .arg("--server")
-        .arg(&server.base)
-        .current_dir(cwd)
-        .env_remove("LEASEHOLD_ADMIN_TOKEN")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null());
-    if let Some(t) = token {
-        cmd.arg("--token").arg(t);
-    }
-    let out = tokio::time::timeout(Duration::from_secs(30), cmd.output())
-        .await
-        .expect("leasehold finished within 30 s")
-        .expect("run leasehold");
-    Run::from(out)
+    run_leasehold(server, token, cwd, args).await
 }
 
 async fn leasehold(server: &Server, args: &[&str]) -> Run {

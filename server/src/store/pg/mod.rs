@@ -70,8 +70,11 @@ pub fn config(url: &str) -> Result<tokio_postgres::Config, PgStartError> {
         .keepalives(true)
         .keepalives_idle(Duration::from_secs(5))
         .options(
-            "-c lock_timeout=5s -c statement_timeout=10s \
-             -c idle_in_transaction_session_timeout=5s",
+            // A replica frozen inside a transaction loses it (and its license
+            // locks) after 3 s; a lock wait outlasts that, so the replica that
+            // waited gets the lock rather than a 503.
+            "-c lock_timeout=8s -c statement_timeout=10s \
+             -c idle_in_transaction_session_timeout=3s",
         );
     Ok(config)
 }
