@@ -52,7 +52,8 @@ async fn csrf_of(h: &Harness, cookie: &str) -> String {
 fn assert_security_headers(resp: &Resp, what: &str) {
     let h = resp.headers();
     assert_eq!(
-        h.get("content-security-policy").map(|v| v.to_str().unwrap()),
+        h.get("content-security-policy")
+            .map(|v| v.to_str().unwrap()),
         Some(CONTENT_SECURITY_POLICY_VALUE),
         "{what}"
     );
