@@ -125,14 +125,14 @@ impl RequestMeta {
             .map(str::trim)
     }
 
-    fn from_loopback(&self) -> bool {
+    fn peer_is_loopback(&self) -> bool {
         self.peer.is_some_and(|p| p.ip().is_loopback())
     }
 
     /// Did the request come over HTTPS? Only a loopback peer (a proxy on
     /// this host) is believed about it.
     pub fn is_https(&self) -> bool {
-        self.from_loopback()
+        self.peer_is_loopback()
             && self
                 .header("x-forwarded-proto")
                 .and_then(|v| v.split(',').next())
@@ -146,7 +146,7 @@ impl RequestMeta {
             .peer
             .map(|p| p.ip())
             .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-        if self.from_loopback()
+        if self.peer_is_loopback()
             && let Some(ip) = self
                 .header("x-forwarded-for")
                 .and_then(|v| v.rsplit(',').next())

@@ -181,7 +181,9 @@ async fn a_cookie_state_change_needs_the_csrf_token_and_the_same_origin() {
     let cookie = cookie_of(&login(&h, ADMIN_TOKEN, REMOTE).await);
     let csrf = csrf_of(&h, &cookie).await;
     let origin = format!("http://{HOST}");
-    let cases: [(Option<&str>, Option<&str>, Option<&str>, u16); 7] = [
+    // (X-CSRF-Token, Origin, Sec-Fetch-Site, status)
+    type Case<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, u16);
+    let cases: [Case; 7] = [
         (None, Some(&origin), None, 403),
         (Some("0000"), Some(&origin), None, 403),
         (Some(&csrf), Some("http://evil.example"), None, 403),
