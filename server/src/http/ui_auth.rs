@@ -428,8 +428,7 @@ fn login_token(meta: &RequestMeta, body: &Bytes) -> Result<(String, LoginForm), 
             ));
         }
     };
-    let token = token.trim().to_string();
-    if token.is_empty() || token.len() > MAX_TOKEN_LEN {
+    if token.is_empty() || token.chars().count() > MAX_TOKEN_LEN {
         return Err(ApiError::invalid(format!(
             "token must be 1 to {MAX_TOKEN_LEN} characters"
         )));
