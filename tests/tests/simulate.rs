@@ -237,3 +237,32 @@ async fn simulate_without_a_token_still_runs_and_prints_events() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("refused the key"), "{stderr}");
 }
+
+/// A simulated run leaves a history worth looking at: afterwards `leasehold
+/// report` shows its denials and that the pool was full.
+#[tokio::test]
+async fn after_a_run_the_report_shows_its_denials_and_peak() {
+    let s = start_server().await;
+    #[rustfmt::skip]
+    let out = simulate(&s, &[
+        "--token", &s.admin_token, "--license", "sim", "--key", "sim-key",
+        "--clients", "8", "--duration", "4s", "--seed", "1", "--quiet",
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report = leasehold_tests::run_leasehold(
+        &s,
+        Some(&s.admin_token),
+        &std::env::temp_dir(),
+        &["report", "--license", "sim", "--from", "1h", "--json"],
+    )
+    .await;
+    assert_eq!(report.code, Some(0), "{report:?}");
+    let usage: Vec<Value> = serde_json::from_str(&report.stdout).expect("JSON report");
+    let summary = &usage[0]["summary"];
+    // The seed-1 plan crowds the four seats before anyone releases.
+    assert_eq!(summary["peak"], 4, "{summary}");
+    assert!(summary["denials"].as_u64().unwrap() >= 1, "{summary}");
+    assert!(summary["full_s"].as_f64().unwrap() > 0.0, "{summary}");
+    assert_eq!(usage[0]["verdict"], "short_of_seats");
+}
