@@ -10,6 +10,7 @@ pub mod handlers;
 mod sse;
 #[cfg(test)]
 mod tests;
+mod ui_static;
 
 use std::sync::Arc;
 
@@ -33,6 +34,8 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         .or(filters::client_seats(&state))
         .unify()
         .or(filters::admin(&state))
+        .unify()
+        .or(ui_static::routes())
         .unify()
         .recover(error::recover)
         .unify();
