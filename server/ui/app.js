@@ -162,6 +162,8 @@ function revokeSeat(seatId) {
 
 function showConnection() {
   const badge = $('[data-connection]');
+  // Signed out there is no stream to speak of.
+  badge.hidden = !S.session;
   const streamUp = S.feed && S.feed.source && S.feed.source.readyState === EventSource.OPEN;
   let state;
   if (!link.up) state = 'disconnected';
@@ -223,6 +225,7 @@ function startDashboard(session) {
   refreshAll();
   S.feed = new EventFeed($('[data-events]'), { onEvent, onState: showConnection });
   S.feed.start().catch(() => S.feed.open());
+  showConnection();
   scheduleTick();
   table().focus({ preventScroll: true });
 }
@@ -242,6 +245,7 @@ function stopDashboard() {
   setText($('[data-role]'), '');
   $('[data-action="logout"]').hidden = true;
   $('[data-action="pause"]').hidden = true;
+  showConnection();
 }
 
 function signedOut(message) {
@@ -262,7 +266,7 @@ function togglePause() {
   S.paused = !S.paused;
   const b = $('[data-action="pause"]');
   b.setAttribute('aria-pressed', String(S.paused));
-  setText(b, S.paused ? '▶ Resume live updates' : '⏸ Pause live updates');
+  setText(b, S.paused ? '▶ Resume live updates' : '‖ Pause live updates');
   document.body.classList.toggle('paused', S.paused);
   if (S.feed) S.feed.setPaused(S.paused);
   if (!S.paused) refreshAll();
