@@ -60,6 +60,13 @@ pub mod code {
     pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
     pub const UNAVAILABLE: &str = "unavailable";
     pub const INTERNAL: &str = "internal";
+    /// Authenticated, but the role may not do this (a viewer's `DELETE`).
+    pub const FORBIDDEN: &str = "forbidden";
+    /// A state change authenticated by the session cookie without a
+    /// matching `X-CSRF-Token` or from another origin.
+    pub const CSRF_FAILED: &str = "csrf_failed";
+    /// Too many failed sign-ins from this address; see `Retry-After`.
+    pub const RATE_LIMITED: &str = "rate_limited";
 }
 
 /// One pool in `GET /v1/admin/licenses`.
@@ -113,6 +120,36 @@ pub struct SeatView {
 pub struct SeatsResponse {
     pub now: Timestamp,
     pub seats: Vec<SeatView>,
+}
+
+/// `GET /v1/admin/seats`: [`SeatsResponse`] plus the paging fields. Clients
+/// that read only `now` and `seats` may keep using [`SeatsResponse`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeatsPage {
+    pub now: Timestamp,
+    pub seats: Vec<SeatView>,
+    /// Seats matching the filters (`license`, `q`), on every page.
+    pub total: u64,
+    /// Opaque cursor for the next page (`after=`), `null` on the last one.
+    pub next: Option<String>,
+}
+
+/// `POST /ui/login` as JSON (a form post sends `token=` instead).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoginRequest {
+    pub token: String,
+}
+
+/// `GET /ui/session`: who the session cookie signs in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UiSession {
+    /// `admin` or `viewer`.
+    pub role: String,
+    /// Send as `X-CSRF-Token` on every state change made with the cookie.
+    pub csrf_token: String,
+    /// When the session ends unless used again (idle timeout), or its
+    /// absolute end, whichever is earlier.
+    pub expires_at: Timestamp,
 }
 
 /// Optional body of `DELETE /v1/admin/seats/{seat_id}`.

@@ -43,6 +43,19 @@ pub struct Config {
     #[arg(skip = std::env::var("LEASEHOLD_ADMIN_TOKEN").ok())]
     pub admin_token: Option<String>,
 
+    /// Viewer bearer token (read-only role) from `LEASEHOLD_VIEWER_TOKEN`; if
+    /// unset, read or created in <data-dir>/viewer.token.
+    #[arg(skip = std::env::var("LEASEHOLD_VIEWER_TOKEN").ok())]
+    pub viewer_token: Option<String>,
+
+    /// A dashboard session not used for this long ends.
+    #[arg(long, env = "LEASEHOLD_UI_IDLE_TIMEOUT", default_value = "30m", value_parser = duration)]
+    pub ui_idle_timeout: Duration,
+
+    /// A dashboard session ends this long after sign-in, however busy.
+    #[arg(long, env = "LEASEHOLD_UI_SESSION_LIFETIME", default_value = "12h", value_parser = duration)]
+    pub ui_session_lifetime: Duration,
+
     /// How often the reaper sweeps.
     #[arg(long, env = "LEASEHOLD_REAP_INTERVAL", default_value = "2s", value_parser = duration)]
     pub reap_interval: Duration,

@@ -1,5 +1,6 @@
-//! Secrets in the data dir: the Ed25519 signing key and the admin token.
-//! Both are created on first start with mode 0600 and never logged.
+//! Secrets in the data dir: the Ed25519 signing key, the admin token and the
+//! (read-only) viewer token. Each is created on first start with mode 0600
+//! and never logged.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -12,6 +13,7 @@ use subtle::ConstantTimeEq;
 
 pub const SIGNING_KEY_FILE: &str = "signing.key";
 pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+pub const VIEWER_TOKEN_FILE: &str = "viewer.token";
 
 /// Why a secret file could not be used. The I/O cause is the `source`, so
 /// the one-line error at start-up reads "cannot read <path>: <cause>".
@@ -58,13 +60,30 @@ pub fn load_or_create_admin_token(
     data_dir: &Path,
     from_env: Option<String>,
 ) -> Result<AdminToken, KeyFileError> {
+    load_or_create_token(data_dir, ADMIN_TOKEN_FILE, from_env)
+}
+
+/// The viewer token (read-only role): `from_env` (`LEASEHOLD_VIEWER_TOKEN`)
+/// if set, else `<data_dir>/viewer.token`, created on first start.
+pub fn load_or_create_viewer_token(
+    data_dir: &Path,
+    from_env: Option<String>,
+) -> Result<AdminToken, KeyFileError> {
+    load_or_create_token(data_dir, VIEWER_TOKEN_FILE, from_env)
+}
+
+fn load_or_create_token(
+    data_dir: &Path,
+    file: &str,
+    from_env: Option<String>,
+) -> Result<AdminToken, KeyFileError> {
     if let Some(t) = from_env
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
     {
         return Ok(AdminToken::new(&t));
     }
-    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    let path = data_dir.join(file);
     let text = load_or_create_secret(&path)?;
     let token = text.trim();
     if token.is_empty() {
@@ -142,8 +161,9 @@ fn read_written_by_another(path: &Path) -> Result<String, KeyFileError> {
     Ok(String::new())
 }
 
-/// A bearer secret, compared in constant time. Hashing both sides first makes
-/// the comparison independent of the lengths too.
+/// A bearer token (the admin or the viewer token), compared in constant
+/// time. Hashing both sides first makes the comparison independent of the
+/// lengths too.
 #[derive(Clone)]
 pub struct AdminToken(Secret);
 
@@ -208,6 +228,25 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn viewer_token_is_its_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let admin = load_or_create_admin_token(dir.path(), None).unwrap();
+        let viewer = load_or_create_viewer_token(dir.path(), None).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(VIEWER_TOKEN_FILE)).unwrap();
+        assert!(viewer.matches(text.trim()));
+        assert!(!admin.matches(text.trim()));
+        let mode = std::fs::metadata(dir.path().join(VIEWER_TOKEN_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let again = load_or_create_viewer_token(dir.path(), None).unwrap();
+        assert!(again.matches(text.trim()));
+        let env = load_or_create_viewer_token(dir.path(), Some("v".into())).unwrap();
+        assert!(env.matches("v"));
     }
 
     #[test]

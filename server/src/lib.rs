@@ -10,7 +10,7 @@
 //! - [`licenses`]: the policy in force and the licenses file;
 //!   [`licenses_watch`] hot-reloads it.
 //! - [`queue`]: first-come-first-served waiting for a seat (`?wait=`).
-//! - [`keys`]: signing key and admin token files.
+//! - [`keys`]: signing key, admin and viewer token files.
 //! - [`metrics`]: Prometheus counters and the latency histogram.
 //! - [`clock`]: the clock trait; tests use [`clock::ManualClock`].
 //!
@@ -58,6 +58,9 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// Checkouts waiting for a seat (`?wait=`).
     pub queues: Arc<queue::WaitQueues>,
+    /// Dashboard sign-in: the viewer token, session timeouts, the
+    /// failed-login limiter.
+    pub ui: http::UiAuth,
 }
 
 /// Check the data dir, load the licenses file, bind `config.listen`, and
@@ -96,6 +99,19 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     let signer = keys::load_or_create_signer(&config.data_dir)?;
     let admin_token =
         keys::load_or_create_admin_token(&config.data_dir, config.admin_token.clone())?;
+    let viewer_token =
+        keys::load_or_create_viewer_token(&config.data_dir, config.viewer_token.clone())?;
+    if viewer_token.sha256_hex() == admin_token.sha256_hex() {
+        return Err(anyhow!(
+            "the viewer token is the admin token: a viewer would be an admin; \
+             give LEASEHOLD_VIEWER_TOKEN (or viewer.token) a value of its own"
+        ));
+    }
+    if config.ui_idle_timeout.is_zero() || config.ui_session_lifetime.is_zero() {
+        return Err(anyhow!(
+            "--ui-idle-timeout and --ui-session-lifetime must be longer than 0"
+        ));
+    }
     let handle = LicensesHandle::new(licenses.clone());
     let clock: SharedClock = Arc::new(SystemClock);
     let options = StoreOptions {
@@ -114,6 +130,7 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             let identity = store::pg::ReplicaIdentity {
                 signing_kid: signer.kid().to_string(),
                 admin_token_sha256: admin_token.sha256_hex(),
+                viewer_token_sha256: viewer_token.sha256_hex(),
             };
             let start = store::pg::prepare(&pg_config, &identity, &licenses_text, &licenses)?;
             Store::open_postgres(
@@ -140,6 +157,11 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             clock,
             shutdown: shutdown_rx,
             queues: Arc::new(queues),
+            ui: http::UiAuth::new(
+                viewer_token,
+                config.ui_idle_timeout,
+                config.ui_session_lifetime,
+            ),
         }),
         shutdown_tx,
         _data_dir_lock: lock,
@@ -202,6 +224,11 @@ async fn serve_prepared(
         tokio::spawn(reaper::run_reaper(
             state.store.clone(),
             state.metrics.clone(),
+            config.reap_interval,
+            stop.clone(),
+        )),
+        tokio::spawn(reaper::run_ui_session_reaper(
+            state.clone(),
             config.reap_interval,
             stop.clone(),
         )),

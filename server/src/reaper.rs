@@ -1,4 +1,5 @@
-//! Background housekeeping: the reaper and the alive tick.
+//! Background housekeeping: the reaper (leases, usage history, ended
+//! dashboard sessions) and the alive tick.
 //!
 //! The reaper deletes leases that are reapable by the one predicate
 //! (`now > expires_at + reap_grace`), in bounded batches so it never holds
@@ -81,6 +82,23 @@ pub async fn prune_history_backlog(store: &Store) -> Result<usize, StoreError> {
         }
         tokio::task::yield_now().await;
     }
+}
+
+/// Delete dashboard sessions that have ended (idle too long or past their
+/// lifetime), every `period`.
+pub async fn run_ui_session_reaper(
+    state: Arc<crate::AppState>,
+    period: Duration,
+    shutdown: watch::Receiver<bool>,
+) {
+    every(period, shutdown, || async {
+        match crate::http::ui_auth::expire_sessions(&state).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!("deleted {n} ended dashboard session(s)"),
+            Err(e) => tracing::warn!("dashboard sessions: {e}; will retry"),
+        }
+    })
+    .await;
 }
 
 /// Wake the writer often enough that an ordinary idle gap never looks like a

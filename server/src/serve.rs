@@ -4,6 +4,7 @@
 //! (beyond that, new connections wait in the kernel's backlog), so a
 //! slowloris cannot pin the server.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +16,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use warp::filters::BoxedFilter;
 use warp::reply::Response;
+
+use crate::http::PeerAddr;
 
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -31,6 +34,28 @@ impl Default for ServeOptions {
             max_connections: 4096,
             drain_timeout: Duration::from_secs(5),
         }
+    }
+}
+
+/// Records the connection's peer address in each request (for the login
+/// limiter and the trust in forwarding headers, see
+/// [`crate::http::ui_auth`]).
+struct WithPeer<S> {
+    inner: S,
+    peer: SocketAddr,
+}
+
+impl<S, B> hyper::service::Service<http::Request<B>> for WithPeer<S>
+where
+    S: hyper::service::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, mut req: http::Request<B>) -> Self::Future {
+        req.extensions_mut().insert(PeerAddr(self.peer));
+        self.inner.call(req)
     }
 }
 
@@ -51,9 +76,9 @@ pub async fn serve(
             },
             _ = shutdown.wait_for(|stop| *stop) => break,
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: back off briefly
                     // rather than spin.
@@ -70,7 +95,10 @@ pub async fn serve(
             .header_read_timeout(options.header_read_timeout)
             .serve_connection(
                 TokioIo::new(stream),
-                TowerToHyperService::new(service.clone()),
+                WithPeer {
+                    inner: TowerToHyperService::new(service.clone()),
+                    peer,
+                },
             );
         let conn = graceful.watch(conn);
         tokio::spawn(async move {

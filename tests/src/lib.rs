@@ -414,6 +414,22 @@ impl Server {
         format!("Bearer {}", self.admin_token)
     }
 
+    /// The viewer (read-only) token: `LEASEHOLD_VIEWER_TOKEN` if the test
+    /// set it, else the one the server created in its data dir.
+    pub fn viewer_token(&self) -> String {
+        self.options
+            .env
+            .iter()
+            .find(|(k, _)| k == "LEASEHOLD_VIEWER_TOKEN")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| {
+                std::fs::read_to_string(self.data_dir().join("viewer.token"))
+                    .expect("viewer.token created on first start")
+                    .trim()
+                    .to_string()
+            })
+    }
+
     /// `POST /v1/licenses/{license}/seats` with `Bearer key` and a JSON body.
     pub async fn checkout(
         &self,
@@ -563,6 +579,7 @@ fn spawn_leaseholdd(
         .arg(dir.join("licenses.toml"))
         .args(&options.args)
         .env_remove("LEASEHOLD_ADMIN_TOKEN")
+        .env_remove("LEASEHOLD_VIEWER_TOKEN")
         .env_remove("LEASEHOLD_LISTEN")
         .env_remove("LEASEHOLD_DATA_DIR")
         .env_remove("LEASEHOLD_LICENSES")

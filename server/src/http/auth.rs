@@ -2,6 +2,17 @@
 //! a handler behind it cannot forget the check; client routes check the
 //! license key of the license in their path ([`client_license`]).
 //!
+//! An admin route accepts either credential:
+//! - `Authorization: Bearer <token>`: the admin token ([`Role::Admin`]) or
+//!   the viewer token ([`Role::Viewer`]). A request that sends the header
+//!   is judged by it alone.
+//! - the dashboard's session cookie (see [`super::ui_auth`]), with the role
+//!   of the token that signed in; a state change made with it also needs
+//!   the CSRF token and a same-origin request ([`ui_auth::check_csrf`]).
+//!
+//! No credential, or a wrong one: 401. A role too weak for the route
+//! (a viewer's `DELETE`): 403 `forbidden`.
+//!
 //! Secrets are compared in constant time (see [`crate::keys`]).
 
 use std::convert::Infallible;
@@ -11,50 +22,112 @@ use warp::{Filter, Rejection};
 
 use super::State;
 use super::error::ApiError;
+use super::ui_auth::{self, RequestMeta};
 use crate::AppState;
 use crate::keys::key_matches;
 
 /// What a bearer of the admin API may do. Variants go from least to most
-/// powerful, and a role may do everything the roles before it may (a
-/// read-only `Viewer` would go before `Admin`).
+/// powerful, and a role may do everything the roles before it may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
+    /// Reads everything (the `GET` routes), changes nothing.
+    Viewer,
     Admin,
 }
 
 impl Role {
     /// The role `secret` grants, if any.
     fn of(state: &AppState, secret: &str) -> Option<Role> {
-        state.admin_token.matches(secret).then_some(Role::Admin)
+        if state.admin_token.matches(secret) {
+            Some(Role::Admin)
+        } else if state.ui.viewer_token.matches(secret) {
+            Some(Role::Viewer)
+        } else {
+            None
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Admin => "admin",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "viewer" => Some(Role::Viewer),
+            "admin" => Some(Role::Admin),
+            _ => None,
+        }
     }
 
     fn unauthorized(self) -> ApiError {
-        match self {
-            Role::Admin => {
-                ApiError::unauthorized("admin endpoints need 'Authorization: Bearer <admin token>'")
-            }
+        ApiError::unauthorized(
+            "admin endpoints need 'Authorization: Bearer <admin or viewer token>' \
+             or a dashboard session (POST /ui/login)",
+        )
+    }
+
+    /// `held` may do what needs `self`, or 403.
+    fn permits(self, held: Role) -> Result<(), ApiError> {
+        if held >= self {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "the {} role may only read; this needs the {} role",
+                held.as_str(),
+                self.as_str()
+            )))
         }
     }
 }
 
-/// Passes only a request whose bearer holds at least `role`; otherwise
-/// rejects with 401. Put it last before the handler, so a request that is
-/// malformed anyway (oversized body, bad header) is answered as such first.
+/// Passes only a request whose bearer token or session holds at least
+/// `role` (and, for a state change made with the session cookie, passes the
+/// CSRF check); otherwise rejects with 401 or 403. Put it last before the
+/// handler, so a request that is malformed anyway (oversized body, bad
+/// header) is answered as such first.
 pub fn require(state: State, role: Role) -> impl Filter<Extract = (), Error = Rejection> + Clone {
-    authorization()
-        .and_then(move |authorization: Option<String>| {
+    ui_auth::request_meta()
+        .and_then(move |meta: RequestMeta| {
             let state = state.clone();
             async move {
-                match bearer(authorization.as_deref()).and_then(|s| Role::of(&state, s)) {
-                    Some(held) if held >= role => Ok(()),
-                    _ => Err(warp::reject::custom(role.unauthorized())),
-                }
+                authorize(&state, role, &meta)
+                    .await
+                    .map_err(warp::reject::custom)
             }
         })
         .untuple_one()
 }
 
-/// The guard of every `/v1/admin/…` route.
+async fn authorize(state: &AppState, needed: Role, meta: &RequestMeta) -> Result<(), ApiError> {
+    if let Some(authorization) = meta.headers.get("authorization") {
+        let held = authorization
+            .to_str()
+            .ok()
+            .and_then(|a| bearer(Some(a)))
+            .and_then(|s| Role::of(state, s))
+            .ok_or_else(|| needed.unauthorized())?;
+        return needed.permits(held);
+    }
+    if meta.session_cookie().is_none() {
+        return Err(needed.unauthorized());
+    }
+    let mut session = ui_auth::session_of(state, meta).await?;
+    needed.permits(session.role)?;
+    if meta.changes_state() {
+        ui_auth::check_csrf(meta, &session)?;
+    }
+    ui_auth::touch(state, &mut session).await
+}
+
+/// The guard of the admin routes that read (`GET`): the viewer role.
+pub fn admin_read(state: State) -> impl Filter<Extract = (), Error = Rejection> + Clone {
+    require(state, Role::Viewer)
+}
+
+/// The guard of the admin routes that change state: the admin role.
 pub fn admin_auth(state: State) -> impl Filter<Extract = (), Error = Rejection> + Clone {
     require(state, Role::Admin)
 }

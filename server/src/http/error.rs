@@ -42,6 +42,22 @@ impl ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, code::UNAUTHORIZED, message)
     }
 
+    /// Authenticated, but the role may not do this.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, code::FORBIDDEN, message)
+    }
+
+    /// A cookie-authenticated state change without a matching
+    /// `X-CSRF-Token`, or from another origin.
+    pub fn csrf_failed(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, code::CSRF_FAILED, message)
+    }
+
+    pub fn rate_limited(message: impl Into<String>, retry_after_s: u64) -> Self {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, code::RATE_LIMITED, message)
+            .with_retry_after(retry_after_s)
+    }
+
     pub fn unknown_license(id: &str) -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -104,6 +120,8 @@ pub fn allowed_methods(path: &str) -> Option<&'static str> {
     let param = |s: &&str| !s.is_empty();
     match segs.as_slice() {
         ["healthz"] | ["metrics"] | [".well-known", "jwks.json"] => Some("GET"),
+        [""] | ["ui", "session"] => Some("GET"),
+        ["ui", "login" | "logout"] => Some("POST"),
         ["v1", "admin", "licenses" | "seats" | "events"] => Some("GET"),
         ["v1", "admin", "events", "stream"] => Some("GET"),
         ["v1", "admin", "seats", s] if param(s) => Some("DELETE"),

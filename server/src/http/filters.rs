@@ -1,7 +1,7 @@
 //! The routes as warp filters, one function per route, grouped as the API
 //! is: [`meta`] (no credentials), [`client_seats`] (a license key, checked by
 //! the handler against the license in the path) and [`admin`] (the admin
-//! token, checked by [`auth::admin_auth`] before the handler runs). Each
+//! token or a session, checked by [`auth::require`] before the handler runs). Each
 //! route is path + method + what it reads from the request, handed to one
 //! function of [`handlers`].
 
@@ -14,7 +14,7 @@ use warp::filters::BoxedFilter;
 use warp::reply::{Reply, Response};
 use warp::{Filter, Rejection};
 
-use super::auth::{self, admin_auth};
+use super::auth::{self, admin_auth, admin_read};
 use super::error::ApiError;
 use super::{MAX_BODY, State, handlers};
 
@@ -41,7 +41,8 @@ pub fn client_seats(state: &State) -> Route {
         .boxed()
 }
 
-/// `/v1/admin/…`, every route behind the admin token.
+/// `/v1/admin/…`: reads need the viewer role (or admin), changes the admin
+/// role, by bearer token or dashboard session ([`auth::require`]).
 pub fn admin(state: &State) -> Route {
     admin_licenses(state)
         .or(admin_seats(state))
@@ -123,7 +124,7 @@ fn release(state: &State) -> Route {
 fn admin_licenses(state: &State) -> Route {
     warp::path!("v1" / "admin" / "licenses")
         .and(warp::get())
-        .and(admin_auth(state.clone()))
+        .and(admin_read(state.clone()))
         .and(with_state(state.clone()))
         .then(|s: State| async move { reply(handlers::admin_licenses(&s).await) })
         .boxed()
@@ -133,7 +134,7 @@ fn admin_seats(state: &State) -> Route {
     warp::path!("v1" / "admin" / "seats")
         .and(warp::get())
         .and(query())
-        .and(admin_auth(state.clone()))
+        .and(admin_read(state.clone()))
         .and(with_state(state.clone()))
         .then(|q, s: State| async move { reply(handlers::admin_seats(&s, q).await) })
         .boxed()
@@ -157,7 +158,7 @@ fn admin_events(state: &State) -> Route {
     warp::path!("v1" / "admin" / "events")
         .and(warp::get())
         .and(query())
-        .and(admin_auth(state.clone()))
+        .and(admin_read(state.clone()))
         .and(with_state(state.clone()))
         .then(|q, s: State| async move { reply(handlers::admin_events(&s, q).await) })
         .boxed()
@@ -168,7 +169,7 @@ fn admin_events_stream(state: &State) -> Route {
         .and(warp::get())
         .and(warp::header::optional::<String>("last-event-id"))
         .and(query())
-        .and(admin_auth(state.clone()))
+        .and(admin_read(state.clone()))
         .and(with_state(state.clone()))
         .then(|last, q, s: State| async move {
             reply(handlers::admin_events_stream(s, last, q).await)
@@ -189,7 +190,7 @@ fn query() -> impl Filter<Extract = (HashMap<String, String>,), Error = Infallib
 /// The raw body, at most [`MAX_BODY`] bytes, whether or not the client sent
 /// a Content-Length (chunked bodies are counted as they arrive). Handlers
 /// parse it, so an empty body can get its own message.
-fn json_body() -> impl Filter<Extract = (Bytes,), Error = Rejection> + Clone {
+pub(super) fn json_body() -> impl Filter<Extract = (Bytes,), Error = Rejection> + Clone {
     warp::header::optional::<u64>("content-length")
         .and(warp::body::stream())
         .and_then(collect_limited)

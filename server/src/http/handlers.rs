@@ -1,7 +1,7 @@
 //! Handlers: turn one parsed request into one reply. Input validation (and
 //! the license-key check of client routes) happens here, before anything
 //! reaches the store, so bad input changes nothing. Admin handlers run only
-//! behind the admin auth filter (see [`super::auth`]).
+//! behind the admin auth filters (see [`super::auth`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use leasehold_common::api::{
     self, CheckoutRequest, EventsResponse, Lease, LicenseSummary, LicensesResponse, RevokeRequest,
-    SeatState, SeatView, SeatsResponse, code,
+    SeatState, SeatView, SeatsPage, code,
 };
 use leasehold_common::text::{
     FINGERPRINT_MAX_CHARS, HOLDER_MAX_CHARS, REASON_MAX_CHARS, check_text,
@@ -326,17 +326,96 @@ pub async fn metrics(state: &AppState) -> Response {
     .into_response()
 }
 
-pub async fn admin_seats(state: &AppState, query: HashMap<String, String>) -> Result<Response> {
-    let licenses = state.licenses.current();
-    let filter = query.get("license").map(String::as_str);
-    if let Some(id) = filter
+/// Longest `q` accepted.
+const SEATS_Q_MAX_CHARS: usize = 256;
+
+/// The query of `GET /v1/admin/seats`, validated.
+fn seat_query(
+    licenses: &leasehold_common::Licenses,
+    query: &HashMap<String, String>,
+) -> Result<store::SeatQuery> {
+    let license = query.get("license").cloned();
+    if let Some(id) = &license
         && licenses.get(id).is_none()
     {
         return Err(ApiError::unknown_license(id));
     }
-    let rows = state.store.seats(filter).await.map_err(store_err(state))?;
+    let q = match query.get("q").map(|q| q.trim()) {
+        None | Some("") => None,
+        Some(q) if q.chars().count() > SEATS_Q_MAX_CHARS => {
+            return Err(ApiError::invalid(format!(
+                "q must be at most {SEATS_Q_MAX_CHARS} characters"
+            )));
+        }
+        Some(q) => Some(q.to_lowercase()),
+    };
+    let sort = match query.get("sort") {
+        None => store::SeatSort::License,
+        Some(s) => store::SeatSort::parse(s).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "sort must be license, holder, expires_at or checked_out_at, not {s:?}"
+            ))
+        })?,
+    };
+    let desc = match query.get("order").map(String::as_str) {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(o) => {
+            return Err(ApiError::invalid(format!(
+                "order must be asc or desc, not {o:?}"
+            )));
+        }
+    };
+    let limit = match query.get("limit") {
+        None => None,
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if (1..=store::seat_query::MAX_LIMIT).contains(&n) => Some(n),
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "limit must be an integer from 1 to {}, not {v:?}",
+                    store::seat_query::MAX_LIMIT
+                )));
+            }
+        },
+    };
+    let after = match query.get("after") {
+        None => None,
+        Some(text) => {
+            let cursor = store::seat_query::Cursor::decode(text).ok_or_else(|| {
+                ApiError::invalid("after is not a cursor this server handed out (next)")
+            })?;
+            if cursor.sort != sort || cursor.desc != desc {
+                return Err(ApiError::invalid(
+                    "after is a cursor of another sort or order; send the same sort and order \
+                     as the request that returned it",
+                ));
+            }
+            Some(cursor)
+        }
+    };
+    Ok(store::SeatQuery {
+        license,
+        q,
+        sort,
+        desc,
+        limit,
+        after,
+    })
+}
+
+/// `GET /v1/admin/seats`: filtered (`license`, `q`), sorted (`sort`,
+/// `order`) and paged (`limit`, `after`) by the store, in SQL.
+pub async fn admin_seats(state: &AppState, query: HashMap<String, String>) -> Result<Response> {
+    let licenses = state.licenses.current();
+    let seat_query = seat_query(&licenses, &query)?;
+    let page = state
+        .store
+        .seats_page(seat_query)
+        .await
+        .map_err(store_err(state))?;
     let now = state.clock.now();
-    let seats = rows
+    let seats = page
+        .rows
         .into_iter()
         .map(|r| {
             // A lease of a license removed from the file keeps no skew.
@@ -360,7 +439,15 @@ pub async fn admin_seats(state: &AppState, query: HashMap<String, String>) -> Re
             }
         })
         .collect();
-    Ok(json(StatusCode::OK, &SeatsResponse { now, seats }))
+    Ok(json(
+        StatusCode::OK,
+        &SeatsPage {
+            now,
+            seats,
+            total: page.total,
+            next: page.next.map(|c| c.encode()),
+        },
+    ))
 }
 
 pub async fn admin_revoke(state: &AppState, seat_id: String, body: Bytes) -> Result<Response> {

@@ -7,10 +7,14 @@ mod auth;
 mod error;
 mod filters;
 pub mod handlers;
+pub mod security_headers;
 mod sse;
 #[cfg(test)]
 mod tests;
+pub mod ui_auth;
 mod ui_static;
+#[cfg(test)]
+mod ui_tests;
 
 use std::sync::Arc;
 
@@ -19,6 +23,7 @@ use warp::filters::BoxedFilter;
 use warp::reply::{Reply, Response};
 
 pub use error::ApiError;
+pub use ui_auth::{PeerAddr, UiAuth};
 
 use crate::AppState;
 
@@ -28,9 +33,13 @@ pub const MAX_BODY: usize = 16 * 1024;
 type State = Arc<AppState>;
 
 /// The whole API: every route, rejections turned into JSON errors, a 405's
-/// `Allow` header, and request metrics.
+/// `Allow` header, the dashboard's security headers on `/` and everything
+/// under `/ui` ([`security_headers`], by path, so any route mounted there
+/// gets them, errors included), and request metrics.
 pub fn routes(state: State) -> BoxedFilter<(Response,)> {
-    let api = filters::meta(&state)
+    let api = ui_auth::routes(&state)
+        .or(filters::meta(&state))
+        .unify()
         .or(filters::client_seats(&state))
         .unify()
         .or(filters::admin(&state))
@@ -42,7 +51,10 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
     let observe = state.clone();
     warp::path::full()
         .and(api)
-        .map(with_allow_header)
+        .map(|path: warp::path::FullPath, resp| {
+            let resp = with_allow_header(&path, resp);
+            security_headers::apply(path.as_str(), resp)
+        })
         .with(warp::log::custom(move |info| {
             observe
                 .metrics
@@ -53,7 +65,7 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
 }
 
 /// A 405 names the methods the path does serve (RFC 9110 §15.5.6).
-fn with_allow_header(path: warp::path::FullPath, mut resp: Response) -> Response {
+fn with_allow_header(path: &warp::path::FullPath, mut resp: Response) -> Response {
     if resp.status() == warp::http::StatusCode::METHOD_NOT_ALLOWED
         && let Some(allow) = error::allowed_methods(path.as_str())
     {

@@ -29,9 +29,11 @@ skew = "5s"
 reap_grace = "15s"
 "#;
 const ADMIN: &str = "Bearer the-admin-token";
+pub(super) const ADMIN_TOKEN: &str = "the-admin-token";
+pub(super) const VIEWER_TOKEN: &str = "the-viewer-token";
 
 /// Every admin route, with a path that reaches it.
-const ADMIN_ROUTES: [(&str, &str); 5] = [
+pub(super) const ADMIN_ROUTES: [(&str, &str); 5] = [
     ("GET", "/v1/admin/licenses"),
     ("GET", "/v1/admin/seats"),
     ("DELETE", "/v1/admin/seats/some-seat"),
@@ -40,14 +42,18 @@ const ADMIN_ROUTES: [(&str, &str); 5] = [
 ];
 
 /// A server's state on a fresh database in a temp dir.
-struct Harness {
-    state: Arc<AppState>,
+pub(super) struct Harness {
+    pub(super) state: Arc<AppState>,
     _stop: watch::Sender<bool>,
     _dir: tempfile::TempDir,
 }
 
 impl Harness {
-    fn new() -> Harness {
+    pub(super) fn new() -> Harness {
+        Harness::with_idle_timeout(std::time::Duration::from_secs(1800))
+    }
+
+    pub(super) fn with_idle_timeout(idle: std::time::Duration) -> Harness {
         let dir = tempfile::tempdir().expect("temp dir");
         let licenses = LicensesHandle::new(Licenses::parse(LICENSES).expect("licenses"));
         let clock: SharedClock = Arc::new(SystemClock);
@@ -68,6 +74,11 @@ impl Harness {
             clock,
             shutdown,
             queues: Arc::new(WaitQueues::default()),
+            ui: super::UiAuth::new(
+                AdminToken::new(VIEWER_TOKEN),
+                idle,
+                std::time::Duration::from_secs(12 * 3600),
+            ),
         });
         Harness {
             state,
@@ -76,7 +87,7 @@ impl Harness {
         }
     }
 
-    async fn send(
+    pub(super) async fn send(
         &self,
         method: &str,
         path: &str,
@@ -90,12 +101,12 @@ impl Harness {
         req.reply(&routes(self.state.clone())).await
     }
 
-    async fn close(self) {
+    pub(super) async fn close(self) {
         self.state.store.close().await;
     }
 }
 
-fn json(resp: &warp::http::Response<bytes::Bytes>) -> Value {
+pub(super) fn json(resp: &warp::http::Response<bytes::Bytes>) -> Value {
     serde_json::from_slice(resp.body()).expect("a JSON body")
 }
 

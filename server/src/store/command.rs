@@ -8,6 +8,7 @@ use leasehold_common::api::{Event, EventKind};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::rules::{LeaseTx, Rules};
+use super::ui_sessions::UiSessionOp;
 use super::{
     Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions,
 };
@@ -70,6 +71,12 @@ pub enum Command {
         detail: String,
         reply: Reply<Event>,
     },
+    /// A write to the dashboard's sign-in sessions (SQLite; PostgreSQL
+    /// writes them on its read pool). Answers the rows changed.
+    UiSession {
+        op: UiSessionOp,
+        reply: Reply<usize>,
+    },
     /// Finish what is queued before it, record a clean stop, and exit, even
     /// if request tasks still hold senders.
     Shutdown {
@@ -102,6 +109,7 @@ pub fn error_finish(cmd: Command, e: StoreError) -> Finish {
         Command::Tick { reply } => finish(reply, Err(e)),
         Command::LiveCounts { reply } => finish(reply, Err(e)),
         Command::RecordEvent { reply, .. } => finish(reply, Err(e)),
+        Command::UiSession { reply, .. } => finish(reply, Err(e)),
         Command::Shutdown { reply } => finish(reply, Err(e)),
     }
 }
@@ -174,6 +182,7 @@ pub fn apply<T: LeaseTx>(
             reply,
             rules.record_event(kind, license_id.as_deref(), &detail),
         ),
+        Command::UiSession { op, reply } => done(reply, rules.tx.ui_session(&op)),
     };
     (finish, ok, rules.events)
 }

@@ -19,7 +19,9 @@ pub mod pg;
 mod read;
 pub mod rules;
 mod schema;
+pub mod seat_query;
 mod sqlite_tx;
+pub mod ui_sessions;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -40,6 +42,8 @@ use command::Command;
 pub use error::StoreError;
 pub use read::ReadPool;
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
+pub use seat_query::{SeatQuery, SeatSort, SeatsPage};
+pub use ui_sessions::{UiSessionOp, UiSessionRow};
 use writer::Writer;
 pub use writer::WriterStats;
 
@@ -500,6 +504,36 @@ impl Store {
         }
         self.read(move |c| read::seats(c, license_id.as_deref()))
             .await
+    }
+
+    /// One page of seats: filtered, sorted and cut in SQL (see
+    /// [`seat_query`]).
+    pub async fn seats_page(&self, query: SeatQuery) -> Result<SeatsPage, StoreError> {
+        if let Backend::Postgres { reads, .. } = &*self.backend {
+            let reads = reads.clone();
+            return detached(async move { reads.seats_page(&query).await }).await;
+        }
+        self.read(move |c| seat_query::sqlite_page(c, &query)).await
+    }
+
+    /// The dashboard session whose id hashes to `id_sha256`, expired or not.
+    pub async fn ui_session(&self, id_sha256: &str) -> Result<Option<UiSessionRow>, StoreError> {
+        let id = id_sha256.to_string();
+        if let Backend::Postgres { reads, .. } = &*self.backend {
+            let reads = reads.clone();
+            return detached(async move { reads.ui_session(&id).await }).await;
+        }
+        self.read(move |c| ui_sessions::get(c, &id)).await
+    }
+
+    /// Create, touch or delete dashboard sessions: through the writer on
+    /// SQLite, on the read pool on PostgreSQL. Returns the rows changed.
+    pub async fn ui_session_write(&self, op: UiSessionOp) -> Result<usize, StoreError> {
+        if let Backend::Postgres { reads, .. } = &*self.backend {
+            let reads = reads.clone();
+            return detached(async move { reads.ui_session_write(&op).await }).await;
+        }
+        self.call(|reply| Command::UiSession { op, reply }).await
     }
 
     /// Live seats per license, by the one predicate (from the writer's live

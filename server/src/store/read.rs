@@ -34,7 +34,11 @@ impl ReadPool {
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let conn = match pooled {
             Some(c) => c,
-            None => open_connection(&self.path, true)?,
+            None => {
+                let c = open_connection(&self.path, true)?;
+                super::seat_query::register_lower(&c)?;
+                c
+            }
         };
         let result = f(&conn);
         if let Ok(mut idle) = self.idle.lock()

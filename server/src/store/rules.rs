@@ -106,6 +106,15 @@ pub trait LeaseTx {
     ) -> Result<usize>;
     /// Append an event; the store assigns its id.
     fn append_event(&mut self, event: NewEvent<'_>) -> Result<i64>;
+    /// A write to the dashboard's sign-in sessions (no lease rule is
+    /// involved); the rows changed. Only SQLite's writer is asked:
+    /// PostgreSQL writes sessions on its read pool.
+    fn ui_session(&mut self, op: &super::ui_sessions::UiSessionOp) -> Result<usize> {
+        let _ = op;
+        Err(StoreError::Unavailable(
+            "this store writes dashboard sessions outside the writer".into(),
+        ))
+    }
 }
 
 /// An event before the store numbered it.

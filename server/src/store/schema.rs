@@ -90,6 +90,25 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (license_id, at)
     ) WITHOUT ROWID;
     "#,
+    // v3: the web dashboard. Sign-in sessions (only the SHA-256 of a
+    // session id is stored), and indexes for the seats list's keyset pages
+    // (sort key, seat_id), so a page costs what it holds, not the table.
+    r#"
+    CREATE TABLE ui_sessions (
+        id_sha256    TEXT PRIMARY KEY,
+        role         TEXT NOT NULL,
+        created_at   INTEGER NOT NULL,
+        last_seen_at INTEGER NOT NULL,
+        expires_at   INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX ui_sessions_by_expiry ON ui_sessions (expires_at);
+    CREATE INDEX ui_sessions_by_last_seen ON ui_sessions (last_seen_at);
+
+    CREATE INDEX leases_by_license_checkout ON leases (license_id, checked_out_at, seat_id);
+    CREATE INDEX leases_by_holder ON leases (holder, seat_id);
+    CREATE INDEX leases_by_expiry ON leases (expires_at, seat_id);
+    CREATE INDEX leases_by_checkout ON leases (checked_out_at, seat_id);
+    "#,
 ];
 
 /// The schema version this build writes.

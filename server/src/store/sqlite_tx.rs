@@ -24,6 +24,10 @@ pub struct SqliteTx<'a> {
 }
 
 impl LeaseTx for SqliteTx<'_> {
+    fn ui_session(&mut self, op: &super::ui_sessions::UiSessionOp) -> Result<usize> {
+        super::ui_sessions::apply(self.conn, op)
+    }
+
     fn block_until(
         &mut self,
         license_id: &str,

@@ -13,7 +13,9 @@ pub mod follower;
 pub mod line;
 pub mod reads;
 pub mod schema;
+mod seat_query;
 mod tx;
+mod ui_sessions;
 pub mod writer;
 
 use std::time::Duration;
@@ -54,6 +56,11 @@ pub enum PgStartError {
          replica's data dir into this replica's data dir (or set the same LEASEHOLD_ADMIN_TOKEN)"
     )]
     AdminTokenMismatch,
+    #[error(
+        "this replica's viewer token differs from the cluster's: copy viewer.token from a running \
+         replica's data dir into this replica's data dir (or set the same LEASEHOLD_VIEWER_TOKEN)"
+    )]
+    ViewerTokenMismatch,
     #[error("the cluster's licenses policy is unreadable: {0}")]
     ClusterPolicy(String),
 }
@@ -95,6 +102,8 @@ pub struct ReplicaIdentity {
     pub signing_kid: String,
     /// SHA-256 of the admin token, hex.
     pub admin_token_sha256: String,
+    /// SHA-256 of the viewer token, hex.
+    pub viewer_token_sha256: String,
 }
 
 /// Where a replica starts from.
@@ -146,10 +155,12 @@ pub fn prepare(
 fn check_identity(client: &mut Client, ours: &ReplicaIdentity) -> Result<(), PgStartError> {
     let mut tx = client.transaction()?;
     let row = tx.query_one(
-        "SELECT signing_kid, admin_token_sha256 FROM cluster WHERE id = 1 FOR UPDATE",
+        "SELECT signing_kid, admin_token_sha256, viewer_token_sha256
+         FROM cluster WHERE id = 1 FOR UPDATE",
         &[],
     )?;
-    let (kid, token): (Option<String>, Option<String>) = (row.get(0), row.get(1));
+    let (kid, token, viewer): (Option<String>, Option<String>, Option<String>) =
+        (row.get(0), row.get(1), row.get(2));
     if let Some(cluster) = kid.filter(|k| *k != ours.signing_kid) {
         return Err(PgStartError::SigningKeyMismatch {
             ours: ours.signing_kid.clone(),
@@ -159,9 +170,17 @@ fn check_identity(client: &mut Client, ours: &ReplicaIdentity) -> Result<(), PgS
     if token.is_some_and(|t| t != ours.admin_token_sha256) {
         return Err(PgStartError::AdminTokenMismatch);
     }
+    if viewer.is_some_and(|t| t != ours.viewer_token_sha256) {
+        return Err(PgStartError::ViewerTokenMismatch);
+    }
     tx.execute(
-        "UPDATE cluster SET signing_kid = $1, admin_token_sha256 = $2 WHERE id = 1",
-        &[&ours.signing_kid, &ours.admin_token_sha256],
+        "UPDATE cluster SET signing_kid = $1, admin_token_sha256 = $2, viewer_token_sha256 = $3
+         WHERE id = 1",
+        &[
+            &ours.signing_kid,
+            &ours.admin_token_sha256,
+            &ours.viewer_token_sha256,
+        ],
     )?;
     tx.commit()?;
     Ok(())

@@ -140,7 +140,7 @@ pub(super) async fn events_after(
     rows.iter().map(event_from_row).collect()
 }
 
-fn lease_from_row(r: &Row) -> LeaseRow {
+pub(super) fn lease_from_row(r: &Row) -> LeaseRow {
     LeaseRow {
         seat_id: r.get(0),
         license_id: r.get(1),

@@ -114,6 +114,26 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (license_id, at)
     );
     "#,
+    // v3: the web dashboard (the same as SQLite's v3), and the viewer
+    // token's SHA-256 that every replica must share.
+    r#"
+    CREATE TABLE ui_sessions (
+        id_sha256    TEXT PRIMARY KEY,
+        role         TEXT NOT NULL,
+        created_at   BIGINT NOT NULL,
+        last_seen_at BIGINT NOT NULL,
+        expires_at   BIGINT NOT NULL
+    );
+    CREATE INDEX ui_sessions_by_expiry ON ui_sessions (expires_at);
+    CREATE INDEX ui_sessions_by_last_seen ON ui_sessions (last_seen_at);
+
+    CREATE INDEX leases_by_license_checkout ON leases (license_id, checked_out_at, seat_id);
+    CREATE INDEX leases_by_holder ON leases (holder, seat_id);
+    CREATE INDEX leases_by_expiry ON leases (expires_at, seat_id);
+    CREATE INDEX leases_by_checkout ON leases (checked_out_at, seat_id);
+
+    ALTER TABLE cluster ADD COLUMN viewer_token_sha256 TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

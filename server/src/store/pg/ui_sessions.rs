@@ -1,0 +1,75 @@
+//! Dashboard sessions on PostgreSQL (see `store/ui_sessions.rs`): plain
+//! statements on the read pool, since no lease rule is involved.
+
+use leasehold_common::Timestamp;
+
+use super::super::StoreError;
+use super::super::ui_sessions::{UiSessionOp, UiSessionRow};
+use super::reads::PgReads;
+
+impl PgReads {
+    pub async fn ui_session(&self, id_sha256: &str) -> Result<Option<UiSessionRow>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT id_sha256, role, created_at, last_seen_at, expires_at
+                 FROM ui_sessions WHERE id_sha256 = $1",
+                &[&id_sha256],
+            )
+            .await?;
+        self.give_back(client);
+        Ok(row.map(|r| UiSessionRow {
+            id_sha256: r.get(0),
+            role: r.get(1),
+            created_at: Timestamp::from_millis(r.get(2)),
+            last_seen_at: Timestamp::from_millis(r.get(3)),
+            expires_at: Timestamp::from_millis(r.get(4)),
+        }))
+    }
+
+    pub async fn ui_session_write(&self, op: &UiSessionOp) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        let n = match op {
+            UiSessionOp::Create(row) => {
+                client
+                    .execute(
+                        "INSERT INTO ui_sessions
+                             (id_sha256, role, created_at, last_seen_at, expires_at)
+                         VALUES ($1, $2, $3, $4, $5)",
+                        &[
+                            &row.id_sha256,
+                            &row.role,
+                            &row.created_at.as_millis(),
+                            &row.last_seen_at.as_millis(),
+                            &row.expires_at.as_millis(),
+                        ],
+                    )
+                    .await?
+            }
+            UiSessionOp::Touch { id_sha256, at } => {
+                client
+                    .execute(
+                        "UPDATE ui_sessions SET last_seen_at = $2
+                         WHERE id_sha256 = $1 AND last_seen_at < $2",
+                        &[id_sha256, &at.as_millis()],
+                    )
+                    .await?
+            }
+            UiSessionOp::Delete { id_sha256 } => {
+                client
+                    .execute("DELETE FROM ui_sessions WHERE id_sha256 = $1", &[id_sha256])
+                    .await?
+            }
+            UiSessionOp::DeleteExpired { now, idle_cutoff } => {
+                client
+                    .execute(
+                        "DELETE FROM ui_sessions WHERE expires_at < $1 OR last_seen_at < $2",
+                        &[&now.as_millis(), &idle_cutoff.as_millis()],
+                    )
+                    .await?
+            }
+        };
+        self.give_back(client);
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+}

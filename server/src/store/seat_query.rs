@@ -1,0 +1,390 @@
+//! `GET /v1/admin/seats` with filters, sort and keyset paging, answered in
+//! SQL by either store: a page of 100 seats out of 100,000 reads about 100
+//! rows from an index (plus one `count(*)` for `total`), never the table
+//! into memory.
+//!
+//! Keyset paging: rows are ordered by (sort key, `seat_id`) and a page
+//! starts strictly after the cursor's (sort key, `seat_id`), so seats that
+//! come or go between pages never shift the next page. The cursor is
+//! opaque to clients (hex of a small JSON array).
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, params_from_iter};
+use serde_json::json;
+
+use super::LeaseRow;
+use super::read::{lease_columns, lease_from_row};
+
+/// Most seats one page may hold.
+pub const MAX_LIMIT: usize = 10_000;
+
+/// What the seats may be sorted by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeatSort {
+    /// By license, then checkout time (the order without `sort`).
+    License,
+    Holder,
+    ExpiresAt,
+    CheckedOutAt,
+}
+
+impl SeatSort {
+    pub fn parse(s: &str) -> Option<SeatSort> {
+        Some(match s {
+            "license" => SeatSort::License,
+            "holder" => SeatSort::Holder,
+            "expires_at" => SeatSort::ExpiresAt,
+            "checked_out_at" => SeatSort::CheckedOutAt,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeatSort::License => "license",
+            SeatSort::Holder => "holder",
+            SeatSort::ExpiresAt => "expires_at",
+            SeatSort::CheckedOutAt => "checked_out_at",
+        }
+    }
+
+    /// The columns of the sort key, before the `seat_id` tie-break.
+    fn columns(self) -> &'static [&'static str] {
+        match self {
+            SeatSort::License => &["license_id", "checked_out_at"],
+            SeatSort::Holder => &["holder"],
+            SeatSort::ExpiresAt => &["expires_at"],
+            SeatSort::CheckedOutAt => &["checked_out_at"],
+        }
+    }
+
+    /// The sort key of a row, as the cursor keeps it.
+    fn key_of(self, row: &LeaseRow) -> Vec<Key> {
+        match self {
+            SeatSort::License => vec![
+                Key::Text(row.license_id.clone()),
+                Key::Int(row.checked_out_at.as_millis()),
+            ],
+            SeatSort::Holder => vec![Key::Text(row.holder.clone())],
+            SeatSort::ExpiresAt => vec![Key::Int(row.expires_at.as_millis())],
+            SeatSort::CheckedOutAt => vec![Key::Int(row.checked_out_at.as_millis())],
+        }
+    }
+
+    /// Which kind of value each key column holds.
+    fn key_is_text(self) -> &'static [bool] {
+        match self {
+            SeatSort::License => &[true, false],
+            SeatSort::Holder => &[true],
+            SeatSort::ExpiresAt | SeatSort::CheckedOutAt => &[false],
+        }
+    }
+}
+
+/// One value of a sort key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Key {
+    Text(String),
+    Int(i64),
+}
+
+/// Where a page starts: just after this row of this order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub sort: SeatSort,
+    pub desc: bool,
+    pub key: Vec<Key>,
+    pub seat_id: String,
+}
+
+impl Cursor {
+    fn after(sort: SeatSort, desc: bool, row: &LeaseRow) -> Cursor {
+        Cursor {
+            sort,
+            desc,
+            key: sort.key_of(row),
+            seat_id: row.seat_id.clone(),
+        }
+    }
+
+    /// The opaque text handed to clients.
+    pub fn encode(&self) -> String {
+        let key: Vec<serde_json::Value> = self
+            .key
+            .iter()
+            .map(|k| match k {
+                Key::Text(s) => json!(s),
+                Key::Int(n) => json!(n),
+            })
+            .collect();
+        let order = if self.desc { "desc" } else { "asc" };
+        hex::encode(json!([1, self.sort.as_str(), order, key, self.seat_id]).to_string())
+    }
+
+    /// The cursor `text` encodes, if it is one this server made.
+    pub fn decode(text: &str) -> Option<Cursor> {
+        let bytes = hex::decode(text).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        let [version, sort, order, key, seat_id] = v.as_array()?.as_slice() else {
+            return None;
+        };
+        if version.as_i64() != Some(1) {
+            return None;
+        }
+        let sort = SeatSort::parse(sort.as_str()?)?;
+        let desc = match order.as_str()? {
+            "asc" => false,
+            "desc" => true,
+            _ => return None,
+        };
+        let key = key.as_array()?;
+        let kinds = sort.key_is_text();
+        if key.len() != kinds.len() {
+            return None;
+        }
+        let key = key
+            .iter()
+            .zip(kinds)
+            .map(|(v, text)| match text {
+                true => v.as_str().map(|s| Key::Text(s.to_string())),
+                false => v.as_i64().map(Key::Int),
+            })
+            .collect::<Option<Vec<Key>>>()?;
+        Some(Cursor {
+            sort,
+            desc,
+            key,
+            seat_id: seat_id.as_str()?.to_string(),
+        })
+    }
+}
+
+/// A request for seats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatQuery {
+    pub license: Option<String>,
+    /// Case-insensitive substring of holder, fingerprint or seat id
+    /// (already lowercased).
+    pub q: Option<String>,
+    pub sort: SeatSort,
+    pub desc: bool,
+    /// `None`: every matching seat in one answer.
+    pub limit: Option<usize>,
+    /// Of the same `sort` and `desc` (the handler checks).
+    pub after: Option<Cursor>,
+}
+
+impl Default for SeatQuery {
+    fn default() -> Self {
+        SeatQuery {
+            license: None,
+            q: None,
+            sort: SeatSort::License,
+            desc: false,
+            limit: None,
+            after: None,
+        }
+    }
+}
+
+/// One page of seats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatsPage {
+    pub rows: Vec<LeaseRow>,
+    /// Seats matching the filters, on every page.
+    pub total: u64,
+    /// Where the next page starts, if there is one.
+    pub next: Option<Cursor>,
+}
+
+/// A value bound to a statement, either store.
+#[derive(Debug, Clone)]
+pub(super) enum Param {
+    Text(String),
+    Int(i64),
+}
+
+/// The SQL of a query in the placeholders of one store.
+pub(super) struct Sql {
+    /// `WHERE …` of the count (filters only).
+    pub count: String,
+    pub count_params: Vec<Param>,
+    /// The page (filters, cursor, order, limit).
+    pub page: String,
+    pub page_params: Vec<Param>,
+}
+
+/// Which dialect to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl SeatQuery {
+    /// Build both statements. Lowercasing in SQL: `lh_lower` on SQLite (Rust's
+    /// `to_lowercase`, registered on every read connection), `lower` on
+    /// PostgreSQL.
+    pub(super) fn sql(&self, dialect: Dialect) -> Sql {
+        let mut params: Vec<Param> = Vec::new();
+        let placeholder = |p: Param, params: &mut Vec<Param>| {
+            params.push(p);
+            match dialect {
+                Dialect::Sqlite => format!("?{}", params.len()),
+                Dialect::Postgres => format!("${}", params.len()),
+            }
+        };
+        let mut filters: Vec<String> = Vec::new();
+        if let Some(l) = &self.license {
+            let p = placeholder(Param::Text(l.clone()), &mut params);
+            filters.push(format!("license_id = {p}"));
+        }
+        if let Some(q) = &self.q {
+            let p = placeholder(Param::Text(q.clone()), &mut params);
+            filters.push(match dialect {
+                Dialect::Sqlite => format!(
+                    "(instr(lh_lower(holder), {p}) > 0 \
+                     OR instr(lh_lower(coalesce(fingerprint, '')), {p}) > 0 \
+                     OR instr(lh_lower(seat_id), {p}) > 0)"
+                ),
+                Dialect::Postgres => format!(
+                    "(strpos(lower(holder), {p}) > 0 \
+                     OR strpos(lower(coalesce(fingerprint, '')), {p}) > 0 \
+                     OR strpos(lower(seat_id), {p}) > 0)"
+                ),
+            });
+        }
+        let where_of = |f: &[String]| {
+            if f.is_empty() {
+                String::new()
+            } else {
+                format!(" WHERE {}", f.join(" AND "))
+            }
+        };
+        let count = format!("SELECT count(*) FROM leases{}", where_of(&filters));
+        let count_params = params.clone();
+
+        let mut columns: Vec<&str> = self.sort.columns().to_vec();
+        columns.push("seat_id");
+        if let Some(c) = &self.after {
+            let mut values: Vec<String> = Vec::new();
+            for k in &c.key {
+                let p = match k {
+                    Key::Text(s) => Param::Text(s.clone()),
+                    Key::Int(n) => Param::Int(*n),
+                };
+                values.push(placeholder(p, &mut params));
+            }
+            values.push(placeholder(Param::Text(c.seat_id.clone()), &mut params));
+            let op = if self.desc { "<" } else { ">" };
+            filters.push(format!(
+                "({}) {op} ({})",
+                columns.join(", "),
+                values.join(", ")
+            ));
+        }
+        let dir = if self.desc { " DESC" } else { "" };
+        let order: Vec<String> = columns.iter().map(|c| format!("{c}{dir}")).collect();
+        let mut page = format!(
+            "SELECT {} FROM leases{} ORDER BY {}",
+            lease_columns!(),
+            where_of(&filters),
+            order.join(", ")
+        );
+        if let Some(limit) = self.limit {
+            // One more than asked: whether it exists says if there is a next.
+            let p = placeholder(Param::Int(limit as i64 + 1), &mut params);
+            page.push_str(&format!(" LIMIT {p}"));
+        }
+        Sql {
+            count,
+            count_params,
+            page,
+            page_params: params,
+        }
+    }
+
+    /// Cut the extra row off and make the cursor.
+    pub(super) fn finish(&self, mut rows: Vec<LeaseRow>, total: u64) -> SeatsPage {
+        let next = match self.limit {
+            Some(limit) if rows.len() > limit => {
+                rows.truncate(limit);
+                rows.last()
+                    .map(|last| Cursor::after(self.sort, self.desc, last))
+            }
+            _ => None,
+        };
+        SeatsPage { rows, total, next }
+    }
+}
+
+fn sqlite_params(params: &[Param]) -> Vec<Value> {
+    params
+        .iter()
+        .map(|p| match p {
+            Param::Text(s) => Value::Text(s.clone()),
+            Param::Int(n) => Value::Integer(*n),
+        })
+        .collect()
+}
+
+/// Register `lh_lower` (Unicode lowercase) on a read connection.
+pub(super) fn register_lower(c: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    c.create_scalar_function(
+        "lh_lower",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let s: Option<String> = ctx.get(0)?;
+            Ok(s.map(|s| s.to_lowercase()))
+        },
+    )
+}
+
+/// The page on SQLite, count and rows from one read transaction.
+pub(super) fn sqlite_page(c: &Connection, query: &SeatQuery) -> rusqlite::Result<SeatsPage> {
+    let sql = query.sql(Dialect::Sqlite);
+    let tx = c.unchecked_transaction()?;
+    let total: i64 = tx
+        .prepare_cached(&sql.count)?
+        .query_row(params_from_iter(sqlite_params(&sql.count_params)), |r| {
+            r.get(0)
+        })?;
+    let rows = tx
+        .prepare_cached(&sql.page)?
+        .query_map(
+            params_from_iter(sqlite_params(&sql.page_params)),
+            lease_from_row,
+        )?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    tx.finish()?;
+    Ok(query.finish(rows, total.max(0) as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_refuse_garbage() {
+        let c = Cursor {
+            sort: SeatSort::License,
+            desc: true,
+            key: vec![Key::Text("cad".into()), Key::Int(42)],
+            seat_id: "abc".into(),
+        };
+        assert_eq!(Cursor::decode(&c.encode()), Some(c));
+        for bad in [
+            "",
+            "zz",
+            "00",
+            &hex::encode("[1,\"holder\",\"asc\",[5],\"x\"]"),
+            &hex::encode("[1,\"nope\",\"asc\",[\"a\"],\"x\"]"),
+            &hex::encode("[2,\"holder\",\"asc\",[\"a\"],\"x\"]"),
+            &hex::encode("{}"),
+        ] {
+            assert_eq!(Cursor::decode(bad), None, "{bad}");
+        }
+    }
+}
