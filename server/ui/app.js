@@ -6,7 +6,7 @@ import { getJson, request, setCsrf, link, whenUnauthorized, NetworkError } from 
 import { $, $$, setText, throttle, debounce } from './dom.js';
 import { clock, fmtTime, utcTitle } from './format.js';
 import { readUrl, writeUrl, endBurst } from './url_state.js';
-import { renderPools, tickPools, fullPools, setFreesAt } from './pools.js';
+import { renderPools, tickPools, fullPools, setFreesAt, clearPools } from './pools.js';
 import * as holders from './holders.js';
 import { EventFeed } from './events.js';
 import { initRevoke, openRevoke } from './revoke.js';
@@ -239,6 +239,8 @@ function stopDashboard() {
   clearInterval(S.retry);
   S.retry = null;
   holders.clearHolders();
+  clearPools();
+  showHistory('', '');
   $('[data-events]').replaceChildren();
   $('#dash').hidden = true;
   $('.who').hidden = true;

@@ -104,6 +104,13 @@ export function renderPools(tbody, licenses, selected, onSelect) {
   tickPools();
 }
 
+/** Drop every row (signed out: nothing of the last session stays). */
+export function clearPools() {
+  for (const row of rows.values()) row.tr.remove();
+  rows.clear();
+  freesAt.clear();
+}
+
 /** The full pools, for which the caller looks up the next expiry. */
 export function fullPools() {
   return Array.from(rows.values())

@@ -317,6 +317,42 @@ async fn keyboard_only_revoke() {
 }
 
 #[tokio::test]
+async fn a_viewer_sees_no_revoke_button_and_the_api_refuses_its_revoke() {
+    let server = Server::start(TEST_LICENSES).await;
+    let alice = seat(&server, "small", "alice", "alice-laptop").await;
+    let b = Browser::start().await;
+    b.sign_in(&server.base, &server.viewer_token()).await;
+    assert_eq!(b.text("[data-role]").await, "viewer");
+    b.wait_text(&row(&alice), SOON, "alice's row", |t| t.contains("alice"))
+        .await;
+    assert_eq!(
+        b.count("[data-action=revoke]").await,
+        0,
+        "not even a disabled button"
+    );
+    // `r` on the table does nothing either.
+    b.eval("document.getElementById('holders').focus()").await;
+    b.keys("r").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(b.count("dialog[open]").await, 0);
+    // The API refuses a viewer's revoke even with a valid CSRF token.
+    let script = format!(
+        r#"const done = arguments[arguments.length - 1];
+        (async () => {{
+          const session = await (await fetch('/ui/session')).json();
+          const r = await fetch('/v1/admin/seats/{alice}', {{ method: 'DELETE', credentials: 'same-origin',
+            headers: {{ 'Content-Type': 'application/json', 'X-CSRF-Token': session.csrf_token }},
+            body: JSON.stringify({{ reason: 'viewer probe' }}) }});
+          done([session.role, r.status]);
+        }})().catch((e) => done(String(e)));"#
+    );
+    assert_eq!(b.eval_async(&script).await, json!(["viewer", 403]));
+    assert_eq!(server.seats(Some("small")).await.len(), 1, "still held");
+    b.assert_clean().await;
+    b.close().await;
+}
+
+#[tokio::test]
 async fn a_state_change_without_the_csrf_header_is_refused() {
     let server = Server::start(TEST_LICENSES).await;
     let alice = seat(&server, "small", "alice", "alice-laptop").await;
