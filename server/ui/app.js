@@ -43,7 +43,7 @@ async function refreshPools() {
   // When does a full pool's next seat free? Its earliest expiry (+ skew).
   for (const l of fullPools()) {
     holders
-      .fetchPage({ pool: l.id, q: '', sort: 'expires_at', order: 'asc' }, null)
+      .fetchPage({ pool: l.id, q: '', sort: 'expires_at', order: 'asc' }, null, 1)
       .then((page) => {
         const first = page.seats.find((s) => s.state === 'live') || page.seats[0];
         setFreesAt(l.id, first ? Date.parse(first.expires_at) + l.skew_s * 1000 : null);
@@ -203,7 +203,8 @@ function scheduleTick() {
   // changes together.
   clearTimeout(S.tick);
   const wait = 1000 - (clock.now() % 1000) + 5;
-  S.tick = setTimeout(() => {
+  // A named function: the browser tests time the tick by this name.
+  S.tick = setTimeout(function countdownTick() {
     holders.tickHolders();
     tickPools();
     scheduleTick();

@@ -29,39 +29,22 @@ function rowState(seat, now) {
 const STATE_TEXT = { live: '● live', expiring: '▲ expiring', lapsed: '✗ lapsed' };
 
 /**
- * One page from the server: `{seats, total, next, now}`. A server without
- * paging (it ignores `limit` and sends no `total`) gets the same treatment
- * here, so the page works against either.
+ * One page from the server, which filters (`q`), sorts and pages (keyset
+ * cursor `after`): `{seats, total, next, now}`.
  */
-export async function fetchPage(view, cursor) {
+export async function fetchPage(view, cursor, limit = PAGE_SIZE) {
   const path = withQuery('/v1/admin/seats', {
     license: view.pool,
     q: view.q,
     sort: view.sort,
     order: view.order,
-    limit: PAGE_SIZE,
+    limit,
     after: cursor,
   });
   const resp = await getJson(path);
   clock.sync(resp.now);
-  if (typeof resp.total === 'number') return resp;
-  return pageLocally(resp, view, cursor);
-}
-
-function pageLocally(resp, view, cursor) {
-  const q = view.q.toLowerCase();
-  let seats = resp.seats;
-  if (q) {
-    seats = seats.filter((s) =>
-      [s.holder, s.fingerprint || '', s.license_id, s.seat_id].some((f) => f.toLowerCase().includes(q)));
-  }
-  const key = view.sort;
-  const dir = view.order === 'desc' ? -1 : 1;
-  seats.sort((a, b) => (a[key] < b[key] ? -dir : a[key] > b[key] ? dir : 0));
-  const start = Number(cursor) || 0;
-  const page = seats.slice(start, start + PAGE_SIZE);
-  const next = start + PAGE_SIZE < seats.length ? String(start + PAGE_SIZE) : null;
-  return { now: resp.now, seats: page, total: seats.length, next };
+  if (typeof resp.total !== 'number') resp.total = resp.seats.length;
+  return resp;
 }
 
 function makeRow(seat, isAdmin, onRevoke) {
