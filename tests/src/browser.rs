@@ -18,7 +18,6 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use fantoccini::elements::Element;
@@ -27,7 +26,9 @@ use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+/// An async lock: the turn is held across awaits for the browser's life,
+/// by tests that each run their own runtime.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const HOW_TO_INSTALL: &str = "install Debian's chromium and chromium-driver \
      (apt-get install chromium chromium-driver), or point LEASEHOLD_CHROMIUM and \
@@ -90,14 +91,14 @@ pub struct Browser {
     pub client: Client,
     driver: Child,
     profile: tempfile::TempDir,
-    _turn: MutexGuard<'static, ()>,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl Browser {
     /// Start chromedriver and a headless Chromium. Fails the test, saying
     /// how to install them, if either is missing.
     pub async fn start() -> Browser {
-        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let turn = ONE_AT_A_TIME.lock().await;
         let chromium = tool_path("LEASEHOLD_CHROMIUM", "/usr/bin/chromium");
         let chromedriver = tool_path("LEASEHOLD_CHROMEDRIVER", "/usr/bin/chromedriver");
         leasehold_tests::require_tool(

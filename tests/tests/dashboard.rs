@@ -77,7 +77,11 @@ async fn a_wrong_token_is_refused_with_an_alert_and_the_right_one_shows_pools_an
         })
         .await;
     assert!(alert.to_lowercase().contains("not valid"), "{alert}");
-    assert_eq!(b.count("tr[data-license]").await, 0, "nothing shown signed out");
+    assert_eq!(
+        b.count("tr[data-license]").await,
+        0,
+        "nothing shown signed out"
+    );
 
     b.sign_in(&server.base, &server.admin_token).await;
     assert_eq!(b.text("[data-role]").await, "admin");
@@ -124,10 +128,7 @@ async fn a_checkout_elsewhere_appears_without_reload_within_two_seconds() {
     let t0 = Instant::now();
     let carol = seat(&server, "small", "carol", "carol-mac").await;
     b.wait_until(LIVE, "carol's row", || async {
-        b.text(&row(&carol))
-            .await
-            .contains("carol")
-            .then_some(())
+        b.text(&row(&carol)).await.contains("carol").then_some(())
     })
     .await;
     b.wait_text("tr[data-license=small]", LIVE, "small at 1/5", |t| {
@@ -213,7 +214,9 @@ async fn revoke_through_the_dialog_with_a_reason_and_a_block() {
     );
     b.wait_until(LIVE, "the revoke event", || async {
         let id = revokes[0]["id"].as_i64().unwrap();
-        let t = b.text(&format!("[data-events] [data-event-id=\"{id}\"]")).await;
+        let t = b
+            .text(&format!("[data-events] [data-event-id=\"{id}\"]"))
+            .await;
         t.contains("revoke").then_some(())
     })
     .await;
@@ -260,7 +263,8 @@ async fn keyboard_only_revoke() {
         (active_id(&b).await == "token").then_some(())
     })
     .await;
-    b.keys(&format!("{}{}", server.admin_token, Key::Enter)).await;
+    b.keys(&format!("{}{}", server.admin_token, Key::Enter))
+        .await;
     b.wait_for(&row(&second), SOON).await;
     // Tab to the holders table, however many stops there are on the way.
     for _ in 0..40 {
@@ -457,9 +461,11 @@ async fn the_banner_shows_when_the_server_dies_and_the_page_recovers_by_itself()
     // Live again, resuming after the last event id: the new checkout shows
     // up, and no event is listed twice.
     let bob = seat(&server, "small", "bob", "bob-pc").await;
-    b.wait_until(Duration::from_secs(3), "bob's row after the restart", || async {
-        b.text(&row(&bob)).await.contains("bob").then_some(())
-    })
+    b.wait_until(
+        Duration::from_secs(3),
+        "bob's row after the restart",
+        || async { b.text(&row(&bob)).await.contains("bob").then_some(()) },
+    )
     .await;
     b.wait_text("[data-events]", LIVE, "bob's checkout event", |t| {
         t.contains("bob")
@@ -562,13 +568,18 @@ async fn a_pools_history_or_no_history_yet() {
         .await;
     println!("history: {shown}");
     if shown == "chart" {
-        b.wait_text("#sessions tbody", SOON, "alice's session", |t| t.contains("alice"))
-            .await;
+        b.wait_text("#sessions tbody", SOON, "alice's session", |t| {
+            t.contains("alice")
+        })
+        .await;
         let href = b
             .eval("return document.getElementById('history-csv').href")
             .await;
         let href = href.as_str().unwrap_or_default().to_string();
-        assert!(href.contains("format=csv") && href.contains("license=small"), "{href}");
+        assert!(
+            href.contains("format=csv") && href.contains("license=small"),
+            "{href}"
+        );
     } else {
         assert_eq!(shown, "none:No history yet.");
     }
@@ -593,7 +604,8 @@ async fn the_first_page_of_100000_holders_shows_within_a_second() {
 
     let b = Browser::start().await;
     b.sign_in(&server.base, &server.admin_token).await;
-    b.wait_for("tr[data-seat-id]", Duration::from_secs(30)).await;
+    b.wait_for("tr[data-seat-id]", Duration::from_secs(30))
+        .await;
     // Measure a fresh navigation (signed in: the cookie is there): from
     // navigation start to 100 rows and the count, in the page's own clock.
     b.goto(&server.url("/ui/")).await;
@@ -612,7 +624,11 @@ async fn the_first_page_of_100000_holders_shows_within_a_second() {
         .expect("ms");
     println!("first page of {N} holders visible {ms:.0} ms after navigation start");
     assert!(ms <= 1000.0, "first page after {ms:.0} ms");
-    assert_eq!(b.count("#holders tbody tr").await, 100, "only one page in the DOM");
+    assert_eq!(
+        b.count("#holders tbody tr").await,
+        100,
+        "only one page in the DOM"
+    );
 
     // Let a few ticks run, then read their cost.
     tokio::time::sleep(Duration::from_millis(3500)).await;
@@ -670,9 +686,27 @@ async fn preload(server: &Server, license: &str, n: usize) {
 #[tokio::test]
 async fn screenshots_light_and_dark() {
     let server = Server::start(concat!(
-        leasehold_tests::license_toml!("cad-suite", seats = 10, ttl = "60s", skew = "5s", reap_grace = "15s"),
-        leasehold_tests::license_toml!("ide-pro", seats = 3, ttl = "30s", skew = "5s", reap_grace = "15s"),
-        leasehold_tests::license_toml!("render-farm", seats = 8, ttl = "2m", skew = "5s", reap_grace = "15s"),
+        leasehold_tests::license_toml!(
+            "cad-suite",
+            seats = 10,
+            ttl = "60s",
+            skew = "5s",
+            reap_grace = "15s"
+        ),
+        leasehold_tests::license_toml!(
+            "ide-pro",
+            seats = 3,
+            ttl = "30s",
+            skew = "5s",
+            reap_grace = "15s"
+        ),
+        leasehold_tests::license_toml!(
+            "render-farm",
+            seats = 8,
+            ttl = "2m",
+            skew = "5s",
+            reap_grace = "15s"
+        ),
     ))
     .await;
     for (license, holder, fp) in [
@@ -694,8 +728,10 @@ async fn screenshots_light_and_dark() {
         .checkout("ide-pro", "ide-pro-key", json!({ "holder": "gus" }))
         .await;
     assert_eq!(denied.status(), 409);
-    b.wait_text("[data-events]", LIVE, "the denial", |t| t.contains("denied"))
-        .await;
+    b.wait_text("[data-events]", LIVE, "the denial", |t| {
+        t.contains("denied")
+    })
+    .await;
     let dir = std::env::var_os("LEASEHOLD_UPDATE_SCREENSHOTS")
         .filter(|v| v == "1")
         .map(|_| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../assets"))
@@ -704,10 +740,14 @@ async fn screenshots_light_and_dark() {
     for theme in ["light", "dark"] {
         b.click("button[data-action=theme]").await;
         b.wait_until(SOON, theme, || async {
-            let t = b.eval("return document.documentElement.dataset.theme || ''").await;
+            let t = b
+                .eval("return document.documentElement.dataset.theme || ''")
+                .await;
             (t == theme).then_some(())
         })
         .await;
+        // No focus ring on the theme button in the picture.
+        b.eval("document.activeElement.blur()").await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let png = b.screenshot().await.expect("screenshot");
         assert!(png.starts_with(b"\x89PNG"), "a PNG");
@@ -719,7 +759,8 @@ async fn screenshots_light_and_dark() {
     b.goto(&server.url("/ui/")).await;
     b.wait_for("tr[data-seat-id]", SOON).await;
     assert_eq!(
-        b.eval("return document.documentElement.dataset.theme").await,
+        b.eval("return document.documentElement.dataset.theme")
+            .await,
         "dark"
     );
     b.assert_clean().await;
