@@ -36,6 +36,14 @@ type State = Arc<AppState>;
 /// `Allow` header, the dashboard's security headers on `/` and everything
 /// under `/ui` ([`security_headers`], by path, so any route mounted there
 /// gets them, errors included), and request metrics.
+///
+/// The dashboard's static files mount here like any route group: add their
+/// filter (e.g. `ui_static::routes()`, `GET /ui/`, `/ui/app.js`, ...) to the
+/// `api` chain with `.or(…).unify()`. Being under `/ui`, their answers
+/// (and their 404s) get the Content-Security-Policy, `nosniff` and
+/// `no-referrer` headers without doing anything; `ui_auth::routes` must
+/// stay first so `/ui/login`, `/ui/session` and `/ui/logout` are not
+/// shadowed.
 pub fn routes(state: State) -> BoxedFilter<(Response,)> {
     let api = ui_auth::routes(&state)
         .or(filters::meta(&state))
