@@ -14,6 +14,7 @@ mod sse;
 #[cfg(test)]
 mod tests;
 pub mod ui_auth;
+mod ui_static;
 #[cfg(test)]
 mod ui_tests;
 
@@ -52,6 +53,8 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         .or(filters::client_seats(&state))
         .unify()
         .or(filters::admin(&state))
+        .unify()
+        .or(ui_static::routes())
         .unify()
         .recover(error::recover)
         .unify();
