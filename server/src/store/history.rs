@@ -110,13 +110,9 @@ pub fn resolve(raw: RawSession, now: Timestamp, skew: Duration) -> Result<Sessio
             ),
         ),
         (Some(_), None) => return Err(StoreError::UnknownSessionEnd(String::new())),
-        (None, _) => match raw.expires_at {
-            Some(e) if !is_live(e, now, skew) => {
-                (Some(e.saturating_add(skew)), Some(SessionEnd::Lapse))
-            }
-            // Live, or (never written: every lease deletion ends its
-            // session) no lease left: open.
-            _ => (None, None),
+        (None, _) => match lapsed_at(raw.expires_at, now, skew) {
+            Some(at) => (Some(at), Some(SessionEnd::Lapse)),
+            None => (None, None),
         },
     };
     let duration_ms = ended_at.unwrap_or(now).millis_since(raw.started_at).max(0);
@@ -130,6 +126,19 @@ pub fn resolve(raw: RawSession, now: Timestamp, skew: Duration) -> Result<Sessio
         end,
         duration_s: duration_ms as f64 / 1000.0,
     })
+}
+
+/// Where a session without `ended_at` ended: at `expires_at + skew` if its
+/// lease lapsed; `None` (open) if the lease is live or (never written: every
+/// lease deletion ends its session) gone.
+pub fn lapsed_at(
+    expires_at: Option<Timestamp>,
+    now: Timestamp,
+    skew: Duration,
+) -> Option<Timestamp> {
+    expires_at
+        .filter(|e| !is_live(*e, now, skew))
+        .map(|e| e.saturating_add(skew))
 }
 
 /// The columns [`raw_from_row`] reads, for both stores' queries.
@@ -154,51 +163,113 @@ fn raw_from_row(r: &Row<'_>) -> rusqlite::Result<RawSession> {
     })
 }
 
+/// The sessions of a range come from two places, so that a query costs the
+/// sessions of the range and not the license's whole history before it:
+/// those that started inside `[from, to)` (a range of
+/// `sessions_by_license_time`), and those that started before `from` and
+/// were still running at `from` (the `spanning!` part: ended after `from`, from
+/// `sessions_by_license_end`, or not ended, from `sessions_open`). Every
+/// spanning session starts before every session of the first part, so the
+/// two read one after the other are in order of start.
+///
+/// `?1` license, `?2` from, `?4` `live_threshold`, `?5` skew.
+macro_rules! spanning {
+    ($($extra:literal)?) => {
+        concat!(
+            "SELECT ",
+            session_columns!(),
+            " FROM sessions s INDEXED BY sessions_by_license_end
+               LEFT JOIN leases l ON l.seat_id = s.seat_id
+             WHERE s.license_id = ?1 AND s.ended_at > ?2 AND s.started_at < ?2 ",
+            $($extra,)?
+            " UNION ALL SELECT ",
+            session_columns!(),
+            " FROM sessions s INDEXED BY sessions_open
+               LEFT JOIN leases l ON l.seat_id = s.seat_id
+             WHERE s.license_id = ?1 AND s.ended_at IS NULL AND s.started_at < ?2
+               AND (l.expires_at IS NULL OR l.expires_at >= ?4 OR l.expires_at + ?5 > ?2) ",
+            $($extra,)?
+        )
+    };
+}
+
+/// Did any session of the license start before `t`? If not, no session
+/// spans `t` and the spanning part is not asked.
+fn any_started_before(c: &Connection, license_id: &str, t: i64) -> rusqlite::Result<bool> {
+    c.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM sessions WHERE license_id = ?1 AND started_at < ?2)",
+    )?
+    .query_row(params![license_id, t], |r| r.get(0))
+}
+
 /// One page of sessions, newest first (`started_at`, then `seat_id`,
-/// descending). Overlap with `[from, to)`: started before `to`, and started
-/// in the range or ended after `from` (a lapsed, unreaped lease's session
-/// ends at `expires_at + skew`; a live one's has not ended).
+/// descending), after the cursor: first those that started in the range,
+/// then (if the page is not full) those that started before it and ran
+/// into it (see `spanning!`). The cursor and `to` make one upper bound on
+/// `(started_at, seat_id)`, a range of the index, so a page costs what it
+/// holds however deep into the range it is.
 pub(super) fn sessions_page(
     c: &Connection,
     q: &SessionsQuery,
 ) -> Result<Vec<SessionView>, StoreError> {
-    let mut stmt = c.prepare_cached(concat!(
+    let (from, to) = (q.from.as_millis(), q.to.as_millis());
+    // `(to, '')`: every seat id is longer, so this is `started_at < to`.
+    let (below_at, below_seat) = match &q.after {
+        Some(a) if a.started_at.as_millis() < to => (a.started_at.as_millis(), a.seat_id.as_str()),
+        _ => (to, ""),
+    };
+    let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+    let (threshold, skew) = (live_threshold(q.now, q.skew).as_millis(), skew_ms(q.skew));
+    let mut page = Vec::new();
+    let mut in_range = c.prepare_cached(concat!(
         "SELECT ",
         session_columns!(),
-        " FROM sessions s LEFT JOIN leases l ON l.seat_id = s.seat_id
-         WHERE s.license_id = ?1 AND (?2 IS NULL OR s.holder = ?2)
-           AND s.started_at < ?4
-           AND (s.started_at >= ?3 OR s.ended_at > ?3
-                OR (s.ended_at IS NULL AND (l.expires_at IS NULL OR l.expires_at >= ?5
-                                            OR l.expires_at + ?6 > ?3)))
-           AND (?7 IS NULL OR s.started_at < ?7 OR (s.started_at = ?7 AND s.seat_id < ?8))
+        " FROM sessions s INDEXED BY sessions_by_license_time
+           LEFT JOIN leases l ON l.seat_id = s.seat_id
+         WHERE s.license_id = ?1 AND s.started_at >= ?2
+           AND (s.started_at, s.seat_id) < (?3, ?4)
+           AND (?5 IS NULL OR s.holder = ?5)
          ORDER BY s.started_at DESC, s.seat_id DESC
-         LIMIT ?9"
+         LIMIT ?6"
     ))?;
-    let (after_at, after_seat) = match &q.after {
-        Some(c) => (Some(c.started_at.as_millis()), Some(c.seat_id.as_str())),
-        None => (None, None),
-    };
-    let rows = stmt.query_map(
+    for raw in in_range.query_map(
+        params![q.license_id, from, below_at, below_seat, q.holder, limit],
+        raw_from_row,
+    )? {
+        page.push(resolve(raw?, q.now, q.skew)?);
+    }
+    if page.len() >= q.limit || !any_started_before(c, &q.license_id, from)? {
+        return Ok(page);
+    }
+    let mut spanning = c.prepare_cached(concat!(
+        "SELECT * FROM (",
+        spanning!("AND (s.started_at, s.seat_id) < (?3, ?6) AND (?7 IS NULL OR s.holder = ?7)"),
+        ") ORDER BY 5 DESC, 1 DESC LIMIT ?8"
+    ))?;
+    let left = i64::try_from(q.limit - page.len()).unwrap_or(i64::MAX);
+    for raw in spanning.query_map(
         params![
             q.license_id,
+            from,
+            below_at,
+            threshold,
+            skew,
+            below_seat,
             q.holder,
-            q.from.as_millis(),
-            q.to.as_millis(),
-            live_threshold(q.now, q.skew).as_millis(),
-            skew_ms(q.skew),
-            after_at,
-            after_seat,
-            i64::try_from(q.limit).unwrap_or(i64::MAX),
+            left
         ],
         raw_from_row,
-    )?;
-    rows.map(|raw| resolve(raw?, q.now, q.skew)).collect()
+    )? {
+        page.push(resolve(raw?, q.now, q.skew)?);
+    }
+    Ok(page)
 }
 
 /// The usage of one license over the range: pool sizes and denial counts
 /// first (few rows), then the sessions streamed into the sweep in order of
-/// start, never collected.
+/// start, never collected: those that ran into the range from before it
+/// (few: at most the seats in use at `from`), then those that started in
+/// it (see `spanning!`).
 pub(super) fn usage(c: &Connection, q: &UsageQuery) -> Result<Usage, StoreError> {
     let r = &q.range;
     let (from, to, now) = (r.from.as_millis(), r.to.as_millis(), r.now);
@@ -217,26 +288,39 @@ pub(super) fn usage(c: &Connection, q: &UsageQuery) -> Result<Usage, StoreError>
         sweep.denials(Timestamp::from_millis(row.get(0)?), count.max(0) as u64);
     }
 
-    let mut sessions = c.prepare_cached(concat!(
-        "SELECT ",
-        session_columns!(),
-        " FROM sessions s LEFT JOIN leases l ON l.seat_id = s.seat_id
-         WHERE s.license_id = ?1 AND s.started_at < ?3
-           AND (s.started_at >= ?2 OR s.ended_at > ?2
-                OR (s.ended_at IS NULL AND (l.expires_at IS NULL OR l.expires_at >= ?4
-                                            OR l.expires_at + ?5 > ?2)))
-         ORDER BY s.started_at"
-    ))?;
-    let mut rows = sessions.query(params![
-        q.license_id,
-        from,
-        to,
-        live_threshold(now, q.skew).as_millis(),
-        skew_ms(q.skew),
-    ])?;
+    let (threshold, skew) = (live_threshold(now, q.skew).as_millis(), skew_ms(q.skew));
+    if any_started_before(c, &q.license_id, from)? {
+        let mut spanning =
+            c.prepare_cached(concat!("SELECT * FROM (", spanning!(), ") ORDER BY 5"))?;
+        let mut rows = spanning.query(params![q.license_id, from, to, threshold, skew])?;
+        while let Some(row) = rows.next()? {
+            let s = resolve(raw_from_row(row)?, now, q.skew)?;
+            sweep.session(s.started_at, s.ended_at, &s.holder);
+        }
+    }
+    // Only what the sweep needs, all of it in the index; the lease only
+    // for a session that has not ended.
+    let mut in_range = c.prepare_cached(
+        "SELECT s.started_at, s.ended_at, s.holder,
+                CASE WHEN s.ended_at IS NULL
+                     THEN (SELECT expires_at FROM leases WHERE seat_id = s.seat_id) END
+         FROM sessions s INDEXED BY sessions_by_license_time
+         WHERE s.license_id = ?1 AND s.started_at >= ?2 AND s.started_at < ?3
+         ORDER BY s.started_at",
+    )?;
+    let mut rows = in_range.query(params![q.license_id, from, to])?;
     while let Some(row) = rows.next()? {
-        let s = resolve(raw_from_row(row)?, now, q.skew)?;
-        sweep.session(s.started_at, s.ended_at, &s.holder);
+        let started_at = Timestamp::from_millis(row.get(0)?);
+        let ended_at = match row.get::<_, Option<i64>>(1)? {
+            Some(at) => Some(Timestamp::from_millis(at)),
+            None => lapsed_at(
+                row.get::<_, Option<i64>>(3)?.map(Timestamp::from_millis),
+                now,
+                q.skew,
+            ),
+        };
+        let holder = row.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?;
+        sweep.session(started_at, ended_at, holder);
     }
     Ok(sweep.finish())
 }

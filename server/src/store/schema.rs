@@ -109,6 +109,21 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX leases_by_expiry ON leases (expires_at, seat_id);
     CREATE INDEX leases_by_checkout ON leases (checked_out_at, seat_id);
     "#,
+    // v4: usage-history reads that cost their range, not the history before
+    // it. A range's sessions are those that started in it and those that
+    // started before it and ran into it: ended after its start (a range of
+    // the license's ends) or not ended (the open ones). The index by start
+    // also holds what the usage sweep reads (and `seat_id` right after
+    // `started_at`, the sessions pages' keyset order), so a year of usage
+    // never visits the table.
+    r#"
+    DROP INDEX sessions_by_license_start;
+    CREATE INDEX sessions_by_license_time
+        ON sessions (license_id, started_at, seat_id, ended_at, holder);
+    CREATE INDEX sessions_by_license_end ON sessions (license_id, ended_at, started_at)
+        WHERE ended_at IS NOT NULL;
+    CREATE INDEX sessions_open ON sessions (license_id, started_at) WHERE ended_at IS NULL;
+    "#,
 ];
 
 /// The schema version this build writes.

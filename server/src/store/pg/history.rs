@@ -11,7 +11,7 @@ use tokio_postgres::types::ToSql;
 
 use super::super::StoreError;
 use super::super::history::{
-    RawSession, SessionsQuery, UsageQuery, resolve, session_columns, skew_ms,
+    RawSession, SessionsQuery, UsageQuery, lapsed_at, resolve, session_columns, skew_ms,
 };
 use super::reads::PgReads;
 use crate::usage::{PoolTimeline, Sweep, Usage};
@@ -29,49 +29,112 @@ fn raw_from_row(r: &Row) -> RawSession {
     }
 }
 
-/// One page of sessions, newest first.
+/// The spanning part of a range, as SQLite's `history.rs` explains: the
+/// sessions that started before `from` (`$2`) and ran into it, ended after
+/// it or not ended. `$1` license, `$3` `live_threshold`, `$4` skew.
+macro_rules! spanning {
+    ($($extra:literal)?) => {
+        concat!(
+            "SELECT ",
+            session_columns!(),
+            " FROM sessions s LEFT JOIN leases l ON l.seat_id = s.seat_id
+             WHERE s.license_id = $1 AND s.ended_at > $2 AND s.started_at < $2 ",
+            $($extra,)?
+            " UNION ALL SELECT ",
+            session_columns!(),
+            " FROM sessions s LEFT JOIN leases l ON l.seat_id = s.seat_id
+             WHERE s.license_id = $1 AND s.ended_at IS NULL AND s.started_at < $2
+               AND (l.expires_at IS NULL OR l.expires_at >= $3 OR l.expires_at + $4 > $2) ",
+            $($extra,)?
+        )
+    };
+}
+
+async fn any_started_before(
+    client: &tokio_postgres::Client,
+    license_id: &str,
+    t: i64,
+) -> Result<bool, StoreError> {
+    Ok(client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE license_id = $1 AND started_at < $2)",
+            &[&license_id, &t],
+        )
+        .await?
+        .get(0))
+}
+
+/// One page of sessions, newest first: those that started in the range,
+/// then the spanning ones, after the cursor (one upper bound with `to`).
 pub async fn sessions_page(
     reads: &PgReads,
     q: &SessionsQuery,
 ) -> Result<Vec<SessionView>, StoreError> {
     let client = reads.client().await?;
-    let (after_at, after_seat) = match &q.after {
-        Some(c) => (Some(c.started_at.as_millis()), Some(c.seat_id.as_str())),
-        None => (None, None),
+    let (from, to) = (q.from.as_millis(), q.to.as_millis());
+    let (below_at, below_seat) = match &q.after {
+        Some(a) if a.started_at.as_millis() < to => (a.started_at.as_millis(), a.seat_id.as_str()),
+        _ => (to, ""),
     };
+    let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+    let mut page = Vec::new();
     let rows = client
         .query(
             concat!(
                 "SELECT ",
                 session_columns!(),
                 " FROM sessions s LEFT JOIN leases l ON l.seat_id = s.seat_id
-                 WHERE s.license_id = $1 AND ($2::text IS NULL OR s.holder = $2)
-                   AND s.started_at < $4
-                   AND (s.started_at >= $3 OR s.ended_at > $3
-                        OR (s.ended_at IS NULL AND (l.expires_at IS NULL OR l.expires_at >= $5
-                                                    OR l.expires_at + $6 > $3)))
-                   AND ($7::bigint IS NULL OR s.started_at < $7
-                        OR (s.started_at = $7 AND s.seat_id < $8))
+                 WHERE s.license_id = $1 AND s.started_at >= $2 AND s.started_at <= $3
+                   AND (s.started_at, s.seat_id) < ($3, $4)
+                   AND ($5::text IS NULL OR s.holder = $5)
                  ORDER BY s.started_at DESC, s.seat_id DESC
-                 LIMIT $9"
+                 LIMIT $6"
             ),
             &[
                 &q.license_id,
+                &from,
+                &below_at,
+                &below_seat,
                 &q.holder,
-                &q.from.as_millis(),
-                &q.to.as_millis(),
-                &live_threshold(q.now, q.skew).as_millis(),
-                &skew_ms(q.skew),
-                &after_at,
-                &after_seat,
-                &i64::try_from(q.limit).unwrap_or(i64::MAX),
+                &limit,
             ],
         )
         .await?;
+    for r in &rows {
+        page.push(resolve(raw_from_row(r), q.now, q.skew)?);
+    }
+    if page.len() < q.limit && any_started_before(&client, &q.license_id, from).await? {
+        let left = i64::try_from(q.limit - page.len()).unwrap_or(i64::MAX);
+        let threshold = live_threshold(q.now, q.skew).as_millis();
+        let skew = skew_ms(q.skew);
+        let rows = client
+            .query(
+                concat!(
+                    "SELECT * FROM (",
+                    spanning!(
+                        "AND s.started_at <= $5 AND (s.started_at, s.seat_id) < ($5, $6)
+                         AND ($7::text IS NULL OR s.holder = $7)"
+                    ),
+                    ") spanning ORDER BY 5 DESC, 1 DESC LIMIT $8"
+                ),
+                &[
+                    &q.license_id,
+                    &from,
+                    &threshold,
+                    &skew,
+                    &below_at,
+                    &below_seat,
+                    &q.holder,
+                    &left,
+                ],
+            )
+            .await?;
+        for r in &rows {
+            page.push(resolve(raw_from_row(r), q.now, q.skew)?);
+        }
+    }
     reads.give_back(client);
-    rows.iter()
-        .map(|r| resolve(raw_from_row(r), q.now, q.skew))
-        .collect()
+    Ok(page)
 }
 
 /// The usage of one license over the range.
@@ -124,26 +187,45 @@ pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError>
 
     let threshold = live_threshold(r.now, q.skew).as_millis();
     let skew = skew_ms(q.skew);
-    let params: [&(dyn ToSql + Sync); 5] = [&q.license_id, &from, &to, &threshold, &skew];
+    if any_started_before(&client, &q.license_id, from).await? {
+        let params: [&(dyn ToSql + Sync); 4] = [&q.license_id, &from, &threshold, &skew];
+        let rows = client
+            .query_raw(
+                concat!("SELECT * FROM (", spanning!(), ") spanning ORDER BY 5"),
+                params,
+            )
+            .await?;
+        pin_mut!(rows);
+        while let Some(row) = rows.try_next().await? {
+            let s = resolve(raw_from_row(&row), r.now, q.skew)?;
+            sweep.session(s.started_at, s.ended_at, &s.holder);
+        }
+    }
+    // Only what the sweep needs; the lease only for a session not ended.
+    let params: [&(dyn ToSql + Sync); 3] = [&q.license_id, &from, &to];
     let rows = client
         .query_raw(
-            concat!(
-                "SELECT ",
-                session_columns!(),
-                " FROM sessions s LEFT JOIN leases l ON l.seat_id = s.seat_id
-                 WHERE s.license_id = $1 AND s.started_at < $3
-                   AND (s.started_at >= $2 OR s.ended_at > $2
-                        OR (s.ended_at IS NULL AND (l.expires_at IS NULL OR l.expires_at >= $4
-                                                    OR l.expires_at + $5 > $2)))
-                 ORDER BY s.started_at"
-            ),
+            "SELECT s.started_at, s.ended_at, s.holder,
+                    CASE WHEN s.ended_at IS NULL
+                         THEN (SELECT expires_at FROM leases WHERE seat_id = s.seat_id) END
+             FROM sessions s
+             WHERE s.license_id = $1 AND s.started_at >= $2 AND s.started_at < $3
+             ORDER BY s.started_at",
             params,
         )
         .await?;
     pin_mut!(rows);
     while let Some(row) = rows.try_next().await? {
-        let s = resolve(raw_from_row(&row), r.now, q.skew)?;
-        sweep.session(s.started_at, s.ended_at, &s.holder);
+        let started_at = Timestamp::from_millis(row.get(0));
+        let ended_at = match row.get::<_, Option<i64>>(1) {
+            Some(at) => Some(Timestamp::from_millis(at)),
+            None => lapsed_at(
+                row.get::<_, Option<i64>>(3).map(Timestamp::from_millis),
+                r.now,
+                q.skew,
+            ),
+        };
+        sweep.session(started_at, ended_at, row.get::<_, &str>(2));
     }
     reads.give_back(client);
     Ok(sweep.finish())

@@ -134,6 +134,16 @@ const MIGRATIONS: &[&str] = &[
 
     ALTER TABLE cluster ADD COLUMN viewer_token_sha256 TEXT;
     "#,
+    // v4: usage-history reads that cost their range (the same indexes as
+    // SQLite's v4).
+    r#"
+    DROP INDEX sessions_by_license_start;
+    CREATE INDEX sessions_by_license_time
+        ON sessions (license_id, started_at, seat_id, ended_at, holder);
+    CREATE INDEX sessions_by_license_end ON sessions (license_id, ended_at, started_at)
+        WHERE ended_at IS NOT NULL;
+    CREATE INDEX sessions_open ON sessions (license_id, started_at) WHERE ended_at IS NULL;
+    "#,
 ];
 
 /// The schema version this build writes.
