@@ -9,6 +9,7 @@ use leasehold_common::api::{Event, EventKind};
 use tokio_postgres::{Client, NoTls, Row};
 
 use super::super::{LeaseRow, StoreError};
+pub(super) use super::tx::lease_from_row;
 
 /// Idle connections kept for reuse; more are opened on demand under load.
 const POOL_KEEP: usize = 8;
@@ -138,18 +139,6 @@ pub(super) async fn events_after(
         )
         .await?;
     rows.iter().map(event_from_row).collect()
-}
-
-pub(super) fn lease_from_row(r: &Row) -> LeaseRow {
-    LeaseRow {
-        seat_id: r.get(0),
-        license_id: r.get(1),
-        holder: r.get(2),
-        fingerprint: r.get(3),
-        checked_out_at: Timestamp::from_millis(r.get(4)),
-        issued_at: Timestamp::from_millis(r.get(5)),
-        expires_at: Timestamp::from_millis(r.get(6)),
-    }
 }
 
 fn event_from_row(r: &Row) -> Result<Event, StoreError> {
