@@ -333,22 +333,26 @@ async fn a_replica_with_another_key_or_token_refuses_to_start() {
     let url = s.database_url().expect("on PostgreSQL");
     let licenses = s.licenses_path();
     let dir = tempfile::tempdir().unwrap();
+    // Another replica on the same database with `data_dir`'s key and token.
+    let start_replica = |data_dir: &std::path::Path| {
+        run_leaseholdd_expecting_exit(
+            &[
+                "--database",
+                &url,
+                "--data-dir",
+                data_dir.to_str().unwrap(),
+                "--licenses",
+                licenses.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            Duration::from_secs(20),
+        )
+    };
 
     // A data dir of its own: a fresh signing key.
     let own = dir.path().join("own");
-    let (status, stderr) = run_leaseholdd_expecting_exit(
-        &[
-            "--database",
-            &url,
-            "--data-dir",
-            own.to_str().unwrap(),
-            "--licenses",
-            licenses.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        Duration::from_secs(20),
-    );
+    let (status, stderr) = start_replica(&own);
     assert!(!status.success());
     assert!(stderr.contains("signing key"), "{stderr}");
     assert!(
@@ -361,19 +365,7 @@ async fn a_replica_with_another_key_or_token_refuses_to_start() {
     std::fs::create_dir_all(&copied).unwrap();
     std::fs::copy(s.data_dir().join("signing.key"), copied.join("signing.key")).unwrap();
     std::fs::write(copied.join("admin.token"), "not-the-cluster-token\n").unwrap();
-    let (status, stderr) = run_leaseholdd_expecting_exit(
-        &[
-            "--database",
-            &url,
-            "--data-dir",
-            copied.to_str().unwrap(),
-            "--licenses",
-            licenses.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        Duration::from_secs(20),
-    );
+    let (status, stderr) = start_replica(&copied);
     assert!(!status.success());
     let errors: Vec<&str> = stderr
         .lines()
