@@ -99,8 +99,16 @@ pub enum TopCommand {
     Simulate(crate::simulate::SimulateArgs),
 }
 
-fn parse_block(s: &str) -> Result<Duration, String> {
+/// A `--block` duration (`10m`, `2h`): the one parser for a block, also
+/// used by the console's revoke modal.
+pub(crate) fn parse_block(s: &str) -> Result<Duration, String> {
     leasehold_common::policy::parse_duration(s)
+}
+
+/// A block as the API's `block_s`, rounded up: a block is never shorter
+/// than asked for.
+pub(crate) fn block_secs(d: Duration) -> u64 {
+    d.as_millis().div_ceil(1000) as u64
 }
 
 #[cfg(test)]

@@ -60,8 +60,7 @@ pub async fn run(cmd: Command, client: &AdminClient, out: &mut dyn Write) -> any
         } => {
             let body = RevokeRequest {
                 reason,
-                // Round up: a block is never shorter than asked for.
-                block_s: block.map(|d| d.as_millis().div_ceil(1000) as u64),
+                block_s: block.map(crate::cli::block_secs),
             };
             client.revoke(&seat_id, &body).await?;
             tracing::info!(seat_id, ?body, "revoked");

@@ -101,14 +101,12 @@ fn run_command(
             seat_id,
             holder,
             reason,
+            block_s,
         } => {
             let client = client.clone();
             let tx = tx.clone();
             tokio::spawn(async move {
-                let body = RevokeRequest {
-                    reason,
-                    block_s: None,
-                };
+                let body = RevokeRequest { reason, block_s };
                 let outcome = match client.revoke(&seat_id, &body).await {
                     Ok(()) => RevokeOutcome::Revoked,
                     Err(ApiError::UnknownSeat { .. }) => RevokeOutcome::Vanished,

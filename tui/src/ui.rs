@@ -30,8 +30,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::app::{App, Link, MESSAGE_MS, Modal, Pane};
-use crate::format::{fmt_duration_ms, short_id};
-use holders::{body_rows, draw_holders};
+use crate::format::{cells, ellipsize, fmt_duration_ms, short_id};
+use holders::{body_rows, detail_lines, draw_detail, draw_holders};
 use modals::{draw_help, draw_revoke};
 use pools::draw_pools;
 use theme::pane_block;
@@ -42,6 +42,7 @@ struct Areas {
     banner: Rect,
     pools: Rect,
     holders: Rect,
+    detail: Rect,
     events: Rect,
     status: Rect,
 }
@@ -50,10 +51,14 @@ fn areas(area: Rect, app: &App) -> Areas {
     let banner_h = if app.poll.is_down() { 2 } else { 0 };
     let pool_rows = app.licenses.len().clamp(1, 6) as u16;
     let events_h = (area.height / 4).clamp(5, 12);
-    let [banner, pools, holders, events, status] = area.layout(&Layout::vertical([
+    // The selected seat's details: one line, more when they wrap.
+    let detail_lines = detail_lines(app, Theme::new(app.no_color), area.width as usize).len();
+    let detail_h = (detail_lines as u16).clamp(1, (area.height / 4).max(1));
+    let [banner, pools, holders, detail, events, status] = area.layout(&Layout::vertical([
         Constraint::Length(banner_h),
         Constraint::Length(pool_rows + 3),
         Constraint::Min(5),
+        Constraint::Length(detail_h),
         Constraint::Length(events_h),
         Constraint::Length(2),
     ]));
@@ -61,6 +66,7 @@ fn areas(area: Rect, app: &App) -> Areas {
         banner,
         pools,
         holders,
+        detail,
         events,
         status,
     }
@@ -83,10 +89,11 @@ pub fn draw(frame: &mut Frame, app: &App, now: Timestamp) {
     }
     draw_pools(frame, a.pools, app, theme);
     draw_holders(frame, a.holders, app, theme, server_now);
+    draw_detail(frame, a.detail, app, theme);
     draw_events(frame, a.events, app, theme);
     draw_status(frame, a.status, app, theme, now);
     match &app.modal {
-        Some(Modal::Help) => draw_help(frame, theme, app.read_only),
+        Some(Modal::Help) => draw_help(frame, theme, app),
         Some(Modal::Revoke(m)) => draw_revoke(frame, theme, m),
         None => {}
     }
@@ -127,6 +134,35 @@ fn draw_banner(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     frame.render_widget(Paragraph::new(text).style(style), area);
 }
 
+/// `spans` cut to `width` cells: when they do not all fit, the span at the
+/// edge ends with `…` (never inside a number: `ellipsize`) and the rest go.
+fn fit_line(spans: Vec<Span<'static>>, width: usize) -> Line<'static> {
+    let total: usize = spans.iter().map(|s| cells(&s.content)).sum();
+    if total <= width {
+        return Line::from(spans);
+    }
+    let budget = width.saturating_sub(1); // one cell for `…`
+    let mut out = Vec::with_capacity(spans.len());
+    let mut used = 0;
+    for (i, span) in spans.iter().enumerate() {
+        let w = cells(&span.content);
+        if used + w <= budget {
+            out.push(span.clone());
+            used += w;
+            continue;
+        }
+        // Cut with what follows in view, so a number running on into the
+        // next span counts as cut.
+        let rest: String = spans[i..].iter().map(|s| s.content.as_ref()).collect();
+        out.push(Span::styled(
+            ellipsize(&rest, width - used).into_owned(),
+            span.style,
+        ));
+        break;
+    }
+    Line::from(out)
+}
+
 /// A text gauge (`███████░░░`): readable without colour.
 fn bar(used: u32, total: u32, width: usize) -> String {
     let filled = if total == 0 {
@@ -137,7 +173,7 @@ fn bar(used: u32, total: u32, width: usize) -> String {
     format!("{}{}", "█".repeat(filled), "░".repeat(width - filled))
 }
 
-fn event_line(e: &Event, theme: Theme) -> Line<'static> {
+fn event_line(e: &Event, theme: Theme, width: usize) -> Line<'static> {
     let style = theme.kind(e.kind);
     let mut spans = vec![
         Span::styled(hms(e.at), theme.dim()),
@@ -162,7 +198,7 @@ fn event_line(e: &Event, theme: Theme) -> Line<'static> {
     if let Some(d) = &e.detail {
         spans.push(Span::styled(d.clone(), theme.dim()));
     }
-    Line::from(spans)
+    fit_line(spans, width)
 }
 
 /// Lines of the event feed inside its borders.
@@ -172,12 +208,13 @@ fn event_rows(area: Rect) -> usize {
 
 fn draw_events(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     let visible = event_rows(area);
+    let inner = area.width.saturating_sub(2) as usize;
     let lines: Vec<Line> = app
         .events
         .iter()
         .skip(app.event_scroll)
         .take(visible)
-        .map(|e| event_line(e, theme))
+        .map(|e| event_line(e, theme, inner))
         .collect();
     let mut title = vec![Span::raw(format!(
         " Events ({}) newest first ",
@@ -194,7 +231,7 @@ fn draw_events(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
             theme.fg(Color::Yellow).add_modifier(Modifier::BOLD),
         )),
     }
-    let block = pane_block(Line::from(title), app.pane == Pane::Events, theme);
+    let block = pane_block(fit_line(title, inner), app.pane == Pane::Events, theme);
     if lines.is_empty() {
         frame.render_widget(
             Paragraph::new("no events yet")
@@ -208,15 +245,17 @@ fn draw_events(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
 }
 
 fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme, now: Timestamp) {
+    let width = area.width as usize;
     let lines = vec![
-        connection_line(app, theme, now),
-        prompt_line(app, theme, now),
+        connection_line(app, theme, now, width),
+        prompt_line(app, theme, now, width),
     ];
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-/// The status bar's first line: server, connection, data age, modes.
-fn connection_line(app: &App, theme: Theme, now: Timestamp) -> Line<'static> {
+/// The status bar's first line: server, connection, data age, modes. The
+/// server address gives way (ending in `…`) before the rest is cut.
+fn connection_line(app: &App, theme: Theme, now: Timestamp, width: usize) -> Line<'static> {
     let sep = Span::styled(" │ ", theme.dim());
     let conn = match &app.poll {
         Link::Up => Span::styled("● connected", theme.fg(Color::Green)),
@@ -237,7 +276,7 @@ fn connection_line(app: &App, theme: Theme, now: Timestamp) -> Line<'static> {
     let mut line1 = vec![
         Span::styled(" leasehold", Style::new().add_modifier(Modifier::BOLD)),
         sep.clone(),
-        Span::raw(app.server.clone()),
+        Span::raw(String::new()), // the server, sized below
         sep.clone(),
         conn,
         sep.clone(),
@@ -257,36 +296,40 @@ fn connection_line(app: &App, theme: Theme, now: Timestamp) -> Line<'static> {
             Style::new().add_modifier(Modifier::BOLD),
         ));
     }
-    Line::from(line1)
+    let others: usize = line1.iter().map(|s| cells(&s.content)).sum();
+    let room = width.saturating_sub(others).max(12);
+    line1[2] = Span::raw(ellipsize(&app.server, room).into_owned());
+    fit_line(line1, width)
 }
 
 /// The status bar's second line: the filter being typed, else a fresh
 /// message, else the key hints.
-fn prompt_line(app: &App, theme: Theme, now: Timestamp) -> Line<'static> {
-    if app.filter_editing {
-        Line::from(vec![
+fn prompt_line(app: &App, theme: Theme, now: Timestamp, width: usize) -> Line<'static> {
+    let spans = if app.filter_editing {
+        vec![
             Span::styled(" / ", Style::new().add_modifier(Modifier::BOLD)),
             Span::styled(
                 format!("{}▏", app.filter),
                 theme.fg(Color::Yellow).add_modifier(Modifier::BOLD),
             ),
             Span::styled("   Enter keep · Esc clear", theme.dim()),
-        ])
+        ]
     } else if let Some(m) = app
         .message
         .as_ref()
         .filter(|m| now.millis_since(m.at) < MESSAGE_MS)
     {
-        Line::from(Span::styled(format!(" {}", m.text), theme.level(m.level)))
+        vec![Span::styled(format!(" {}", m.text), theme.level(m.level))]
     } else {
         let revoke = if app.read_only { "" } else { "  r revoke" };
-        Line::from(Span::styled(
+        vec![Span::styled(
             format!(
                 " ↑↓/jk move  / filter  s sort  S reverse  Tab pane  f freeze{revoke}  ? help  q quit"
             ),
             theme.dim(),
-        ))
-    }
+        )]
+    };
+    fit_line(spans, width)
 }
 
 #[cfg(test)]
@@ -420,6 +463,13 @@ mod tests {
         for c in "stuck since Friday".chars() {
             app.update(ch(c), ts(0));
         }
+        // Out of the reason; ← from none comes round to custom, which takes
+        // the typing.
+        app.update(key(KeyCode::Tab), ts(0));
+        app.update(key(KeyCode::Left), ts(0));
+        for c in "90m".chars() {
+            app.update(ch(c), ts(0));
+        }
         let term = render(&mut app, ts(1));
         insta::assert_snapshot!(term.backend());
     }
@@ -538,10 +588,200 @@ mod tests {
         let page = app.page_rows;
         let first = 10_000 - page;
         assert_eq!(holders::visible_window(&app, page), first..10_000);
-        let shown: Vec<&str> = screen.lines().filter(|l| l.contains("user-")).collect();
+        // Table rows only (the detail bar under it names the selected seat).
+        let shown: Vec<&str> = screen
+            .lines()
+            .filter(|l| l.starts_with("\"┃") && l.contains("user-"))
+            .collect();
         assert_eq!(shown.len(), page, "{screen}");
         assert!(shown[0].contains(&format!("user-{first:05}")), "{screen}");
         assert!(!screen.contains(&format!("user-{:05}", first - 1)));
+    }
+
+    /// A pool id of 47 characters, a pool of 1,000,000 seats holding 97,449
+    /// and 12-digit denial counts, with long and wide holders.
+    fn big_app() -> App {
+        use crate::app::UsageUpdate;
+        let long_id = "eda-suite-enterprise-floating-seats-emea-region";
+        assert_eq!(long_id.chars().count(), 47);
+        let mut app = App::new("http://license-server.build.example.com:7400", false, false);
+        let mut held = seat(
+            long_id,
+            "Émilie Dupont-Lefèvre (build agent 7, rack B)",
+            "5f0c2a9e8b7d4c1fa3e6b2d9c8f7a1e0",
+            -7200,
+            40,
+        );
+        held.fingerprint = Some("ws-emea-0042.build.example.com/sha256:9f86d081884c7d65".into());
+        let mut wide = seat(
+            "render",
+            "山田太郎のワークステーション",
+            "7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a",
+            -60,
+            50,
+        );
+        wide.fingerprint = Some("指紋-東京-第三ビル".into());
+        let mut big = pool(long_id, 1_000_000, 97_449);
+        big.ttl_s = 90.0;
+        app.update(
+            snapshot(
+                vec![held, wide],
+                vec![big, pool("render", 4_000_000_000, 3_999_999_999)],
+                ts(0),
+                ts(0),
+            ),
+            ts(0),
+        );
+        for (id, denials) in [(long_id, 123_456_789_012), ("render", 999_999_999_999)] {
+            app.update(
+                AppEvent::Usage(Box::new(UsageUpdate {
+                    license_id: id.into(),
+                    last_hour: Some(vec![]),
+                    denials_today: Some(denials),
+                })),
+                ts(0),
+            );
+        }
+        let denied = Event {
+            id: 1,
+            at: ts(-5),
+            kind: EventKind::Denied,
+            license_id: Some(long_id.into()),
+            seat_id: None,
+            holder: Some("Émilie Dupont-Lefèvre (build agent 7, rack B)".into()),
+            detail: Some("no seats available (1000000 of 1000000 live)".into()),
+        };
+        app.update(AppEvent::StreamEvent(Box::new(denied)), ts(0));
+        app.update(AppEvent::StreamUp, ts(0));
+        app
+    }
+
+    #[test]
+    fn big_numbers_80_columns() {
+        let mut app = big_app();
+        let term = render_at(&mut app, ts(2), 80, 24);
+        insta::assert_snapshot!(term.backend());
+    }
+
+    #[test]
+    fn big_numbers_160_columns() {
+        let mut app = big_app();
+        let term = render_at(&mut app, ts(2), 160, 24);
+        insta::assert_snapshot!(term.backend());
+    }
+
+    /// The help lists each pool's exact figures, for when the pane is
+    /// compact.
+    #[test]
+    fn big_numbers_help_has_the_exact_figures() {
+        let mut app = big_app();
+        app.update(ch('?'), ts(0));
+        let term = render_at(&mut app, ts(2), 80, 40);
+        let screen = term.backend().to_string();
+        for exact in [
+            "97,449 of 1,000,000 live",
+            "902,551 free",
+            "123,456,789,012 denied today",
+            "3,999,999,999 of 4,000,000,000 live",
+        ] {
+            assert!(screen.contains(exact), "{exact}:\n{screen}");
+        }
+    }
+
+    /// The selected seat's holder, fingerprint and seat id, whole, under the
+    /// table, wrapped on a narrow screen.
+    #[test]
+    fn detail_bar_shows_the_selected_seat_whole() {
+        let mut app = big_app();
+        app.update(ch('j'), ts(0));
+        let term = render_at(&mut app, ts(2), 60, 30);
+        insta::assert_snapshot!(term.backend());
+    }
+
+    /// SplitMix64: a fixed-seed generator, so a failure replays.
+    fn next(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Any count of any size, at any width from 60 to 240 columns: every
+    /// figure in the pools pane reads back as its exact value or as a
+    /// compact form that contains it, and the holders title's counts are
+    /// exact. (Pool ids have no digits, so every digit on a pool row belongs
+    /// to a figure.)
+    #[test]
+    fn no_figure_is_ever_cut() {
+        use crate::app::UsageUpdate;
+        use crate::format::count_range;
+        let mut rng = 0x1e45_e401_u64;
+        let any = |rng: &mut u64| -> u64 {
+            // Spread over every magnitude, not just huge values.
+            let digits = next(rng) % 21;
+            next(rng) % 10u64.saturating_pow(digits as u32).max(1)
+        };
+        for round in 0..400 {
+            let width = 60 + (next(&mut rng) % 181) as u16;
+            let n_pools = 1 + (next(&mut rng) % 4) as usize;
+            let pools: Vec<_> = (0..n_pools)
+                .map(|i| {
+                    let seats = any(&mut rng).min(u64::from(u32::MAX)) as u32;
+                    let live = any(&mut rng).min(u64::from(u32::MAX)) as u32;
+                    let name_len = 3 + (next(&mut rng) % 50) as usize;
+                    let id: String = std::iter::once((b'a' + i as u8) as char)
+                        .chain("pool".chars().cycle().take(name_len))
+                        .collect();
+                    pool(&id, seats, live)
+                })
+                .collect();
+            let denials: Vec<u64> = pools.iter().map(|_| any(&mut rng)).collect();
+            let mut app = App::new("s", false, false);
+            app.update(snapshot(sample_seats(), pools.clone(), ts(0), ts(0)), ts(0));
+            for (p, &d) in pools.iter().zip(&denials) {
+                app.update(
+                    AppEvent::Usage(Box::new(UsageUpdate {
+                        license_id: p.id.clone(),
+                        last_hour: Some(vec![]),
+                        denials_today: Some(d),
+                    })),
+                    ts(0),
+                );
+            }
+            let term = render_at(&mut app, ts(1), width, 30);
+            let screen = term.backend().to_string();
+            let lines: Vec<&str> = screen.lines().collect();
+            for (i, (p, &d)) in pools.iter().zip(&denials).enumerate() {
+                let row = lines[2 + i];
+                let figures: Vec<&str> = row
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '.'))
+                    .filter(|t| t.starts_with(|c: char| c.is_ascii_digit()))
+                    .collect();
+                let want = [
+                    u64::from(p.live),
+                    u64::from(p.seats),
+                    u64::from(p.seats.saturating_sub(p.live)),
+                ];
+                let ctx = format!("round {round}, width {width}:\n{screen}");
+                assert_eq!(figures.len(), 5, "live, seats, free, TTL, denied: {ctx}");
+                assert_eq!(figures[3], "1m", "{ctx}");
+                for (shown, exact) in [figures[0], figures[1], figures[2], figures[4]]
+                    .into_iter()
+                    .zip(want.into_iter().chain([d]))
+                {
+                    let range = count_range(shown).unwrap_or_else(|| panic!("{shown}: {ctx}"));
+                    assert!(
+                        range.contains(&u128::from(exact)),
+                        "{shown} for {exact}: {ctx}"
+                    );
+                }
+            }
+            assert!(
+                screen.contains("Holders 4 of 4"),
+                "round {round}:\n{screen}"
+            );
+        }
     }
 
     #[test]

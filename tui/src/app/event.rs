@@ -60,6 +60,8 @@ pub enum Command {
         seat_id: String,
         holder: String,
         reason: Option<String>,
+        /// Refuse the holder's re-checkout for this many seconds.
+        block_s: Option<u64>,
     },
     /// Poll now instead of waiting for the next second.
     Refresh,

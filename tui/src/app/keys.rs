@@ -2,7 +2,10 @@
 //! the filter being typed, or the tables). Pure: state changes and at most
 //! one [`Command`] back.
 
+use std::time::Duration;
+
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use leasehold_common::policy::format_duration;
 use leasehold_common::text::is_unsafe_char;
 
 use super::revoke::{RevokeModal, RevokeStep};
@@ -182,8 +185,17 @@ impl App {
                 None
             }
             RevokeStep::Confirm(command) => {
+                let block = match &command {
+                    Command::Revoke {
+                        block_s: Some(s), ..
+                    } => format!(
+                        ", blocking re-checkout for {}",
+                        format_duration(Duration::from_secs(*s))
+                    ),
+                    _ => String::new(),
+                };
                 let text = format!(
-                    "revoking {} (seat {})…",
+                    "revoking {} (seat {}){block}…",
                     modal.holder,
                     short_id(&modal.seat_id)
                 );
@@ -256,7 +268,8 @@ mod tests {
             vec![Command::Revoke {
                 seat_id: "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2".into(),
                 holder: "bob".into(),
-                reason: None
+                reason: None,
+                block_s: None,
             }]
         );
         assert!(app.modal.is_none());
@@ -294,8 +307,31 @@ mod tests {
             vec![Command::Revoke {
                 seat_id: "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1".into(),
                 holder: "alice".into(),
-                reason: Some("stuck yes".into())
+                reason: Some("stuck yes".into()),
+                block_s: None,
             }]
+        );
+    }
+
+    #[test]
+    fn revoke_with_a_block_chosen_by_key() {
+        let mut app = loaded_app();
+        app.update(ch('r'), ts(0));
+        app.update(ch('b'), ts(0));
+        app.update(key(KeyCode::Right), ts(0)); // 10m, then 1h
+        let cmds = app.update(key(KeyCode::Enter), ts(0));
+        assert_eq!(
+            cmds,
+            vec![Command::Revoke {
+                seat_id: "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1".into(),
+                holder: "alice".into(),
+                reason: None,
+                block_s: Some(3600),
+            }]
+        );
+        assert_eq!(
+            app.message.as_ref().unwrap().text,
+            "revoking alice (seat a1a1a1a1), blocking re-checkout for 1h…"
         );
     }
 

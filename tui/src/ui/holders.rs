@@ -1,5 +1,10 @@
 //! The holders table: only the rows on screen become widgets, so 100,000
-//! holders cost what a screenful does.
+//! holders cost what a screenful does. Column widths are computed here so
+//! they always add up to the width (the layout solver would cut cells
+//! silently): the times and the short seat id keep their width, and the
+//! text columns (license, holder, fingerprint) give way, ending in `…`.
+//! Under the table, the detail bar shows the selected seat's holder,
+//! fingerprint and seat id whole, wrapped when long, for copying.
 
 use std::ops::Range;
 
@@ -11,9 +16,14 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
+use super::fit_line;
 use super::theme::{Theme, pane_block};
 use crate::app::{App, Pane, SortKey};
-use crate::format::{fmt_duration_ms, short_id};
+use crate::format::{cells, ellipsize, fmt_duration_ms, short_id, wrap_cells};
+
+/// The highlight symbol's cells, and the space between columns.
+const MARK: usize = 2;
+const GAP: usize = 2;
 
 /// Rows of `area` that are not borders (2) or the header row (1).
 pub fn body_rows(area: Rect) -> usize {
@@ -28,17 +38,39 @@ pub fn visible_window(app: &App, visible: usize) -> Range<usize> {
     start..end
 }
 
+/// One row's cells as text, before widths are known.
+struct RowText<'a> {
+    seat: &'a SeatView,
+    held: String,
+    expires: String,
+}
+
 pub fn draw_holders(frame: &mut Frame, area: Rect, app: &App, theme: Theme, server_now: Timestamp) {
     let window = visible_window(app, body_rows(area));
     let start = window.start;
-    let rows = app.view[window]
+    let texts: Vec<RowText> = app.view[window]
         .iter()
-        .map(|&i| seat_row(app, &app.seats[i], theme, server_now));
+        .map(|&i| {
+            let seat = &app.seats[i];
+            RowText {
+                seat,
+                held: fmt_duration_ms(server_now.millis_since(seat.checked_out_at)),
+                expires: fmt_duration_ms(seat.expires_at.millis_since(server_now)),
+            }
+        })
+        .collect();
+    let inner = area.width.saturating_sub(2) as usize;
+    let labels = labels(app);
+    let widths = fit_columns(app, &labels, &texts, inner);
+    let rows = texts
+        .into_iter()
+        .map(|t| seat_row(app, t, &widths, theme, server_now));
     let focused = app.pane == Pane::Holders;
-    let table = Table::new(rows, column_widths(app))
-        .header(header(app))
-        .block(pane_block(title(app, theme), focused, theme))
-        .column_spacing(2)
+    let constraints = widths.map(|w| Constraint::Length(w as u16));
+    let table = Table::new(rows, constraints)
+        .header(header(&labels, &widths))
+        .block(pane_block(title(app, theme, inner), focused, theme))
+        .column_spacing(GAP as u16)
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
         .highlight_symbol("▶ ");
     let mut state = TableState::new();
@@ -56,18 +88,17 @@ fn sort_arrow(app: &App) -> &'static str {
     if app.sort_desc { "▼" } else { "▲" }
 }
 
-/// Column titles; the sorted column is underlined and carries the arrow.
-fn header(app: &App) -> Row<'static> {
+/// Column titles, the sorted one with its arrow, and whether it is sorted.
+fn labels(app: &App) -> [(String, bool); 7] {
     let arrow = sort_arrow(app);
-    let head = |label: &'static str, key: Option<SortKey>| -> Cell<'static> {
+    let head = |label: &str, key: Option<SortKey>| {
         if key == Some(app.sort) {
-            Cell::from(format!("{label} {arrow}"))
-                .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED))
+            (format!("{label} {arrow}"), true)
         } else {
-            Cell::from(label).style(Style::new().add_modifier(Modifier::BOLD))
+            (label.to_string(), false)
         }
     };
-    Row::new([
+    [
         head("LICENSE", Some(SortKey::License)),
         head("HOLDER", Some(SortKey::Holder)),
         head("FINGERPRINT", None),
@@ -75,25 +106,46 @@ fn header(app: &App) -> Row<'static> {
         head("HELD FOR", Some(SortKey::HeldFor)),
         head("EXPIRES IN", Some(SortKey::ExpiresIn)),
         head("STATE", Some(SortKey::State)),
-    ])
+    ]
 }
 
-fn seat_row<'a>(app: &App, s: &'a SeatView, theme: Theme, server_now: Timestamp) -> Row<'a> {
+/// The sorted column is underlined.
+fn header(labels: &[(String, bool); 7], widths: &[usize; 7]) -> Row<'static> {
+    Row::new(labels.iter().zip(widths).map(|((label, sorted), &w)| {
+        let style = if *sorted {
+            Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
+        } else {
+            Style::new().add_modifier(Modifier::BOLD)
+        };
+        Cell::from(ellipsize(label, w).into_owned()).style(style)
+    }))
+}
+
+fn seat_row(
+    app: &App,
+    t: RowText,
+    widths: &[usize; 7],
+    theme: Theme,
+    server_now: Timestamp,
+) -> Row<'static> {
+    let s = t.seat;
     let state = app.row_state(s, server_now);
     let st = theme.state(state);
+    let text = |v: &str, w: usize| Cell::from(ellipsize(v, w).into_owned());
     Row::new([
-        Cell::from(s.license_id.as_str()),
-        Cell::from(s.holder.as_str()),
-        Cell::from(s.fingerprint.as_deref().unwrap_or("—")),
-        Cell::from(short_id(&s.seat_id)),
-        Cell::from(fmt_duration_ms(server_now.millis_since(s.checked_out_at))),
-        Cell::from(fmt_duration_ms(s.expires_at.millis_since(server_now))).style(st),
+        text(&s.license_id, widths[0]),
+        text(&s.holder, widths[1]),
+        text(s.fingerprint.as_deref().unwrap_or("—"), widths[2]),
+        text(short_id(&s.seat_id), widths[3]),
+        Cell::from(t.held),
+        Cell::from(t.expires).style(st),
         Cell::from(format!("{} {}", state.glyph(), state.word())).style(st),
     ])
 }
 
-/// Counts, sort, and the filter and freeze when they are on.
-fn title(app: &App, theme: Theme) -> Line<'static> {
+/// Counts, sort, and the filter and freeze when they are on, cut to the
+/// pane's `width` (the filter gives way first: it comes after the counts).
+fn title(app: &App, theme: Theme, width: usize) -> Line<'static> {
     let mut title = vec![Span::raw(format!(
         " Holders {} of {} · sort: {} {} ",
         app.view.len(),
@@ -113,24 +165,99 @@ fn title(app: &App, theme: Theme) -> Line<'static> {
             theme.fg(Color::Cyan).add_modifier(Modifier::BOLD),
         ));
     }
-    Line::from(title)
+    fit_line(title, width)
 }
 
-/// Text columns as wide as the filtered rows need (within bounds; the app
-/// keeps the longest with the view, so a frame never walks all rows), the
-/// spare width at the end: easier to read across than a stretched table.
-fn column_widths(app: &App) -> [Constraint; 8] {
+/// Column widths adding up to at most `inner` cells. Text columns are as
+/// wide as the filtered rows need (within bounds; the app keeps the longest
+/// with the view, so a frame never walks all rows; wide characters are
+/// measured on the rows shown); the times, seat and state as their widest
+/// value or title. When that is too wide, the widest text column gives a
+/// cell at a time; the spare width stays at the end (easier to read across
+/// than a stretched table).
+fn fit_columns(
+    app: &App,
+    labels: &[(String, bool); 7],
+    rows: &[RowText],
+    inner: usize,
+) -> [usize; 7] {
+    let label = |i: usize| cells(&labels[i].0);
+    let shown = |f: &dyn Fn(&RowText) -> usize| rows.iter().map(f).max().unwrap_or(0);
     let [license_w, holder_w, fingerprint_w] = app.column_widths();
-    [
-        Constraint::Length(license_w.clamp(9, 24) as u16),
-        Constraint::Length(holder_w.clamp(8, 40) as u16),
-        Constraint::Length(fingerprint_w.clamp(11, 32) as u16),
-        Constraint::Length(8),
-        Constraint::Length(10),
-        Constraint::Length(12),
-        Constraint::Length(11),
-        Constraint::Fill(1),
-    ]
+    let mut w = [
+        license_w
+            .max(shown(&|r| cells(&r.seat.license_id)))
+            .clamp(label(0), 24),
+        holder_w
+            .max(shown(&|r| cells(&r.seat.holder)))
+            .clamp(label(1), 40),
+        fingerprint_w
+            .max(shown(&|r| {
+                cells(r.seat.fingerprint.as_deref().unwrap_or("—"))
+            }))
+            .clamp(label(2), 32),
+        label(3).max(8),
+        label(4).max(shown(&|r| cells(&r.held))),
+        label(5).max(shown(&|r| cells(&r.expires))),
+        label(6).max("▲ expiring".chars().count()),
+    ];
+    let total = |w: &[usize; 7]| MARK + w.iter().sum::<usize>() + GAP * (w.len() - 1);
+    while total(&w) > inner {
+        let Some(widest) = (0..3).filter(|&i| w[i] > 1).max_by_key(|&i| w[i]) else {
+            break; // only on a screen narrower than the times and the seat
+        };
+        w[widest] -= 1;
+    }
+    w
+}
+
+/// The selected seat whole, for copying into a ticket: holder, fingerprint,
+/// seat id and license, as many to a line as fit in `width`; a value too
+/// long for a line of its own is wrapped, never cut. One line saying so when
+/// nothing is selected.
+pub fn detail_lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
+    let Some(s) = app.selected_seat() else {
+        return vec![Line::styled(" no seat selected", theme.dim())];
+    };
+    let fields = [
+        ("holder", s.holder.as_str()),
+        ("fingerprint", s.fingerprint.as_deref().unwrap_or("—")),
+        ("seat", s.seat_id.as_str()),
+        ("license", s.license_id.as_str()),
+    ];
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let mut lines: Vec<Vec<Span<'static>>> = Vec::new();
+    let mut used = 0;
+    for (label, value) in fields {
+        let need = cells(label) + 1 + cells(value);
+        if !lines.is_empty() && used + 3 + need <= width {
+            let line = lines.last_mut().expect("not empty");
+            line.push(Span::styled(" · ", theme.dim()));
+            line.push(Span::styled(format!("{label} "), theme.dim()));
+            line.push(Span::styled(value.to_string(), bold));
+            used += 3 + need;
+            continue;
+        }
+        // A line of its own, wrapped under itself when longer than that.
+        let indent = cells(label) + 2;
+        for (i, part) in wrap_cells(value, width.saturating_sub(indent))
+            .into_iter()
+            .enumerate()
+        {
+            let head = if i == 0 { label } else { "" };
+            used = indent + cells(&part);
+            lines.push(vec![
+                Span::styled(format!(" {head:<w$} ", w = indent - 2), theme.dim()),
+                Span::styled(part, bold),
+            ]);
+        }
+    }
+    lines.into_iter().map(Line::from).collect()
+}
+
+pub fn draw_detail(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
+    let lines = detail_lines(app, theme, area.width as usize);
+    frame.render_widget(Paragraph::new(lines), area);
 }
 
 /// Why the table is empty.

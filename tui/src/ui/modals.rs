@@ -1,5 +1,6 @@
-//! The dialogs drawn over the console: the key help and the revoke
-//! confirmation.
+//! The dialogs drawn over the console: the key help (with every pool's
+//! exact figures, for when the pools pane shows them compact) and the
+//! revoke confirmation.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
@@ -8,7 +9,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 
 use super::theme::Theme;
-use crate::app::RevokeModal;
+use crate::app::{App, RevokeModal};
+use crate::commands::policy_secs;
+use crate::format::{cells, ellipsize, grouped};
 
 /// A cleared box of `width` × `height` in the middle of the screen.
 fn popup(frame: &mut Frame, width: u16, height: u16) -> Rect {
@@ -19,7 +22,8 @@ fn popup(frame: &mut Frame, width: u16, height: u16) -> Rect {
     area
 }
 
-pub fn draw_help(frame: &mut Frame, theme: Theme, read_only: bool) {
+pub fn draw_help(frame: &mut Frame, theme: Theme, app: &App) {
+    let read_only = app.read_only;
     let keys: &[(&str, &str)] = &[
         ("↑ ↓  j k", "move the selection (or scroll the feed)"),
         ("PgUp PgDn", "move a page"),
@@ -29,7 +33,10 @@ pub fn draw_help(frame: &mut Frame, theme: Theme, read_only: bool) {
         ("Esc", "clear the filter"),
         ("s  S", "next sort column / reverse the order"),
         ("f", "freeze updates (and resume)"),
-        ("r", "revoke the selected seat"),
+        (
+            "r",
+            "revoke the selected seat; in it b or ← → block re-checkout",
+        ),
         ("R", "refresh now"),
         ("?", "this help"),
         ("q  Ctrl-C", "quit"),
@@ -60,11 +67,83 @@ pub fn draw_help(frame: &mut Frame, theme: Theme, read_only: bool) {
         "  Times count down on the server's clock. Any key closes this help.",
         theme.dim(),
     )));
-    let area = popup(frame, 72, lines.len() as u16 + 2);
+    lines.push(Line::from(Span::styled(
+        "  Under the table: the selected seat's holder, fingerprint and seat id.",
+        theme.dim(),
+    )));
+    let width = frame.area().width.min(80);
+    let room = (frame.area().height as usize).saturating_sub(lines.len() + 2);
+    lines.extend(pool_figures(
+        app,
+        theme,
+        width.saturating_sub(2) as usize,
+        room,
+    ));
+    let area = popup(frame, width, lines.len() as u16 + 2);
     let block = Block::bordered()
         .border_type(BorderType::Double)
         .title(" Help — keys ");
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// Every pool's exact figures, at most `room` lines in `width` cells (a
+/// pool's figures wrap between figures, never inside one; pools that do not
+/// fit are counted, with where to see them).
+fn pool_figures(app: &App, theme: Theme, width: usize, room: usize) -> Vec<Line<'static>> {
+    if app.licenses.is_empty() || room < 3 {
+        return Vec::new();
+    }
+    let mut out = vec![
+        Line::raw(""),
+        Line::from(Span::styled(
+            "  Pools, exact (the pane shows 97.4k for 97,400 to 97,499 when narrow):",
+            theme.dim(),
+        )),
+    ];
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    for (i, l) in app.licenses.iter().enumerate() {
+        let mut figures = vec![
+            format!(
+                "{} of {} live",
+                grouped(l.live.into()),
+                grouped(l.seats.into())
+            ),
+            format!("{} free", grouped(l.seats.saturating_sub(l.live).into())),
+            format!("TTL {}", policy_secs(l.ttl_s)),
+        ];
+        if let Some(d) = app.pool_usage(&l.id).and_then(|u| u.denials_today) {
+            figures.push(format!("{} denied today", grouped(d)));
+        }
+        let mut lines = vec![Line::from(Span::styled(
+            format!("  {}", ellipsize(&l.id, width.saturating_sub(2))),
+            bold,
+        ))];
+        let mut line = String::from("    ");
+        for f in figures {
+            let sep = if line.trim().is_empty() { "" } else { " · " };
+            if cells(&line) + sep.len() + cells(&f) > width && !line.trim().is_empty() {
+                lines.push(Line::raw(std::mem::replace(
+                    &mut line,
+                    String::from("    "),
+                )));
+                line.push_str(&f);
+            } else {
+                line.push_str(sep);
+                line.push_str(&f);
+            }
+        }
+        lines.push(Line::raw(line));
+        let left = app.licenses.len() - i;
+        if out.len() + lines.len() + usize::from(left > 1) > room {
+            out.push(Line::from(Span::styled(
+                format!("  {left} more pools: `leasehold status` lists them all"),
+                theme.dim(),
+            )));
+            break;
+        }
+        out.extend(lines);
+    }
+    out
 }
 
 pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal) {
@@ -75,22 +154,65 @@ pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal) {
             Span::styled(value.to_string(), bold),
         ])
     };
-    let reason_style = if m.editing_reason {
-        theme.fg(Color::Yellow).add_modifier(Modifier::UNDERLINED)
+    let editing = theme.fg(Color::Yellow).add_modifier(Modifier::UNDERLINED);
+    let reason_style = if m.editing_reason() {
+        editing
     } else {
         theme.dim()
     };
-    let reason = if m.editing_reason {
+    let reason = if m.editing_reason() {
         format!("{}▏", m.reason)
     } else if m.reason.is_empty() {
         "(none — Tab to type one)".to_string()
     } else {
         m.reason.clone()
     };
-    let hints = if m.editing_reason {
-        "  Enter revoke   Esc cancel   Tab done typing"
+    // The chosen block in brackets as well as bold: readable without colour.
+    let mut block = vec![Span::raw("  block        ")];
+    for (label, chosen) in m.block_choices() {
+        block.push(if chosen {
+            Span::styled(format!("[{label}]"), bold.add_modifier(Modifier::REVERSED))
+        } else {
+            Span::styled(format!(" {label} "), theme.dim())
+        });
+        block.push(Span::raw(" "));
+    }
+    let mut custom = vec![Span::raw("  custom       ")];
+    if m.custom_chosen() {
+        let (text, style) = if m.editing_custom() {
+            (format!("{}▏", m.custom), editing)
+        } else {
+            (m.custom.clone(), bold)
+        };
+        custom.push(Span::styled(text, style));
+        custom.push(Span::styled("  e.g. 90m, 2h, 1d", theme.dim()));
     } else {
-        "  y/Enter revoke   n/Esc cancel   Tab type a reason"
+        custom.push(Span::styled(
+            "(choose custom to type a duration)",
+            theme.dim(),
+        ));
+    }
+    let outcome = match (&m.error, m.block_s()) {
+        (Some(e), _) => Line::from(Span::styled(
+            format!("  {e}"),
+            theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+        )),
+        (None, Ok(None)) => Line::styled("  the holder may check out again at once", theme.dim()),
+        (None, Ok(Some(s))) => Line::styled(
+            format!(
+                "  the same holder and fingerprint are refused a seat for {}",
+                leasehold_common::policy::format_duration(std::time::Duration::from_secs(s))
+            ),
+            theme.dim(),
+        ),
+        (None, Err(_)) => Line::styled("  type how long, e.g. 90m", theme.dim()),
+    };
+    let hints = if m.editing_reason() {
+        "  Enter revoke   Esc cancel   Tab next field"
+    } else if m.editing_custom() {
+        "  Enter revoke   Esc cancel   ← → block   Tab next field"
+    } else {
+        "  y/Enter revoke   n/Esc cancel   b ← → block   Tab type a reason"
     };
     let lines = vec![
         Line::from(Span::styled(
@@ -107,6 +229,9 @@ pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal) {
             Span::raw("  reason       "),
             Span::styled(reason, reason_style),
         ]),
+        Line::from(block),
+        Line::from(custom),
+        outcome,
         Line::raw(""),
         Line::from(Span::styled(hints, theme.fg(Color::Cyan))),
     ];

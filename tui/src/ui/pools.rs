@@ -2,31 +2,42 @@
 //! and, once the 30 s usage fetch has delivered, today's denials and a
 //! sparkline of the last hour.
 //!
-//! Column widths are computed here, not left to the layout solver: the
-//! number columns are as wide as their widest value (never cut), and the
-//! room that remains goes to the gauge and the sparkline, which shrink on a
-//! narrow screen (the sparkline by merging minutes, see `sparkline`).
+//! Column widths are computed here, not left to the layout solver (which
+//! cuts cells when the columns add up to more than the width): the number
+//! columns are as wide as their widest value and never cut. When the pane is
+//! too narrow, the gauge shrinks first (to its least), then the pool id
+//! (ending in `…`), then every number takes its compact form (`97.4k/1M`,
+//! `compact_count`; the help lists the exact figures), then the gauge goes
+//! and the id shrinks further. The room left goes to the gauge and the
+//! sparkline (merging minutes, see `sparkline`).
 
 use leasehold_common::api::LicenseSummary;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::Line;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Table};
 
 use super::sparkline::{spark_line, spark_width};
 use super::theme::pane_block;
-use super::{Theme, bar};
+use super::{Theme, bar, fit_line};
 use crate::app::{App, SPARK_MINUTES};
 use crate::commands::policy_secs;
+use crate::format::{cells, compact_count, ellipsize};
 
-/// The gauge's width with room to spare, and the least it shrinks to.
+/// The gauge's width with room to spare, and the least it shrinks to
+/// before the pool id gives way.
 const GAUGE_MAX: usize = 20;
 const GAUGE_MIN: usize = 10;
+/// The widest the pool id column gets, and the least it shrinks to before
+/// the numbers go compact.
+const ID_MAX: usize = 40;
+const ID_MIN: usize = 8;
 
 /// Widths of the pane's columns, in cells; `spark` 0 means no sparkline,
 /// `denied` 0 no usage columns at all (nothing fetched yet, or a server
 /// without the usage endpoint: the pane then looks as it always did).
+/// `compact`: the numbers are printed by [`compact_count`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Columns {
     id: usize,
@@ -37,15 +48,32 @@ struct Columns {
     status: usize,
     denied: usize,
     spark: usize,
+    compact: bool,
 }
 
-fn live_cell(l: &LicenseSummary) -> String {
-    format!("{:>4}/{}", l.live, l.seats)
+fn count(n: u64, compact: bool) -> String {
+    if compact {
+        compact_count(n)
+    } else {
+        n.to_string()
+    }
 }
 
-fn denied_cell(app: &App, l: &LicenseSummary) -> String {
+fn live_cell(l: &LicenseSummary, compact: bool) -> String {
+    format!(
+        "{:>4}/{}",
+        count(l.live.into(), compact),
+        count(l.seats.into(), compact)
+    )
+}
+
+fn free_cell(l: &LicenseSummary, compact: bool) -> String {
+    count(l.seats.saturating_sub(l.live).into(), compact)
+}
+
+fn denied_cell(app: &App, l: &LicenseSummary, compact: bool) -> String {
     match app.pool_usage(&l.id).and_then(|u| u.denials_today) {
-        Some(d) => d.to_string(),
+        Some(d) => count(d, compact),
         None => "—".to_string(),
     }
 }
@@ -55,43 +83,65 @@ fn columns(inner: usize, app: &App) -> Columns {
     let widest = |cell: &dyn Fn(&LicenseSummary) -> String, least: usize| {
         app.licenses
             .iter()
-            .map(|l| cell(l).chars().count())
+            .map(|l| cells(&cell(l)))
             .fold(least, usize::max)
     };
-    let id = widest(&|l| l.id.clone(), 8).min(40);
-    let live = widest(&live_cell, "LIVE/SEATS".len());
-    let free = widest(&|l| l.seats.saturating_sub(l.live).to_string(), 5);
+    let id_full = widest(&|l| l.id.clone(), 8).min(ID_MAX);
     let ttl = widest(&|l| policy_secs(l.ttl_s), 6);
     let status = 8;
+    let usage = app.has_usage();
     let mut cols = Columns {
-        id,
+        id: id_full,
         gauge: GAUGE_MAX,
-        live,
-        free,
+        live: 0,
+        free: 0,
         ttl,
         status,
         denied: 0,
         spark: 0,
+        compact: false,
     };
-    if !app.has_usage() {
+    for compact in [false, true] {
+        cols.compact = compact;
+        cols.live = widest(&|l| live_cell(l, compact), "LIVE/SEATS".len());
+        cols.free = widest(&|l| free_cell(l, compact), 5);
+        if usage {
+            cols.denied = widest(&|l| denied_cell(app, l, compact), "DENIED".len());
+        }
+        // The columns and the filler after them, one space apart (one
+        // more than needed without usage: the pane looked so before).
+        let fixed = cols.live + cols.free + ttl + status + cols.denied + 8;
+        let id_least = ID_MIN.min(id_full);
+        cols.id = inner
+            .saturating_sub(fixed + GAUGE_MIN)
+            .clamp(id_least, id_full);
+        if fixed + cols.id + GAUGE_MIN > inner && !compact {
+            continue; // exact figures leave too little: go compact
+        }
+        // Last resort on a very narrow pane: the gauge goes, the id shrinks.
+        cols.id = cols.id.min(inner.saturating_sub(fixed)).max(1);
+        let room = inner.saturating_sub(fixed + cols.id);
+        if !usage {
+            cols.gauge = GAUGE_MAX.min(room);
+            return cols;
+        }
+        // The gauge gives up width before the sparkline does, down to its least.
+        cols.gauge = room
+            .saturating_sub(SPARK_MINUTES)
+            .clamp(GAUGE_MIN, GAUGE_MAX)
+            .min(room);
+        cols.spark = spark_width(room - cols.gauge);
         return cols;
     }
-    cols.denied = widest(&|l| denied_cell(app, l), "DENIED".len());
-    // Eight columns and the filler after them, one space apart.
-    let fixed = id + live + free + ttl + status + cols.denied + 8;
-    let room = inner.saturating_sub(fixed);
-    // The gauge gives up width before the sparkline does, down to its least.
-    cols.gauge = room
-        .saturating_sub(SPARK_MINUTES)
-        .clamp(GAUGE_MIN, GAUGE_MAX)
-        .min(room);
-    cols.spark = spark_width(room - cols.gauge);
     cols
 }
 
 /// The pane's title: what the usage columns mean, when they are shown.
-fn title(app: &App, cols: Columns) -> Line<'static> {
+fn title(app: &App, cols: Columns, width: usize) -> Line<'static> {
     let mut t = format!(" Pools ({}) ", app.licenses.len());
+    if cols.compact {
+        t.push_str("· compact figures: exact in ? help ");
+    }
     if cols.denied > 0 {
         t.push_str("· DENIED: since 00:00 UTC ");
     }
@@ -103,7 +153,7 @@ fn title(app: &App, cols: Columns) -> Line<'static> {
         };
         t.push_str(&format!("· LAST HOUR: peak in use per {unit} "));
     }
-    Line::from(t)
+    fit_line(vec![Span::raw(t)], width)
 }
 
 fn pool_row(l: &LicenseSummary, app: &App, cols: Columns, theme: Theme) -> Row<'static> {
@@ -116,10 +166,10 @@ fn pool_row(l: &LicenseSummary, app: &App, cols: Columns, theme: Theme) -> Row<'
         ("● ok", theme.fg(Color::Green))
     };
     let mut cells = vec![
-        Cell::from(l.id.clone()),
+        Cell::from(ellipsize(&l.id, cols.id).into_owned()),
         Cell::from(bar(l.live, l.seats, cols.gauge)).style(style),
-        Cell::from(live_cell(l)),
-        Cell::from(l.seats.saturating_sub(l.live).to_string()),
+        Cell::from(live_cell(l, cols.compact)),
+        Cell::from(free_cell(l, cols.compact)),
         Cell::from(policy_secs(l.ttl_s)),
         Cell::from(status).style(style),
     ];
@@ -131,7 +181,7 @@ fn pool_row(l: &LicenseSummary, app: &App, cols: Columns, theme: Theme) -> Row<'
             Some(_) => Style::new(),
             None => theme.dim(),
         };
-        cells.push(Cell::from(denied_cell(app, l)).style(denied_style));
+        cells.push(Cell::from(denied_cell(app, l, cols.compact)).style(denied_style));
         if cols.spark > 0 {
             let spark = match usage.and_then(|u| u.last_hour.as_deref()) {
                 Some(minutes) => spark_line(minutes, cols.spark, theme),
@@ -144,7 +194,8 @@ fn pool_row(l: &LicenseSummary, app: &App, cols: Columns, theme: Theme) -> Row<'
 }
 
 pub(super) fn draw_pools(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
-    let cols = columns(area.width.saturating_sub(2) as usize, app);
+    let inner = area.width.saturating_sub(2) as usize;
+    let cols = columns(inner, app);
     let mut header = vec!["POOL", "USED", "LIVE/SEATS", "FREE", "TTL", "STATUS"];
     let mut widths = vec![
         cols.id,
@@ -170,7 +221,7 @@ pub(super) fn draw_pools(frame: &mut Frame, area: Rect, app: &App, theme: Theme)
         .chain([Constraint::Fill(1)]);
     let table = Table::new(rows, constraints)
         .header(header)
-        .block(pane_block(title(app, cols), false, theme));
+        .block(pane_block(title(app, cols, inner), false, theme));
     frame.render_widget(table, area);
 }
 
@@ -212,8 +263,13 @@ mod tests {
         assert_eq!((mid.gauge, mid.spark), (10, 30));
         let narrow = columns(78, &app);
         assert_eq!((narrow.gauge, narrow.spark), (10, 15));
+        // Too narrow for the exact figures with the least gauge: the
+        // numbers go compact ("1.23M").
         let tiny = columns(60, &app);
-        assert_eq!((tiny.gauge, tiny.spark), (8, 0));
+        assert_eq!(
+            (tiny.compact, tiny.denied, tiny.gauge, tiny.spark),
+            (true, 6, 9, 0)
+        );
     }
 
     #[test]
