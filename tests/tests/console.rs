@@ -560,3 +560,97 @@ async fn console_survives_the_server_going_away() {
     })
     .await;
 }
+
+/// Revoke with a block chosen in the modal: the seat goes, its holder (same
+/// fingerprint) is refused a new seat with 403 for the 10 minutes chosen,
+/// and anyone else still gets one.
+#[tokio::test]
+async fn console_revokes_with_a_block() {
+    require_tmux();
+    let server = Server::start(TEST_LICENSES).await;
+    let seat = checkout(&server, "frank-e2e", "fp-frank").await;
+    checkout(&server, "gina-e2e", "fp-gina").await;
+    let logs = tempfile::tempdir().unwrap();
+    let tmux = Tmux::start(
+        "block",
+        &console_command(&server, &logs.path().join("console.log"), ""),
+    );
+    tmux.wait_for("the held seats", Duration::from_secs(20), |s| {
+        s.contains("frank-e2e") && s.contains("gina-e2e") && s.contains("connected")
+    })
+    .await;
+
+    // Select frank's seat: the detail bar under the table names it whole.
+    tmux.keys(&["/"]);
+    tmux.type_text("frank-e2e");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("frank's seat selected", Duration::from_secs(10), |s| {
+        s.contains("Holders 1 of 2") && s.contains(&format!("seat {seat}"))
+    })
+    .await;
+
+    // Open revoke, choose 10m with b, confirm.
+    tmux.keys(&["r"]);
+    let modal = tmux
+        .wait_for("the revoke modal", Duration::from_secs(10), |s| {
+            s.contains("Revoke seat") && s.contains("[none]")
+        })
+        .await;
+    assert!(modal.contains(&seat), "{modal}");
+    tmux.keys(&["b"]);
+    tmux.wait_for("the 10m block chosen", Duration::from_secs(10), |s| {
+        s.contains("[10m]") && s.contains("refused a seat for 10m")
+    })
+    .await;
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the outcome", Duration::from_secs(10), |s| {
+        s.contains("revoked frank-e2e")
+    })
+    .await;
+
+    // Over HTTP: the seat is gone, the event says for how long the block
+    // runs on the server's clock, frank is refused, gina's peers are not.
+    assert!(!seat_ids(&server).await.contains(&seat), "seat still held");
+    let revoke = server
+        .events_of("revoke")
+        .await
+        .into_iter()
+        .find(|e| e["seat_id"] == seat.as_str())
+        .expect("the revoke event");
+    let detail = revoke["detail"].as_str().expect("detail");
+    let until = detail
+        .split("re-checkout blocked until ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no block in {detail:?}"));
+    let at: leasehold_common::Timestamp =
+        serde_json::from_value(revoke["at"].clone()).expect("event time");
+    let until: leasehold_common::Timestamp =
+        serde_json::from_value(Value::String(until.trim().to_string())).expect("block end");
+    assert_eq!(until.millis_since(at), 600_000, "{revoke}");
+    let again = server
+        .checkout(
+            "small",
+            "small-key",
+            json!({ "holder": "frank-e2e", "fingerprint": "fp-frank" }),
+        )
+        .await;
+    assert_eq!(again.status(), 403, "frank is blocked");
+    let other = server
+        .checkout(
+            "small",
+            "small-key",
+            json!({ "holder": "henry-e2e", "fingerprint": "fp-henry" }),
+        )
+        .await;
+    assert!(
+        other.status().is_success(),
+        "henry gets a seat: {}",
+        other.status()
+    );
+
+    tmux.keys(&["q"]);
+    eventually(Duration::from_secs(10), "the console to exit", || async {
+        (!tmux.alive()).then_some(())
+    })
+    .await;
+}

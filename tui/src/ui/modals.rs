@@ -11,7 +11,7 @@ use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 use super::theme::Theme;
 use crate::app::{App, RevokeModal};
 use crate::commands::policy_secs;
-use crate::format::{cells, ellipsize, grouped};
+use crate::format::{cells, ellipsize, grouped, wrap_cells};
 
 /// A cleared box of `width` × `height` in the middle of the screen.
 fn popup(frame: &mut Frame, width: u16, height: u16) -> Rect {
@@ -146,13 +146,26 @@ fn pool_figures(app: &App, theme: Theme, width: usize, room: usize) -> Vec<Line<
     out
 }
 
+/// The revoke dialog's width, and where its values start.
+const REVOKE_WIDTH: u16 = 72;
+const REVOKE_INDENT: usize = 15;
+
 pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal) {
     let bold = Style::new().add_modifier(Modifier::BOLD);
-    let field = |label: &str, value: &str| {
-        Line::from(vec![
-            Span::raw(format!("  {label:<13}")),
-            Span::styled(value.to_string(), bold),
-        ])
+    // A labelled value, wrapped under itself: shown whole, never cut.
+    let field = |label: &str, value: &str, style: Style| -> Vec<Line<'static>> {
+        let room = REVOKE_WIDTH as usize - 2 - REVOKE_INDENT;
+        wrap_cells(value, room)
+            .into_iter()
+            .enumerate()
+            .map(|(i, part)| {
+                let head = if i == 0 { label } else { "" };
+                Line::from(vec![
+                    Span::raw(format!("  {head:<w$}", w = REVOKE_INDENT - 2)),
+                    Span::styled(part, style),
+                ])
+            })
+            .collect()
     };
     let editing = theme.fg(Color::Yellow).add_modifier(Modifier::UNDERLINED);
     let reason_style = if m.editing_reason() {
@@ -214,28 +227,31 @@ pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal) {
     } else {
         "  y/Enter revoke   n/Esc cancel   b ← → block   Tab type a reason"
     };
-    let lines = vec![
+    let mut lines = vec![
         Line::from(Span::styled(
             "  Revoke this seat? Its holder loses it at the next heartbeat.",
             bold,
         )),
         Line::raw(""),
-        field("holder", &m.holder),
-        field("license", &m.license_id),
-        field("seat", &m.seat_id),
-        field("fingerprint", m.fingerprint.as_deref().unwrap_or("—")),
-        Line::raw(""),
-        Line::from(vec![
-            Span::raw("  reason       "),
-            Span::styled(reason, reason_style),
-        ]),
+    ];
+    lines.extend(field("holder", &m.holder, bold));
+    lines.extend(field("license", &m.license_id, bold));
+    lines.extend(field("seat", &m.seat_id, bold));
+    lines.extend(field(
+        "fingerprint",
+        m.fingerprint.as_deref().unwrap_or("—"),
+        bold,
+    ));
+    lines.push(Line::raw(""));
+    lines.extend(field("reason", &reason, reason_style));
+    lines.extend([
         Line::from(block),
         Line::from(custom),
         outcome,
         Line::raw(""),
         Line::from(Span::styled(hints, theme.fg(Color::Cyan))),
-    ];
-    let area = popup(frame, 72, lines.len() as u16 + 2);
+    ]);
+    let area = popup(frame, REVOKE_WIDTH, lines.len() as u16 + 2);
     let block = Block::bordered()
         .border_type(BorderType::Double)
         .border_style(theme.fg(Color::Red))
