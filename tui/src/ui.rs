@@ -10,10 +10,15 @@
 //! colours (and keeps bold / reverse / underline) when `app.no_color` is set.
 
 //!
+//! Nothing is left for ratatui to cut silently: tables size their columns
+//! to fit, and a line too long for its width is cut by [`fit_line`], which
+//! ends it with `…` and never inside a number.
+//!
 //! Parts: `theme` (styles, pane frames), `pools` (the pools pane, its
-//! column widths), `sparkline` (a pool's last hour as marks), `holders` (the
-//! holders table), `modals` (help and revoke dialogs); the banner, event
-//! feed and status bar are drawn here.
+//! column widths, compact figures when narrow), `sparkline` (a pool's last
+//! hour as marks), `holders` (the holders table and the selected seat's
+//! detail bar under it), `modals` (help, with the pools' exact figures, and
+//! the revoke dialog); the banner, event feed and status bar are drawn here.
 
 mod holders;
 mod modals;
@@ -121,12 +126,16 @@ fn draw_banner(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     } else {
         "attempts"
     };
+    let width = area.width as usize;
     let text = vec![
-        Line::from(format!(
-            " ⚠ DISCONNECTED — retrying ({failures} failed {attempts} since {} local) — {kept}",
-            hms(*since)
-        )),
-        Line::from(format!("   {error}")),
+        fit_line(
+            vec![Span::raw(format!(
+                " ⚠ DISCONNECTED — retrying ({failures} failed {attempts} since {} local) — {kept}",
+                hms(*since)
+            ))],
+            width,
+        ),
+        fit_line(vec![Span::raw(format!("   {error}"))], width),
     ];
     let style = theme
         .bg(Color::White, Color::Red)

@@ -136,7 +136,10 @@ fn pool_figures(app: &App, theme: Theme, width: usize, room: usize) -> Vec<Line<
         let left = app.licenses.len() - i;
         if out.len() + lines.len() + usize::from(left > 1) > room {
             out.push(Line::from(Span::styled(
-                format!("  {left} more pools: `leasehold status` lists them all"),
+                format!(
+                    "  {left} more {}: `leasehold status` lists them all",
+                    if left == 1 { "pool" } else { "pools" }
+                ),
                 theme.dim(),
             )));
             break;
