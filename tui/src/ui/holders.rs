@@ -173,8 +173,9 @@ fn title(app: &App, theme: Theme, width: usize) -> Line<'static> {
 /// with the view, so a frame never walks all rows; wide characters are
 /// measured on the rows shown); the times, seat and state as their widest
 /// value or title. When that is too wide, the widest text column gives a
-/// cell at a time; the spare width stays at the end (easier to read across
-/// than a stretched table).
+/// cell at a time; width to spare first lets cut text columns grow whole,
+/// and the rest stays at the end (easier to read across than a stretched
+/// table).
 fn fit_columns(
     app: &App,
     labels: &[(String, bool); 7],
@@ -184,18 +185,18 @@ fn fit_columns(
     let label = |i: usize| cells(&labels[i].0);
     let shown = |f: &dyn Fn(&RowText) -> usize| rows.iter().map(f).max().unwrap_or(0);
     let [license_w, holder_w, fingerprint_w] = app.column_widths();
+    // What each text column needs to show every value whole.
+    let full = [
+        license_w.max(shown(&|r| cells(&r.seat.license_id))),
+        holder_w.max(shown(&|r| cells(&r.seat.holder))),
+        fingerprint_w.max(shown(&|r| {
+            cells(r.seat.fingerprint.as_deref().unwrap_or("—"))
+        })),
+    ];
     let mut w = [
-        license_w
-            .max(shown(&|r| cells(&r.seat.license_id)))
-            .clamp(label(0), 24),
-        holder_w
-            .max(shown(&|r| cells(&r.seat.holder)))
-            .clamp(label(1), 40),
-        fingerprint_w
-            .max(shown(&|r| {
-                cells(r.seat.fingerprint.as_deref().unwrap_or("—"))
-            }))
-            .clamp(label(2), 32),
+        full[0].clamp(label(0), 24),
+        full[1].clamp(label(1), 40),
+        full[2].clamp(label(2), 32),
         label(3).max(8),
         label(4).max(shown(&|r| cells(&r.held))),
         label(5).max(shown(&|r| cells(&r.expires))),
@@ -207,6 +208,12 @@ fn fit_columns(
             break; // only on a screen narrower than the times and the seat
         };
         w[widest] -= 1;
+    }
+    // Width to spare: a text column cut by its bound grows back towards
+    // whole, holder first (the column support staff read most).
+    for i in [1, 0, 2] {
+        let spare = inner.saturating_sub(total(&w));
+        w[i] += full[i].saturating_sub(w[i]).min(spare);
     }
     w
 }
@@ -255,8 +262,25 @@ pub fn detail_lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>>
     lines.into_iter().map(Line::from).collect()
 }
 
+/// [`detail_lines`] in at most `max` lines: when they do not all fit, the
+/// last line says so instead of the rest being cut unseen.
+pub fn detail_fitted(app: &App, theme: Theme, width: usize, max: usize) -> Vec<Line<'static>> {
+    let mut lines = detail_lines(app, theme, width);
+    if lines.len() > max {
+        lines.truncate(max.saturating_sub(1));
+        lines.push(fit_line(
+            vec![Span::styled(
+                " … more than fits: a wider terminal shows it all",
+                theme.dim(),
+            )],
+            width,
+        ));
+    }
+    lines
+}
+
 pub fn draw_detail(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
-    let lines = detail_lines(app, theme, area.width as usize);
+    let lines = detail_fitted(app, theme, area.width as usize, area.height as usize);
     frame.render_widget(Paragraph::new(lines), area);
 }
 
