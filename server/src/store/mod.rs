@@ -44,6 +44,8 @@ use command::Command;
 pub use error::StoreError;
 pub use read::ReadPool;
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
+#[doc(hidden)]
+pub use schema::migrate_to as sqlite_migrate_to;
 pub use seat_query::{SeatQuery, SeatSort, SeatsPage};
 pub use ui_sessions::{UiSessionOp, UiSessionRow};
 use writer::Writer;

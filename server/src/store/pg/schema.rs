@@ -144,6 +144,38 @@ const MIGRATIONS: &[&str] = &[
         WHERE ended_at IS NOT NULL;
     CREATE INDEX sessions_open ON sessions (license_id, started_at) WHERE ended_at IS NULL;
     "#,
+    // v5: sessions keyed by insertion order, leases naming their session
+    // (the same shape as SQLite's v5): a new session's key goes at the end
+    // of the primary key's index, not at a random place, and ending one is
+    // a lookup by that key.
+    r#"
+    CREATE TABLE sessions_v5 (
+        id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        seat_id     TEXT NOT NULL,
+        license_id  TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        fingerprint TEXT,
+        started_at  BIGINT NOT NULL,
+        ended_at    BIGINT,
+        end_kind    TEXT
+    );
+    INSERT INTO sessions_v5 (seat_id, license_id, holder, fingerprint, started_at, ended_at, end_kind)
+        SELECT seat_id, license_id, holder, fingerprint, started_at, ended_at, end_kind
+        FROM sessions ORDER BY started_at, seat_id;
+    ALTER TABLE leases ADD COLUMN session_id BIGINT;
+    UPDATE leases SET session_id = s.id FROM sessions_v5 s
+        WHERE s.seat_id = leases.seat_id AND s.ended_at IS NULL;
+    DROP TABLE sessions;
+    ALTER TABLE sessions_v5 RENAME TO sessions;
+    ALTER INDEX sessions_v5_pkey RENAME TO sessions_pkey;
+    ALTER SEQUENCE sessions_v5_id_seq RENAME TO sessions_id_seq;
+    CREATE INDEX sessions_by_end ON sessions (ended_at) WHERE ended_at IS NOT NULL;
+    CREATE INDEX sessions_by_license_time
+        ON sessions (license_id, started_at, seat_id, ended_at, holder);
+    CREATE INDEX sessions_by_license_end ON sessions (license_id, ended_at, started_at)
+        WHERE ended_at IS NOT NULL;
+    CREATE INDEX sessions_open ON sessions (license_id, started_at) WHERE ended_at IS NULL;
+    "#,
 ];
 
 /// The schema version this build writes.
