@@ -14,8 +14,7 @@ use leasehold_server::clock::{Clock, ManualClock};
 use leasehold_server::licenses::LicensesHandle;
 use leasehold_server::store::history::{SessionCursor, SessionsQuery, UsageQuery};
 use leasehold_server::store::{
-    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, SCHEMA_VERSION, Store,
-    sqlite_migrate_to,
+    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Store, pg, sqlite_migrate_to,
 };
 use leasehold_server::usage::{Usage, UsageRange};
 use support::{TestDb, at, license_toml};
@@ -402,43 +401,11 @@ async fn an_empty_history_and_the_future() {
 ///  75 lap stops being live (70 + skew); 91 lap reaped (grace 15 s)
 /// ```
 #[tokio::test]
-async fn sqlite_a_v4_history_migrates_and_its_open_sessions_still_end() {
-    let db = TestDb::sqlite();
-    {
-        let mut c = rusqlite::Connection::open(db.sqlite_path()).unwrap();
-        sqlite_migrate_to(&mut c, 4).unwrap();
-        let ms = |n: i64| s(n).as_millis();
-        for (seat, holder, start, end, kind) in [
-            ("00old1", "old1", 0, Some(20), Some("release")),
-            ("00old2", "old2", 5, Some(70), Some("lapse")),
-            ("ffrel", "rel", 10, None, None),
-            ("ddrev", "rev", 10, None, None),
-            ("bblap", "lap", 10, None, None),
-        ] {
-            c.execute(
-                "INSERT INTO sessions (seat_id, license_id, holder, started_at, ended_at, end_kind)
-                 VALUES (?1, 'day', ?2, ?3, ?4, ?5)",
-                rusqlite::params![seat, holder, ms(start), end.map(ms), kind],
-            )
-            .unwrap();
-            if end.is_none() {
-                c.execute(
-                    "INSERT INTO leases (seat_id, license_id, holder, checked_out_at,
-                                         issued_at, expires_at)
-                     VALUES (?1, 'day', ?2, ?3, ?3, ?4)",
-                    rusqlite::params![seat, holder, ms(start), ms(start + 60)],
-                )
-                .unwrap();
-            }
-        }
-    }
+async fn a_v4_history_migrates_and_its_open_sessions_still_end() {
+    let db = TestDb::new();
+    write_v4(&db);
     let d = Day::on(db, 10);
     d.walk(s(10)).await;
-    let version: i64 = rusqlite::Connection::open(d._db.sqlite_path())
-        .unwrap()
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, SCHEMA_VERSION);
     assert_sessions(
         &d.sessions(None, s(0), s(1000), None, 100).await,
         &[
@@ -469,15 +436,58 @@ async fn sqlite_a_v4_history_migrates_and_its_open_sessions_still_end() {
             ("old1", 0, Some(20), Some(SessionEnd::Release), 20.0),
         ],
     );
-    // Stored as read: no open session is left behind by a gone lease.
-    let open: i64 = rusqlite::Connection::open(d._db.sqlite_path())
-        .unwrap()
-        .query_row(
-            "SELECT count(*) FROM sessions WHERE ended_at IS NULL",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(open, 1, "only new's session is open");
     d.store.close().await;
+}
+
+/// The sessions and leases of the v4 test above, written at schema v4.
+fn write_v4(db: &TestDb) {
+    let ms = |n: i64| s(n).as_millis();
+    let rows = [
+        ("00old1", "old1", ms(0), Some(ms(20)), Some("release")),
+        ("00old2", "old2", ms(5), Some(ms(70)), Some("lapse")),
+        ("ffrel", "rel", ms(10), None, None),
+        ("ddrev", "rev", ms(10), None, None),
+        ("bblap", "lap", ms(10), None, None),
+    ];
+    const SESSION: &str =
+        "INSERT INTO sessions (seat_id, license_id, holder, started_at, ended_at, end_kind)
+         VALUES ($1, 'day', $2, $3, $4, $5)";
+    const LEASE: &str =
+        "INSERT INTO leases (seat_id, license_id, holder, checked_out_at, issued_at, expires_at)
+         VALUES ($1, 'day', $2, $3, $3, $4)";
+    match db {
+        TestDb::Sqlite(_) => {
+            let mut c = rusqlite::Connection::open(db.sqlite_path()).unwrap();
+            sqlite_migrate_to(&mut c, 4).unwrap();
+            for (seat, holder, start, end, kind) in rows {
+                c.execute(SESSION, rusqlite::params![seat, holder, start, end, kind])
+                    .unwrap();
+                if end.is_none() {
+                    c.execute(
+                        LEASE,
+                        rusqlite::params![seat, holder, start, start + 60_000],
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        TestDb::Postgres(url) => {
+            let url = url.clone();
+            // The blocking client runs its own runtime: not on this one.
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                pg::schema::migrate_to(&mut c, 4).unwrap();
+                for (seat, holder, start, end, kind) in rows {
+                    c.execute(SESSION, &[&seat, &holder, &start, &end, &kind])
+                        .unwrap();
+                    if end.is_none() {
+                        c.execute(LEASE, &[&seat, &holder, &start, &(start + 60_000)])
+                            .unwrap();
+                    }
+                }
+            })
+            .join()
+            .unwrap();
+        }
+    }
 }

@@ -158,6 +158,13 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX sessions_by_license_end ON sessions (license_id, ended_at, started_at)
         WHERE ended_at IS NOT NULL;
     CREATE INDEX sessions_open ON sessions (license_id, started_at) WHERE ended_at IS NULL;
+
+    -- The seats list by expiry or checkout time across licenses merges each
+    -- license's rows from the indexes by (license, expiry) and (license,
+    -- checkout), so these two only cost writes (a heartbeat moved its
+    -- lease in the one by expiry).
+    DROP INDEX leases_by_expiry;
+    DROP INDEX leases_by_checkout;
     "#,
 ];
 
