@@ -222,7 +222,8 @@ pub(super) enum Dialect {
 }
 
 /// The license ids that have leases, one index probe each (a loose scan of
-/// `leases_by_license_expiry`), for the merged orders below.
+/// an index led by `license_id`), for the merged orders below: a page of
+/// those reads at most `limit + 1` rows per license.
 pub(super) const LICENSES_WITH_LEASES: &str = "WITH RECURSIVE l(id) AS (
          SELECT min(license_id) FROM leases
          UNION ALL
