@@ -139,8 +139,8 @@ fn write_history(path: &Path, n: usize, now: i64) {
             let mut lease = tx
                 .prepare(
                     "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                         checked_out_at, issued_at, expires_at)
-                     VALUES (?1, ?2, ?3, NULL, NULL, ?4, ?5, ?6)",
+                                         checked_out_at, issued_at, expires_at, session_id)
+                     VALUES (?1, ?2, ?3, NULL, NULL, ?4, ?5, ?6, ?7)",
                 )
                 .expect("prepare");
             let mut open = tx
@@ -153,6 +153,8 @@ fn write_history(path: &Path, n: usize, now: i64) {
                 let seat = format!("{:032x}", rng.r#gen::<u128>());
                 let start = now - rng.gen_range(60_000..6 * 3_600_000i64);
                 let holder = &holders[i % HOLDERS];
+                open.execute(rusqlite::params![seat, LICENSE, holder, start])
+                    .expect("open session");
                 // Heartbeats keep them live: expiring within the TTL.
                 lease
                     .execute(rusqlite::params![
@@ -161,11 +163,10 @@ fn write_history(path: &Path, n: usize, now: i64) {
                         holder,
                         start,
                         now - 60_000,
-                        now + 3_000_000
+                        now + 3_000_000,
+                        tx.last_insert_rowid()
                     ])
                     .expect("lease");
-                open.execute(rusqlite::params![seat, LICENSE, holder, start])
-                    .expect("open session");
             }
             let mut pool = tx
                 .prepare("INSERT INTO pool_sizes (license_id, at, seats) VALUES (?1, ?2, ?3)")

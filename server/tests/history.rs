@@ -14,7 +14,7 @@ use leasehold_server::clock::{Clock, ManualClock};
 use leasehold_server::licenses::LicensesHandle;
 use leasehold_server::store::history::{SessionCursor, SessionsQuery, UsageQuery};
 use leasehold_server::store::{
-    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Store,
+    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Store, pg, sqlite_migrate_to,
 };
 use leasehold_server::usage::{Usage, UsageRange};
 use support::{TestDb, at, license_toml};
@@ -38,7 +38,10 @@ struct Day {
 
 impl Day {
     fn new(seats: u32) -> Day {
-        let db = TestDb::new();
+        Day::on(TestDb::new(), seats)
+    }
+
+    fn on(db: TestDb, seats: u32) -> Day {
         let toml = license_toml("day", seats, TTL_MS, SKEW_MS, GRACE_MS);
         let clock = ManualClock::new(at(0));
         let licenses = LicensesHandle::new(Licenses::parse(&toml).unwrap());
@@ -384,4 +387,107 @@ async fn an_empty_history_and_the_future() {
     assert_eq!(future.summary.utilization, 0.0);
     assert!(d.sessions(None, s(0), s(120), None, 10).await.is_empty());
     d.store.close().await;
+}
+
+/// A database written by a v4 build (sessions keyed by seat id, leases not
+/// naming their session) moves to v5 with every session kept, and the open
+/// ones are still ended by what ends their lease: a release, a revoke, a
+/// reap (as a lapse at expiry + skew).
+///
+/// ```text
+///   0 old1 [0, 20) released      5 old2 [5, 70) lapsed (both closed in v4)
+///  10 rel, rev, lap check out (expire 70), then the v5 build opens it
+///  30 rel releases, rev is revoked; 40 new checks out (expires 100)
+///  75 lap stops being live (70 + skew); 91 lap reaped (grace 15 s)
+/// ```
+#[tokio::test]
+async fn a_v4_history_migrates_and_its_open_sessions_still_end() {
+    let db = TestDb::new();
+    write_v4(&db);
+    let d = Day::on(db, 10);
+    d.walk(s(10)).await;
+    assert_sessions(
+        &d.sessions(None, s(0), s(1000), None, 100).await,
+        &[
+            ("rel", 10, None, None, 0.0),
+            ("rev", 10, None, None, 0.0),
+            ("lap", 10, None, None, 0.0),
+            ("old2", 5, Some(70), Some(SessionEnd::Lapse), 65.0),
+            ("old1", 0, Some(20), Some(SessionEnd::Release), 20.0),
+        ],
+    );
+
+    d.walk(s(30)).await;
+    assert!(d.store.release("day", "ffrel").await.unwrap());
+    assert!(d.store.revoke("ddrev", None, None).await.unwrap().is_some());
+    d.walk(s(40)).await;
+    d.grant(req("new", None, None), false).await;
+    d.walk(s(91)).await;
+    assert_eq!(d.store.reap(100).await.unwrap(), 1);
+    assert!(d.store.find_seat("bblap").await.unwrap().is_none());
+    assert_sessions(
+        &d.sessions(None, s(0), s(1000), None, 100).await,
+        &[
+            ("new", 40, None, None, 51.0),
+            ("rel", 10, Some(30), Some(SessionEnd::Release), 20.0),
+            ("rev", 10, Some(30), Some(SessionEnd::Revoke), 20.0),
+            ("lap", 10, Some(75), Some(SessionEnd::Lapse), 65.0),
+            ("old2", 5, Some(70), Some(SessionEnd::Lapse), 65.0),
+            ("old1", 0, Some(20), Some(SessionEnd::Release), 20.0),
+        ],
+    );
+    d.store.close().await;
+}
+
+/// The sessions and leases of the v4 test above, written at schema v4.
+fn write_v4(db: &TestDb) {
+    let ms = |n: i64| s(n).as_millis();
+    let rows = [
+        ("00old1", "old1", ms(0), Some(ms(20)), Some("release")),
+        ("00old2", "old2", ms(5), Some(ms(70)), Some("lapse")),
+        ("ffrel", "rel", ms(10), None, None),
+        ("ddrev", "rev", ms(10), None, None),
+        ("bblap", "lap", ms(10), None, None),
+    ];
+    const SESSION: &str =
+        "INSERT INTO sessions (seat_id, license_id, holder, started_at, ended_at, end_kind)
+         VALUES ($1, 'day', $2, $3, $4, $5)";
+    const LEASE: &str =
+        "INSERT INTO leases (seat_id, license_id, holder, checked_out_at, issued_at, expires_at)
+         VALUES ($1, 'day', $2, $3, $3, $4)";
+    match db {
+        TestDb::Sqlite(_) => {
+            let mut c = rusqlite::Connection::open(db.sqlite_path()).unwrap();
+            sqlite_migrate_to(&mut c, 4).unwrap();
+            for (seat, holder, start, end, kind) in rows {
+                c.execute(SESSION, rusqlite::params![seat, holder, start, end, kind])
+                    .unwrap();
+                if end.is_none() {
+                    c.execute(
+                        LEASE,
+                        rusqlite::params![seat, holder, start, start + 60_000],
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        TestDb::Postgres(url) => {
+            let url = url.clone();
+            // The blocking client runs its own runtime: not on this one.
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                pg::schema::migrate_to(&mut c, 4).unwrap();
+                for (seat, holder, start, end, kind) in rows {
+                    c.execute(SESSION, &[&seat, &holder, &start, &end, &kind])
+                        .unwrap();
+                    if end.is_none() {
+                        c.execute(LEASE, &[&seat, &holder, &start, &(start + 60_000)])
+                            .unwrap();
+                    }
+                }
+            })
+            .join()
+            .unwrap();
+        }
+    }
 }

@@ -124,6 +124,48 @@ const MIGRATIONS: &[&str] = &[
         WHERE ended_at IS NOT NULL;
     CREATE INDEX sessions_open ON sessions (license_id, started_at) WHERE ended_at IS NULL;
     "#,
+    // v5: sessions keyed by insertion order (rowid), not by the random seat
+    // id, so a checkout appends its session to the table's last page
+    // instead of dirtying a scattered one. A lease names its session
+    // (`session_id`), so release, revoke and reap end it by rowid; nothing
+    // looks a session up by seat id, so that has no index. The rows keep
+    // their start order; the v4 indexes are rebuilt as they were.
+    r#"
+    CREATE TABLE sessions_v5 (
+        id          INTEGER PRIMARY KEY,
+        seat_id     TEXT NOT NULL,
+        license_id  TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        fingerprint TEXT,
+        started_at  INTEGER NOT NULL,
+        ended_at    INTEGER,
+        end_kind    TEXT
+    );
+    INSERT INTO sessions_v5 (seat_id, license_id, holder, fingerprint, started_at, ended_at, end_kind)
+        SELECT seat_id, license_id, holder, fingerprint, started_at, ended_at, end_kind
+        FROM sessions ORDER BY started_at, seat_id;
+    ALTER TABLE leases ADD COLUMN session_id INTEGER;
+    -- Only for this statement: a lease's open session by seat id.
+    CREATE INDEX sessions_v5_open_seat ON sessions_v5 (seat_id) WHERE ended_at IS NULL;
+    UPDATE leases SET session_id = (
+        SELECT id FROM sessions_v5 s WHERE s.seat_id = leases.seat_id AND s.ended_at IS NULL);
+    DROP INDEX sessions_v5_open_seat;
+    DROP TABLE sessions;
+    ALTER TABLE sessions_v5 RENAME TO sessions;
+    CREATE INDEX sessions_by_end ON sessions (ended_at) WHERE ended_at IS NOT NULL;
+    CREATE INDEX sessions_by_license_time
+        ON sessions (license_id, started_at, seat_id, ended_at, holder);
+    CREATE INDEX sessions_by_license_end ON sessions (license_id, ended_at, started_at)
+        WHERE ended_at IS NOT NULL;
+    CREATE INDEX sessions_open ON sessions (license_id, started_at) WHERE ended_at IS NULL;
+
+    -- The seats list by expiry or checkout time across licenses merges each
+    -- license's rows from the indexes by (license, expiry) and (license,
+    -- checkout), so these two only cost writes (a heartbeat moved its
+    -- lease in the one by expiry).
+    DROP INDEX leases_by_expiry;
+    DROP INDEX leases_by_checkout;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -144,7 +186,18 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             supported: CURRENT_VERSION,
         });
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+    migrate_to(conn, CURRENT_VERSION)
+}
+
+/// Migrate up to `target` only: how the migration tests make the database
+/// an older build wrote.
+pub fn migrate_to(conn: &mut Connection, target: i64) -> Result<(), StoreError> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let (from, to) = (
+        version.max(0) as usize,
+        target.clamp(0, CURRENT_VERSION) as usize,
+    );
+    for (i, sql) in MIGRATIONS.iter().enumerate().take(to).skip(from) {
         let tx = conn.transaction()?;
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", i as i64 + 1)?;

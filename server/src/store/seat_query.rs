@@ -221,26 +221,52 @@ pub(super) enum Dialect {
     Postgres,
 }
 
+/// The license ids that have leases, one index probe each (a loose scan of
+/// an index led by `license_id`), for the merged orders below: a page of
+/// those reads at most `limit + 1` rows per license.
+pub(super) const LICENSES_WITH_LEASES: &str = "WITH RECURSIVE l(id) AS (
+         SELECT min(license_id) FROM leases
+         UNION ALL
+         SELECT (SELECT min(license_id) FROM leases WHERE license_id > l.id)
+         FROM l WHERE l.id IS NOT NULL)
+     SELECT id FROM l WHERE id IS NOT NULL";
+
+/// Bind `p` and return its placeholder.
+fn placeholder(dialect: Dialect, p: Param, params: &mut Vec<Param>) -> String {
+    params.push(p);
+    match dialect {
+        Dialect::Sqlite => format!("?{}", params.len()),
+        Dialect::Postgres => format!("${}", params.len()),
+    }
+}
+
+fn where_of(f: &[String]) -> String {
+    if f.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", f.join(" AND "))
+    }
+}
+
 impl SeatQuery {
-    /// Build both statements. Lowercasing in SQL: `lh_lower` on SQLite (Rust's
-    /// `to_lowercase`, registered on every read connection), `lower` on
-    /// PostgreSQL.
-    pub(super) fn sql(&self, dialect: Dialect) -> Sql {
-        let mut params: Vec<Param> = Vec::new();
-        let placeholder = |p: Param, params: &mut Vec<Param>| {
-            params.push(p);
-            match dialect {
-                Dialect::Sqlite => format!("?{}", params.len()),
-                Dialect::Postgres => format!("${}", params.len()),
-            }
-        };
+    /// Seats of every license by expiry or by checkout time: read as each
+    /// license's first rows from its `(license_id, key)` index, merged, so
+    /// no index of its own (a heartbeat moves its lease in every index
+    /// holding `expires_at`) is needed. [`sql`](Self::sql) needs the
+    /// licenses that have leases ([`LICENSES_WITH_LEASES`]) for these.
+    pub(super) fn merges_licenses(&self) -> bool {
+        self.license.is_none() && matches!(self.sort, SeatSort::ExpiresAt | SeatSort::CheckedOutAt)
+    }
+
+    /// The filters (license, q) and, `with_cursor`, where the page starts.
+    fn filters(&self, dialect: Dialect, params: &mut Vec<Param>, with_cursor: bool) -> Vec<String> {
         let mut filters: Vec<String> = Vec::new();
         if let Some(l) = &self.license {
-            let p = placeholder(Param::Text(l.clone()), &mut params);
+            let p = placeholder(dialect, Param::Text(l.clone()), params);
             filters.push(format!("license_id = {p}"));
         }
         if let Some(q) = &self.q {
-            let p = placeholder(Param::Text(q.clone()), &mut params);
+            let p = placeholder(dialect, Param::Text(q.clone()), params);
             filters.push(match dialect {
                 Dialect::Sqlite => format!(
                     "(instr(lh_lower(holder), {p}) > 0 \
@@ -254,48 +280,87 @@ impl SeatQuery {
                 ),
             });
         }
-        let where_of = |f: &[String]| {
-            if f.is_empty() {
-                String::new()
-            } else {
-                format!(" WHERE {}", f.join(" AND "))
-            }
-        };
-        let count = format!("SELECT count(*) FROM leases{}", where_of(&filters));
-        let count_params = params.clone();
-
-        let mut columns: Vec<&str> = self.sort.columns().to_vec();
-        columns.push("seat_id");
-        if let Some(c) = &self.after {
+        if let Some(c) = self.after.as_ref().filter(|_| with_cursor) {
             let mut values: Vec<String> = Vec::new();
             for k in &c.key {
                 let p = match k {
                     Key::Text(s) => Param::Text(s.clone()),
                     Key::Int(n) => Param::Int(*n),
                 };
-                values.push(placeholder(p, &mut params));
+                values.push(placeholder(dialect, p, params));
             }
-            values.push(placeholder(Param::Text(c.seat_id.clone()), &mut params));
+            values.push(placeholder(dialect, Param::Text(c.seat_id.clone()), params));
             let op = if self.desc { "<" } else { ">" };
             filters.push(format!(
                 "({}) {op} ({})",
-                columns.join(", "),
+                self.key_columns().join(", "),
                 values.join(", ")
             ));
         }
-        let dir = if self.desc { " DESC" } else { "" };
-        let order: Vec<String> = columns.iter().map(|c| format!("{c}{dir}")).collect();
-        let mut page = format!(
-            "SELECT {} FROM leases{} ORDER BY {}",
-            lease_columns!(),
-            where_of(&filters),
-            order.join(", ")
+        filters
+    }
+
+    /// The sort key's columns, then `seat_id`.
+    fn key_columns(&self) -> Vec<&'static str> {
+        let mut columns: Vec<&str> = self.sort.columns().to_vec();
+        columns.push("seat_id");
+        columns
+    }
+
+    /// Build both statements. Lowercasing in SQL: `lh_lower` on SQLite (Rust's
+    /// `to_lowercase`, registered on every read connection), `lower` on
+    /// PostgreSQL. `licenses`: those with leases, when
+    /// [`merges_licenses`](Self::merges_licenses).
+    pub(super) fn sql(&self, dialect: Dialect, licenses: &[String]) -> Sql {
+        let mut count_params = Vec::new();
+        let count = format!(
+            "SELECT count(*) FROM leases{}",
+            where_of(&self.filters(dialect, &mut count_params, false))
         );
-        if let Some(limit) = self.limit {
-            // One more than asked: whether it exists says if there is a next.
-            let p = placeholder(Param::Int(limit as i64 + 1), &mut params);
-            page.push_str(&format!(" LIMIT {p}"));
-        }
+
+        let dir = if self.desc { " DESC" } else { "" };
+        let order: Vec<String> = self
+            .key_columns()
+            .iter()
+            .map(|c| format!("{c}{dir}"))
+            .collect();
+        let order = order.join(", ");
+        // One more than asked: whether it exists says if there is a next.
+        let limit = |params: &mut Vec<Param>| match self.limit {
+            Some(l) => format!(
+                " LIMIT {}",
+                placeholder(dialect, Param::Int(l as i64 + 1), params)
+            ),
+            None => String::new(),
+        };
+        let mut params = Vec::new();
+        let page = if self.merges_licenses() && !licenses.is_empty() {
+            let mut arms = Vec::new();
+            for (i, license) in licenses.iter().enumerate() {
+                let p = placeholder(dialect, Param::Text(license.clone()), &mut params);
+                let mut filters = vec![format!("license_id = {p}")];
+                filters.extend(self.filters(dialect, &mut params, true));
+                arms.push(format!(
+                    "SELECT * FROM (SELECT {} FROM leases{} ORDER BY {order}{}) AS a{i}",
+                    lease_columns!(),
+                    where_of(&filters),
+                    limit(&mut params)
+                ));
+            }
+            format!(
+                "SELECT * FROM ({}) AS merged ORDER BY {order}{}",
+                arms.join(" UNION ALL "),
+                limit(&mut params)
+            )
+        } else {
+            let filters = self.filters(dialect, &mut params, true);
+            format!(
+                "SELECT {} FROM leases{} ORDER BY {order}{}",
+                lease_columns!(),
+                where_of(&filters),
+                limit(&mut params)
+            )
+        };
         Sql {
             count,
             count_params,
@@ -344,8 +409,15 @@ pub(super) fn register_lower(c: &Connection) -> rusqlite::Result<()> {
 
 /// The page on SQLite, count and rows from one read transaction.
 pub(super) fn sqlite_page(c: &Connection, query: &SeatQuery) -> rusqlite::Result<SeatsPage> {
-    let sql = query.sql(Dialect::Sqlite);
     let tx = c.unchecked_transaction()?;
+    let licenses: Vec<String> = if query.merges_licenses() {
+        tx.prepare_cached(LICENSES_WITH_LEASES)?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?
+    } else {
+        Vec::new()
+    };
+    let sql = query.sql(Dialect::Sqlite, &licenses);
     let total: i64 = tx
         .prepare_cached(&sql.count)?
         .query_row(params_from_iter(sqlite_params(&sql.count_params)), |r| {

@@ -14,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::live_index::LiveIndex;
 use super::read::{lease_columns, lease_from_row};
-use super::rules::{LeaseTx, NewEvent, Result, reap_detail};
+use super::rules::{Deleted, LeaseTx, NewEvent, Result, SessionId, reap_detail};
 use super::{LeaseRow, StoreError};
 
 /// The writer's connection and live index, for one batch.
@@ -145,12 +145,17 @@ impl LeaseTx for SqliteTx<'_> {
             .optional()?)
     }
 
-    fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()> {
+    fn insert_lease(
+        &mut self,
+        lease: &LeaseRow,
+        idempotency_key: Option<&str>,
+        session: SessionId,
+    ) -> Result<()> {
         self.conn
             .prepare_cached(
                 "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                     checked_out_at, issued_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                                     checked_out_at, issued_at, expires_at, session_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(params![
                 lease.seat_id,
@@ -160,7 +165,8 @@ impl LeaseTx for SqliteTx<'_> {
                 idempotency_key,
                 lease.checked_out_at.as_millis(),
                 lease.issued_at.as_millis(),
-                lease.expires_at.as_millis()
+                lease.expires_at.as_millis(),
+                session
             ])?;
         self.index
             .insert(&lease.license_id, lease.expires_at.as_millis());
@@ -182,26 +188,27 @@ impl LeaseTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn delete_lease(
-        &mut self,
-        seat_id: &str,
-        license_id: Option<&str>,
-    ) -> Result<Option<LeaseRow>> {
+    fn delete_lease(&mut self, seat_id: &str, license_id: Option<&str>) -> Result<Option<Deleted>> {
         const SQL: &str = concat!(
             "DELETE FROM leases WHERE seat_id = ?1 AND (?2 IS NULL OR license_id = ?2) RETURNING ",
             lease_columns!(),
-            ""
+            ", session_id"
         );
-        let row = self
+        let deleted = self
             .conn
             .prepare_cached(SQL)?
-            .query_row(params![seat_id, license_id], lease_from_row)
+            .query_row(params![seat_id, license_id], |r| {
+                Ok(Deleted {
+                    lease: lease_from_row(r)?,
+                    session: r.get(7)?,
+                })
+            })
             .optional()?;
-        if let Some(row) = &row {
+        if let Some(d) = &deleted {
             self.index
-                .remove(&row.license_id, row.expires_at.as_millis());
+                .remove(&d.lease.license_id, d.lease.expires_at.as_millis());
         }
-        Ok(row)
+        Ok(deleted)
     }
 
     /// Set-based: one statement writes the batch's events, the next deletes
@@ -220,12 +227,11 @@ impl LeaseTx for SqliteTx<'_> {
         // The same leases as the two statements below take, before they go.
         self.conn
             .prepare_cached(
-                "UPDATE sessions SET end_kind = 'lapse', ended_at = (
-                     SELECT l.expires_at FROM leases l WHERE l.seat_id = sessions.seat_id) + ?4
-                 WHERE seat_id IN (
-                     SELECT seat_id FROM leases
-                     WHERE license_id = ?1 AND expires_at < ?2
-                     ORDER BY expires_at, seat_id LIMIT ?3)",
+                "UPDATE sessions SET end_kind = 'lapse', ended_at = r.expires_at + ?4
+                 FROM (SELECT session_id, expires_at FROM leases
+                       WHERE license_id = ?1 AND expires_at < ?2
+                       ORDER BY expires_at, seat_id LIMIT ?3) r
+                 WHERE sessions.id = r.session_id",
             )?
             .execute(params![
                 license_id,
@@ -299,7 +305,7 @@ impl LeaseTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn start_session(&mut self, lease: &LeaseRow) -> Result<()> {
+    fn start_session(&mut self, lease: &LeaseRow) -> Result<SessionId> {
         self.conn
             .prepare_cached(
                 "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at)
@@ -312,16 +318,16 @@ impl LeaseTx for SqliteTx<'_> {
                 lease.fingerprint,
                 lease.checked_out_at.as_millis()
             ])?;
-        Ok(())
+        Ok(self.conn.last_insert_rowid())
     }
 
-    fn end_session(&mut self, seat_id: &str, end: SessionEnd, at: Timestamp) -> Result<()> {
+    fn end_session(&mut self, session: SessionId, end: SessionEnd, at: Timestamp) -> Result<()> {
         self.conn
             .prepare_cached(
                 "UPDATE sessions SET ended_at = ?2, end_kind = ?3
-                 WHERE seat_id = ?1 AND ended_at IS NULL",
+                 WHERE id = ?1 AND ended_at IS NULL",
             )?
-            .execute(params![seat_id, at.as_millis(), end.as_str()])?;
+            .execute(params![session, at.as_millis(), end.as_str()])?;
         Ok(())
     }
 
@@ -359,8 +365,8 @@ impl LeaseTx for SqliteTx<'_> {
         let mut pruned = self
             .conn
             .prepare_cached(
-                "DELETE FROM sessions WHERE seat_id IN (
-                     SELECT seat_id FROM sessions WHERE ended_at < ?1 LIMIT ?2)",
+                "DELETE FROM sessions WHERE id IN (
+                     SELECT id FROM sessions WHERE ended_at < ?1 LIMIT ?2)",
             )?
             .execute(params![cutoff, limit])?;
         pruned += self

@@ -144,6 +144,45 @@ const MIGRATIONS: &[&str] = &[
         WHERE ended_at IS NOT NULL;
     CREATE INDEX sessions_open ON sessions (license_id, started_at) WHERE ended_at IS NULL;
     "#,
+    // v5: sessions keyed by insertion order, leases naming their session
+    // (the same shape as SQLite's v5): a new session's key goes at the end
+    // of the primary key's index, not at a random place, and ending one is
+    // a lookup by that key.
+    r#"
+    CREATE TABLE sessions_v5 (
+        id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        seat_id     TEXT NOT NULL,
+        license_id  TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        fingerprint TEXT,
+        started_at  BIGINT NOT NULL,
+        ended_at    BIGINT,
+        end_kind    TEXT
+    );
+    INSERT INTO sessions_v5 (seat_id, license_id, holder, fingerprint, started_at, ended_at, end_kind)
+        SELECT seat_id, license_id, holder, fingerprint, started_at, ended_at, end_kind
+        FROM sessions ORDER BY started_at, seat_id;
+    ALTER TABLE leases ADD COLUMN session_id BIGINT;
+    UPDATE leases SET session_id = s.id FROM sessions_v5 s
+        WHERE s.seat_id = leases.seat_id AND s.ended_at IS NULL;
+    DROP TABLE sessions;
+    ALTER TABLE sessions_v5 RENAME TO sessions;
+    ALTER INDEX sessions_v5_pkey RENAME TO sessions_pkey;
+    ALTER SEQUENCE sessions_v5_id_seq RENAME TO sessions_id_seq;
+    CREATE INDEX sessions_by_end ON sessions (ended_at) WHERE ended_at IS NOT NULL;
+    CREATE INDEX sessions_by_license_time
+        ON sessions (license_id, started_at, seat_id, ended_at, holder);
+    CREATE INDEX sessions_by_license_end ON sessions (license_id, ended_at, started_at)
+        WHERE ended_at IS NOT NULL;
+    CREATE INDEX sessions_open ON sessions (license_id, started_at) WHERE ended_at IS NULL;
+
+    -- The seats list by expiry or checkout time across licenses merges each
+    -- license's rows from the indexes by (license, expiry) and (license,
+    -- checkout), so these two only cost writes (a heartbeat moved its
+    -- lease in the one by expiry).
+    DROP INDEX leases_by_expiry;
+    DROP INDEX leases_by_checkout;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -154,6 +193,12 @@ const MIGRATION_LOCK: i64 = 0x6c65_6173_6568_6f6c; // "leasehol"
 
 /// Bring the database up to [`CURRENT_VERSION`].
 pub fn migrate(client: &mut Client) -> Result<(), PgStartError> {
+    migrate_to(client, CURRENT_VERSION)
+}
+
+/// Migrate up to `target` only: how the migration tests make the database
+/// an older build wrote.
+pub fn migrate_to(client: &mut Client, target: i32) -> Result<(), PgStartError> {
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
     // Checked rather than CREATE … IF NOT EXISTS, which logs a NOTICE on
@@ -180,7 +225,13 @@ pub fn migrate(client: &mut Client) -> Result<(), PgStartError> {
             supported: CURRENT_VERSION,
         });
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+    let target = target.clamp(0, CURRENT_VERSION) as usize;
+    for (i, sql) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .take(target)
+        .skip(version as usize)
+    {
         tx.batch_execute(sql)?;
         tx.execute(
             "UPDATE leasehold_schema SET version = $1",

@@ -4,7 +4,7 @@
 use tokio_postgres::types::ToSql;
 
 use super::super::StoreError;
-use super::super::seat_query::{Dialect, Param, SeatQuery, SeatsPage};
+use super::super::seat_query::{Dialect, LICENSES_WITH_LEASES, Param, SeatQuery, SeatsPage};
 use super::reads::{PgReads, lease_from_row};
 
 fn refs(v: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
@@ -27,16 +27,25 @@ fn pg_params(params: &[Param]) -> Vec<Box<dyn ToSql + Sync + Send>> {
 
 impl PgReads {
     pub async fn seats_page(&self, query: &SeatQuery) -> Result<SeatsPage, StoreError> {
-        let sql = query.sql(Dialect::Postgres);
         let mut client = self.client().await?;
-        let count_params = pg_params(&sql.count_params);
-        let page_params = pg_params(&sql.page_params);
         let tx = client
             .build_transaction()
             .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
             .read_only(true)
             .start()
             .await?;
+        let licenses: Vec<String> = if query.merges_licenses() {
+            tx.query(LICENSES_WITH_LEASES, &[])
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let sql = query.sql(Dialect::Postgres, &licenses);
+        let count_params = pg_params(&sql.count_params);
+        let page_params = pg_params(&sql.page_params);
         let total: i64 = tx.query_one(&sql.count, &refs(&count_params)).await?.get(0);
         let rows = tx.query(&sql.page, &refs(&page_params)).await?;
         tx.commit().await?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use leasehold_common::api::{Event, EventKind, SessionEnd};
 use postgres::{Client, Row, Statement};
 
-use super::super::rules::{LeaseTx, NewEvent, Result, reap_detail};
+use super::super::rules::{Deleted, LeaseTx, NewEvent, Result, SessionId, reap_detail};
 use super::super::{LeaseRow, StoreError};
 
 const LEASE_COLUMNS: &str =
@@ -79,15 +79,15 @@ impl Statements {
             ))?,
             insert_lease: p(
                 "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                     checked_out_at, issued_at, expires_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                                     checked_out_at, issued_at, expires_at, session_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )?,
             renew_lease: p(
                 "UPDATE leases SET issued_at = $2, expires_at = $3 WHERE seat_id = $1",
             )?,
             delete_lease: p(&format!(
                 "DELETE FROM leases WHERE seat_id = $1 AND ($2::text IS NULL OR license_id = $2)
-                 RETURNING {LEASE_COLUMNS}"
+                 RETURNING {LEASE_COLUMNS}, session_id"
             ))?,
             // SKIP LOCKED: two replicas reaping at once split the work; a
             // lease is deleted, and its event written, exactly once.
@@ -98,7 +98,7 @@ impl Statements {
                      ORDER BY expires_at, seat_id LIMIT $3
                      FOR UPDATE SKIP LOCKED)
                  DELETE FROM leases l USING victims v WHERE l.seat_id = v.seat_id
-                 RETURNING l.seat_id, l.holder, l.expires_at",
+                 RETURNING l.seat_id, l.holder, l.expires_at, l.session_id",
             )?,
             take_event_ids: p(
                 "UPDATE cluster SET last_event_id = last_event_id + $1 WHERE id = 1
@@ -119,16 +119,16 @@ impl Statements {
             )?,
             end_reaped_sessions: p(
                 "UPDATE sessions SET end_kind = 'lapse', ended_at = e.ended_at
-                 FROM unnest($1::text[], $2::bigint[]) AS e(seat_id, ended_at)
-                 WHERE sessions.seat_id = e.seat_id",
+                 FROM unnest($1::bigint[], $2::bigint[]) AS e(id, ended_at)
+                 WHERE sessions.id = e.id",
             )?,
             start_session: p(
                 "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at)
-                 VALUES ($1, $2, $3, $4, $5)",
+                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
             )?,
             end_session: p(
                 "UPDATE sessions SET ended_at = $2, end_kind = $3
-                 WHERE seat_id = $1 AND ended_at IS NULL",
+                 WHERE id = $1 AND ended_at IS NULL",
             )?,
             count_denial: p(
                 "INSERT INTO denials (license_id, second_ms, count) VALUES ($1, $2, 1)
@@ -143,8 +143,8 @@ impl Statements {
                  ON CONFLICT (license_id, at) DO UPDATE SET seats = excluded.seats",
             )?,
             prune_sessions: p(
-                "DELETE FROM sessions WHERE seat_id IN (
-                     SELECT seat_id FROM sessions WHERE ended_at < $1 LIMIT $2)",
+                "DELETE FROM sessions WHERE id IN (
+                     SELECT id FROM sessions WHERE ended_at < $1 LIMIT $2)",
             )?,
             prune_denials: p(
                 "DELETE FROM denials WHERE (license_id, second_ms) IN (
@@ -286,7 +286,12 @@ impl LeaseTx for PgTx<'_> {
         Ok(row.as_ref().map(lease_from_row))
     }
 
-    fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()> {
+    fn insert_lease(
+        &mut self,
+        lease: &LeaseRow,
+        idempotency_key: Option<&str>,
+        session: SessionId,
+    ) -> Result<()> {
         self.tx.execute(
             &self.statements.insert_lease,
             &[
@@ -298,6 +303,7 @@ impl LeaseTx for PgTx<'_> {
                 &lease.checked_out_at.as_millis(),
                 &lease.issued_at.as_millis(),
                 &lease.expires_at.as_millis(),
+                &session,
             ],
         )?;
         Ok(())
@@ -315,15 +321,14 @@ impl LeaseTx for PgTx<'_> {
         Ok(())
     }
 
-    fn delete_lease(
-        &mut self,
-        seat_id: &str,
-        license_id: Option<&str>,
-    ) -> Result<Option<LeaseRow>> {
+    fn delete_lease(&mut self, seat_id: &str, license_id: Option<&str>) -> Result<Option<Deleted>> {
         let row = self
             .tx
             .query_opt(&self.statements.delete_lease, &[&seat_id, &license_id])?;
-        Ok(row.as_ref().map(lease_from_row))
+        Ok(row.as_ref().map(|r| Deleted {
+            lease: lease_from_row(r),
+            session: r.get(7),
+        }))
     }
 
     fn reap_expired(
@@ -335,27 +340,29 @@ impl LeaseTx for PgTx<'_> {
         skew: Duration,
     ) -> Result<Vec<Event>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut gone: Vec<(String, String, i64)> = self
+        let mut gone: Vec<(String, String, i64, Option<SessionId>)> = self
             .tx
             .query(
                 &self.statements.reap_leases,
                 &[&license_id, &cutoff.as_millis(), &limit],
             )?
             .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
             .collect();
         if gone.is_empty() {
             return Ok(Vec::new());
         }
         // The index's order, so event ids follow expiry as on SQLite.
         gone.sort_by(|a, b| (a.2, &a.0).cmp(&(b.2, &b.0)));
-        let seats: Vec<&str> = gone.iter().map(|g| g.0.as_str()).collect();
-        let ended: Vec<i64> = gone
+        let (sessions, ended): (Vec<SessionId>, Vec<i64>) = gone
             .iter()
-            .map(|g| Timestamp::from_millis(g.2).saturating_add(skew).as_millis())
-            .collect();
+            .filter_map(|g| {
+                let ended = Timestamp::from_millis(g.2).saturating_add(skew);
+                g.3.map(|id| (id, ended.as_millis()))
+            })
+            .unzip();
         self.tx
-            .execute(&self.statements.end_reaped_sessions, &[&seats, &ended])?;
+            .execute(&self.statements.end_reaped_sessions, &[&sessions, &ended])?;
         let n = gone.len() as i64;
         let last: i64 = self
             .tx
@@ -364,7 +371,7 @@ impl LeaseTx for PgTx<'_> {
         let events: Vec<Event> = gone
             .into_iter()
             .zip(last - n + 1..)
-            .map(|((seat_id, holder, expires_at), id)| Event {
+            .map(|((seat_id, holder, expires_at, _), id)| Event {
                 id,
                 at: now,
                 kind: EventKind::Reap,
@@ -386,8 +393,8 @@ impl LeaseTx for PgTx<'_> {
         Ok(())
     }
 
-    fn start_session(&mut self, lease: &LeaseRow) -> Result<()> {
-        self.tx.execute(
+    fn start_session(&mut self, lease: &LeaseRow) -> Result<SessionId> {
+        let row = self.tx.query_one(
             &self.statements.start_session,
             &[
                 &lease.seat_id,
@@ -397,13 +404,13 @@ impl LeaseTx for PgTx<'_> {
                 &lease.checked_out_at.as_millis(),
             ],
         )?;
-        Ok(())
+        Ok(row.get(0))
     }
 
-    fn end_session(&mut self, seat_id: &str, end: SessionEnd, at: Timestamp) -> Result<()> {
+    fn end_session(&mut self, session: SessionId, end: SessionEnd, at: Timestamp) -> Result<()> {
         self.tx.execute(
             &self.statements.end_session,
-            &[&seat_id, &at.as_millis(), &end.as_str()],
+            &[&session, &at.as_millis(), &end.as_str()],
         )?;
         Ok(())
     }
