@@ -455,23 +455,23 @@ mod tests {
     #[test]
     fn filtered_frozen_read_only() {
         let mut app = App::new("http://127.0.0.1:7400", true, false);
-        app.update(
-            snapshot(
-                sample_seats(),
-                vec![pool("demo-cad", 3, 3), pool("render", 5, 4)],
-                ts(0),
-                ts(0),
-            ),
+        load(
+            &mut app,
+            sample_seats(),
+            vec![pool("demo-cad", 3, 3), pool("render", 5, 4)],
+            ts(0),
             ts(0),
         );
         app.update(ch('/'), ts(0));
-        for c in "demo".chars() {
-            app.update(ch(c), ts(0));
-        }
+        app.update(ch('a'), ts(0));
         app.update(key(KeyCode::Enter), ts(0));
         app.update(ch('s'), ts(0));
         app.update(ch('s'), ts(0));
-        app.update(ch('s'), ts(0));
+        let cmds = app.update(ch('s'), ts(0));
+        // The server's answer: holders with an "a", soonest expiry first.
+        let [alice, _, carol, dave] = sample_seats().try_into().unwrap();
+        let count = answer(&mut app, &cmds[0], vec![carol, alice, dave], ts(0), ts(0));
+        answer(&mut app, &count[0], sample_seats(), ts(0), ts(0));
         app.update(ch('f'), ts(0));
         let term = render(&mut app, ts(20));
         insta::assert_snapshot!(term.backend());
@@ -524,8 +524,11 @@ mod tests {
         let seats: Vec<_> = (0..10_000)
             .map(|i| seat("pool", &format!("user-{i:05}"), &format!("{i:032x}"), 0, 60))
             .collect();
-        app.update(
-            snapshot(seats, vec![pool("pool", 10_000, 10_000)], ts(0), ts(0)),
+        load(
+            &mut app,
+            seats,
+            vec![pool("pool", 10_000, 10_000)],
+            ts(0),
             ts(0),
         );
         app.update(ch('G'), ts(0));

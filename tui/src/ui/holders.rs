@@ -74,7 +74,7 @@ fn header(app: &App) -> Row<'static> {
         head("SEAT", None),
         head("HELD FOR", Some(SortKey::HeldFor)),
         head("EXPIRES IN", Some(SortKey::ExpiresIn)),
-        head("STATE", Some(SortKey::State)),
+        head("STATE", None),
     ])
 }
 
@@ -94,10 +94,9 @@ fn seat_row<'a>(app: &App, s: &'a SeatView, theme: Theme, server_now: Timestamp)
 
 /// Counts, sort, and the filter and freeze when they are on.
 fn title(app: &App, theme: Theme) -> Line<'static> {
+    let (matching, all) = app.holder_counts();
     let mut title = vec![Span::raw(format!(
-        " Holders {} of {} · sort: {} {} ",
-        app.view.len(),
-        app.seats.len(),
+        " Holders {matching} of {all} · sort: {} {} ",
         app.sort.label(),
         sort_arrow(app)
     ))];
@@ -135,12 +134,10 @@ fn column_widths(app: &App) -> [Constraint; 8] {
 
 /// Why the table is empty.
 fn empty_text(app: &App) -> &'static str {
-    if app.seats.is_empty() {
-        if app.last_update.is_none() {
-            "waiting for the server…"
-        } else {
-            "no seats are held"
-        }
+    if app.last_update.is_none() {
+        "waiting for the server…"
+    } else if app.filter.is_empty() {
+        "no seats are held"
     } else {
         "no seat matches the filter (Esc clears it)"
     }
