@@ -28,7 +28,10 @@ async fn the_console_pages_thousands_of_holders_through_the_server() {
     .await;
     preload(&server, "big", N).await;
     let logs = tempfile::tempdir().unwrap();
-    let tmux = Tmux::start("paging", &console_command(&server, &logs.path().join("c.log")));
+    let tmux = Tmux::start(
+        "paging",
+        &console_command(&server, &logs.path().join("c.log")),
+    );
 
     // The first page, then sorted by holder: the first name on top.
     tmux.wait_for("the first page", Duration::from_secs(20), |s| {
@@ -146,7 +149,16 @@ impl Tmux {
         };
         let status = t
             .cmd()
-            .args(["new-session", "-d", "-s", "console", "-x", "160", "-y", "45"])
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                "console",
+                "-x",
+                "160",
+                "-y",
+                "45",
+            ])
             .arg(command)
             .status()
             .expect("tmux new-session");

@@ -302,11 +302,7 @@ impl App {
                 self.poll
                     .fail(now, sanitize_for_terminal(&error).into_owned());
             }
-            AppEvent::StreamUp => {
-                self.stream = Link::Up;
-                // Whatever happened while it was down.
-                return self.seats_changed();
-            }
+            AppEvent::StreamUp => self.stream = Link::Up,
             AppEvent::StreamDown { error } => {
                 self.stream
                     .fail(now, sanitize_for_terminal(&error).into_owned());
