@@ -154,6 +154,7 @@ fn answer(app: &mut App, cmds: Vec<Command>, pages: [SeatsPage; 2], now: Timesta
             id: req.id,
             page,
             received_at: now,
+            elapsed_ms: 2,
         };
         cmds = app.update(AppEvent::Page(Box::new(reply)), now);
     }

@@ -30,6 +30,12 @@ pub const PAGE_MIN: usize = 100;
 /// Loads caused by events start at least this long apart (milliseconds):
 /// however busy the stream, at most two loads a second.
 pub const EVENT_GAP_MS: i64 = 500;
+/// ... and at least this many times as long as the last load took: a
+/// filter makes the server scan every seat (and count them for `total`),
+/// ≈ 0.2 s per page with 100,000 holders, so a filtered window is
+/// refreshed less often and this console's refreshes keep the server
+/// busy at most 1/20 of the time.
+const COST_FACTOR: i64 = 20;
 /// How long typing must pause before the filter goes to the server.
 pub const FILTER_DEBOUNCE_MS: u64 = 250;
 /// Bounds of the periodic refresh (milliseconds), see [`App::refresh_period_ms`].
@@ -52,12 +58,14 @@ pub struct PageRequest {
     pub after: Option<String>,
 }
 
-/// The answer to a [`PageRequest`], and the local time it arrived.
+/// The answer to a [`PageRequest`], the local time it arrived, and how long
+/// the request took (milliseconds, a measure of what it cost the server).
 #[derive(Debug, Clone)]
 pub struct PageReply {
     pub id: u64,
     pub page: SeatsPage,
     pub received_at: Timestamp,
+    pub elapsed_ms: u64,
 }
 
 impl SortKey {
@@ -120,6 +128,8 @@ struct Load {
     from_end: bool,
     first: Option<SeatsPage>,
     second: Option<SeatsPage>,
+    /// Milliseconds its requests took so far.
+    cost_ms: i64,
 }
 
 /// Which part of the list the holders table holds, and what is being loaded.
@@ -144,6 +154,8 @@ pub(super) struct Paging {
     /// Local time the last load began, and the last one ended.
     load_started: Option<Timestamp>,
     load_ended: Option<Timestamp>,
+    /// How long the last load's requests took, in milliseconds.
+    last_cost_ms: i64,
     last_id: u64,
 }
 
@@ -220,6 +232,7 @@ impl App {
             from_end,
             first: None,
             second: None,
+            cost_ms: 0,
         });
         vec![self.request(after, delay_ms, false)]
     }
@@ -318,16 +331,18 @@ impl App {
     }
 
     /// Load again if something changed and nothing is loading (or frozen),
-    /// no sooner than [`EVENT_GAP_MS`] after the last load began.
+    /// no sooner than [`EVENT_GAP_MS`] (or [`COST_FACTOR`] times the last
+    /// load's time) after the last load began.
     pub(super) fn load_if_due(&mut self) -> Vec<Command> {
         let p = &self.paging;
         if !p.dirty || p.load.is_some() || self.frozen {
             return Vec::new();
         }
+        let gap = EVENT_GAP_MS.max(COST_FACTOR * p.last_cost_ms);
         let since = p
             .load_started
-            .map_or(EVENT_GAP_MS, |t| self.last_now.millis_since(t));
-        let delay = (EVENT_GAP_MS - since).max(0) as u64;
+            .map_or(gap, |t| self.last_now.millis_since(t));
+        let delay = (gap - since).max(0) as u64;
         self.start_load(Goal::Refresh, delay)
     }
 
@@ -339,6 +354,7 @@ impl App {
         if load.id != reply.id {
             return Vec::new();
         }
+        load.cost_ms += reply.elapsed_ms.min(i64::MAX as u64) as i64;
         self.clock_offset_ms = reply.page.now.millis_since(reply.received_at);
         self.last_update = Some((reply.page.now, reply.received_at));
         match load.step {
@@ -378,7 +394,9 @@ impl App {
     }
 
     fn finish_load(&mut self) {
-        self.paging.load = None;
+        if let Some(load) = self.paging.load.take() {
+            self.paging.last_cost_ms = load.cost_ms;
+        }
         self.paging.load_ended = Some(self.last_now);
     }
 
@@ -529,6 +547,7 @@ mod tests {
                     next,
                 },
                 received_at: ts(0),
+                elapsed_ms: 0,
             }))
         }
 
@@ -727,6 +746,30 @@ mod tests {
             )
             .is_empty()
         );
+    }
+
+    #[test]
+    fn an_expensive_load_makes_the_next_wait_longer() {
+        let (mut app, mut server) = paged_app(150);
+        let t = |ms: i64| Timestamp::from_millis(ts(100).as_millis() + ms);
+        let cmds = app.update(
+            AppEvent::StreamEvent(Box::new(event(1, EventKind::Checkout))),
+            t(0),
+        );
+        // Both pages took 300 ms (a filter scanning 100,000 seats).
+        let mut cmds = cmds;
+        while let [Command::FetchPage(r)] = cmds.as_slice() {
+            let AppEvent::Page(mut reply) = server.answer(r) else {
+                unreachable!()
+            };
+            reply.elapsed_ms = 150;
+            cmds = app.update(AppEvent::Page(reply), t(300));
+        }
+        let cmds = app.update(
+            AppEvent::StreamEvent(Box::new(event(2, EventKind::Release))),
+            t(400),
+        );
+        assert_eq!(only_fetch(&cmds).delay_ms, 20 * 300 - 400);
     }
 
     #[test]

@@ -87,6 +87,7 @@ pub fn answer(
             next: None,
         },
         received_at: local_now,
+        elapsed_ms: 1,
     };
     app.update(AppEvent::Page(Box::new(reply)), local_now)
 }

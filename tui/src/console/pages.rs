@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
@@ -50,11 +50,13 @@ impl Fetcher {
                 limit: req.limit,
                 after: req.after.as_deref(),
             };
+            let sent = Instant::now();
             let event = match this.client.seats_page(&query).await {
                 Ok(page) => AppEvent::Page(Box::new(PageReply {
                     id: req.id,
                     page,
                     received_at: local_now(),
+                    elapsed_ms: sent.elapsed().as_millis() as u64,
                 })),
                 Err(e) => {
                     tracing::warn!("holders page: {e}");
