@@ -33,9 +33,9 @@ pub const EVENT_GAP_MS: i64 = 500;
 /// ... and at least this many times as long as the last load took: a
 /// filter makes the server scan every seat (and count them for `total`),
 /// ≈ 0.2 s per page with 100,000 holders, so a filtered window is
-/// refreshed less often and this console's refreshes keep the server
-/// busy at most 1/20 of the time.
-const COST_FACTOR: i64 = 20;
+/// refreshed about every 20 s and this console's refreshes keep the server
+/// busy at most 1/50 of the time (an unfiltered page costs ≈ 1.5 ms).
+const COST_FACTOR: i64 = 50;
 /// How long typing must pause before the filter goes to the server.
 pub const FILTER_DEBOUNCE_MS: u64 = 250;
 /// Bounds of the periodic refresh (milliseconds), see [`App::refresh_period_ms`].
@@ -769,7 +769,7 @@ mod tests {
             AppEvent::StreamEvent(Box::new(event(2, EventKind::Release))),
             t(400),
         );
-        assert_eq!(only_fetch(&cmds).delay_ms, 20 * 300 - 400);
+        assert_eq!(only_fetch(&cmds).delay_ms, 50 * 300 - 400);
     }
 
     #[test]
