@@ -3,7 +3,7 @@
 //! Five producers feed one channel of [`AppEvent`]s: terminal input, a 1 Hz
 //! tick, the poller (the licenses every second, with backoff while the
 //! server is away), the SSE stream ([`crate::stream`]) and the pools' usage
-//! every 30 s (`console/usage.rs`); pages of holders arrive as the app asks
+//! every 30 s or less often (`console/usage.rs`); pages of holders arrive as the app asks
 //! for them (`console/pages.rs`: the app decides when, on keys, stream events
 //! and ticks). The loop hands each event to [`App::update`], carries out the
 //! [`Command`]s it returns in background tasks, and redraws once per batch of
