@@ -304,6 +304,15 @@ impl App {
         let here = at_start && p.from_end == last;
         self.selected = if last { usize::MAX } else { 0 };
         self.ensure_visible();
+        // A new order on its way starts at this end: let it land there
+        // rather than on the seat selected before.
+        if let Some(load) = &mut self.paging.load
+            && matches!(load.goal, Goal::Reorder | Goal::Reset { .. })
+            && load.from_end == last
+        {
+            load.goal = Goal::Reset { last };
+            return Vec::new();
+        }
         if whole || here {
             Vec::new()
         } else {
@@ -639,6 +648,20 @@ mod tests {
         let cmds = app.update(key(KeyCode::Home), ts(0));
         server.serve(&mut app, cmds);
         assert_eq!(selected(&app), "h00000");
+    }
+
+    #[test]
+    fn home_while_a_new_filter_loads_lands_on_the_first_row() {
+        let (mut app, mut server) = paged_app(1000);
+        for _ in 0..5 {
+            app.update(ch('j'), ts(0));
+        }
+        app.update(ch('/'), ts(0));
+        let cmds = app.update(ch('h'), ts(0));
+        app.update(key(KeyCode::Enter), ts(0));
+        assert!(app.update(key(KeyCode::Home), ts(0)).is_empty());
+        server.serve(&mut app, cmds);
+        assert_eq!(selected(&app), "h00000", "not the seat selected before");
     }
 
     #[test]
