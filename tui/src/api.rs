@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use leasehold_common::Timestamp;
 use leasehold_common::api::{
-    ErrorBody, Event, EventsResponse, LicensesResponse, RevokeRequest, SeatsResponse,
+    ErrorBody, Event, EventsResponse, LicensesResponse, RevokeRequest, SeatsPage, SeatsResponse,
     SessionsResponse, UsageResponse, code,
 };
 use leasehold_common::text::sanitize_for_terminal;
@@ -174,6 +174,24 @@ impl AdminClient {
             }
             None => self.get_json("/v1/admin/seats").await,
         }
+    }
+
+    /// `GET /v1/admin/seats?q=&sort=&order=&limit=&after=`: one page,
+    /// filtered, sorted and keyset-paged by the server.
+    pub async fn seats_page(&self, q: &SeatsPageQuery<'_>) -> Result<SeatsPage, ApiError> {
+        let mut path = format!(
+            "/v1/admin/seats?sort={}&order={}&limit={}",
+            q.sort,
+            if q.desc { "desc" } else { "asc" },
+            q.limit
+        );
+        if !q.q.is_empty() {
+            path.push_str(&format!("&q={}", encode_query(q.q)));
+        }
+        if let Some(after) = q.after {
+            path.push_str(&format!("&after={}", encode_query(after)));
+        }
+        self.get_json(&path).await
     }
 
     /// `GET /v1/admin/events?after=ID&limit=N`, ascending ids.
@@ -413,6 +431,19 @@ pub fn encode_query(s: &str) -> String {
         }
     }
     out
+}
+
+/// One request for a page of seats ([`AdminClient::seats_page`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeatsPageQuery<'a> {
+    /// Substring of holder, fingerprint or seat id; empty: every seat.
+    pub q: &'a str,
+    /// `license`, `holder`, `expires_at` or `checked_out_at`.
+    pub sort: &'a str,
+    pub desc: bool,
+    pub limit: usize,
+    /// The `next` of the page before, in the same sort and order.
+    pub after: Option<&'a str>,
 }
 
 /// Percent-encode one path segment.

@@ -1,12 +1,14 @@
 //! The console's event loop: the only part that touches the terminal.
 //!
 //! Five producers feed one channel of [`AppEvent`]s: terminal input, a 1 Hz
-//! tick, the poller (licenses + seats every second, with backoff while the
+//! tick, the poller (the licenses every second, with backoff while the
 //! server is away), the SSE stream ([`crate::stream`]) and the pools' usage
-//! every 30 s (`console/usage.rs`). The loop hands each
-//! event to [`App::update`], carries out the [`Command`]s it returns in
-//! background tasks, and redraws once per batch of events: on input, on data
-//! and on the tick, never in a busy loop and never with a full clear.
+//! every 30 s or less often (`console/usage.rs`); pages of holders arrive as the app asks
+//! for them (`console/pages.rs`: the app decides when, on keys, stream events
+//! and ticks). The loop hands each event to [`App::update`], carries out the
+//! [`Command`]s it returns in background tasks, and redraws once per batch of
+//! events: on input, on data and on the tick, never in a busy loop and never
+//! with a full clear.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +27,7 @@ use crate::app::{App, AppEvent, Command, RevokeOutcome, Snapshot};
 use crate::stream::{self, BACKOFF_MAX, StreamMsg};
 use crate::ui;
 
+mod pages;
 mod usage;
 
 /// The local wall clock. The only place the console reads it.
@@ -61,6 +64,7 @@ async fn event_loop(
     tasks.spawn(poll_task(client.clone(), tx.clone(), refresh.clone()));
     tasks.spawn(stream_task(client.clone(), tx.clone()));
     tasks.spawn(usage::run(client.clone(), tx.clone()));
+    let pages = pages::Fetcher::new(client.clone(), tx.clone());
 
     loop {
         let size = terminal.size()?;
@@ -78,7 +82,7 @@ async fn event_loop(
         }
         for event in batch {
             for cmd in app.update(event, local_now()) {
-                run_command(cmd, &client, &tx, &refresh);
+                run_command(cmd, &client, &tx, &refresh, &pages);
             }
         }
         if app.should_quit {
@@ -94,9 +98,11 @@ fn run_command(
     client: &AdminClient,
     tx: &mpsc::UnboundedSender<AppEvent>,
     refresh: &Arc<Notify>,
+    pages: &pages::Fetcher,
 ) {
     match cmd {
         Command::Refresh => refresh.notify_one(),
+        Command::FetchPage(req) => pages.fetch(req),
         Command::Revoke {
             seat_id,
             holder,
@@ -152,17 +158,17 @@ async fn tick_task(tx: mpsc::UnboundedSender<AppEvent>) {
     }
 }
 
-/// Poll licenses and seats every second; while the server is away, back off
-/// (1 s, 2 s, 4 s ... 10 s). A [`Command::Refresh`] cuts the wait short.
+/// Poll the licenses every second (one cheap query; the holders are paged,
+/// `console/pages.rs`); while the server is away, back off (1 s, 2 s, 4 s
+/// ... 10 s). A [`Command::Refresh`] cuts the wait short.
 async fn poll_task(client: AdminClient, tx: mpsc::UnboundedSender<AppEvent>, refresh: Arc<Notify>) {
     let mut backoff = Duration::from_secs(1);
     loop {
-        let wait = match tokio::try_join!(client.licenses(), client.seats(None)) {
-            Ok((licenses, seats)) => {
+        let wait = match client.licenses().await {
+            Ok(licenses) => {
                 backoff = Duration::from_secs(1);
                 let snap = Snapshot {
                     licenses,
-                    seats,
                     received_at: local_now(),
                 };
                 if tx.send(AppEvent::Snapshot(Box::new(snap))).is_err() {

@@ -13,8 +13,8 @@
 //! - [`app`]: the console's state and every rule that changes it, pure and
 //!   unit-tested: snapshots and events applied, the server clock offset
 //!   behind the countdowns; key dispatch (`app/keys.rs`), the revoke modal
-//!   (`app/revoke.rs`), filter and sort (`app/view.rs`, `app/sort_key.rs`,
-//!   `app/seat_key.rs`), connection state (`app/link.rs`).
+//!   (`app/revoke.rs`), the holders as a window of server pages
+//!   (`app/paging.rs`, `app/sort_key.rs`), connection state (`app/link.rs`).
 //! - [`ui`]: draws a frame from the state and a `now` passed in
 //!   (snapshot-tested with ratatui's `TestBackend`); the holders table, the
 //!   dialogs and the theme in `ui/`.

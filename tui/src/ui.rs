@@ -515,23 +515,23 @@ mod tests {
     #[test]
     fn filtered_frozen_read_only() {
         let mut app = App::new("http://127.0.0.1:7400", true, false);
-        app.update(
-            snapshot(
-                sample_seats(),
-                vec![pool("demo-cad", 3, 3), pool("render", 5, 4)],
-                ts(0),
-                ts(0),
-            ),
+        load(
+            &mut app,
+            sample_seats(),
+            vec![pool("demo-cad", 3, 3), pool("render", 5, 4)],
+            ts(0),
             ts(0),
         );
         app.update(ch('/'), ts(0));
-        for c in "demo".chars() {
-            app.update(ch(c), ts(0));
-        }
+        app.update(ch('a'), ts(0));
         app.update(key(KeyCode::Enter), ts(0));
         app.update(ch('s'), ts(0));
         app.update(ch('s'), ts(0));
-        app.update(ch('s'), ts(0));
+        let cmds = app.update(ch('s'), ts(0));
+        // The server's answer: holders with an "a", soonest expiry first.
+        let [alice, _, carol, dave] = sample_seats().try_into().unwrap();
+        let count = answer(&mut app, &cmds[0], vec![carol, alice, dave], ts(0), ts(0));
+        answer(&mut app, &count[0], sample_seats(), ts(0), ts(0));
         app.update(ch('f'), ts(0));
         let term = render(&mut app, ts(20));
         insta::assert_snapshot!(term.backend());
@@ -584,8 +584,11 @@ mod tests {
         let seats: Vec<_> = (0..10_000)
             .map(|i| seat("pool", &format!("user-{i:05}"), &format!("{i:032x}"), 0, 60))
             .collect();
-        app.update(
-            snapshot(seats, vec![pool("pool", 10_000, 10_000)], ts(0), ts(0)),
+        load(
+            &mut app,
+            seats,
+            vec![pool("pool", 10_000, 10_000)],
+            ts(0),
             ts(0),
         );
         app.update(ch('G'), ts(0));
@@ -633,13 +636,11 @@ mod tests {
         wide.fingerprint = Some("指紋-東京-第三ビル".into());
         let mut big = pool(long_id, 1_000_000, 97_449);
         big.ttl_s = 90.0;
-        app.update(
-            snapshot(
-                vec![held, wide],
-                vec![big, pool("render", 4_000_000_000, 3_999_999_999)],
-                ts(0),
-                ts(0),
-            ),
+        load(
+            &mut app,
+            vec![held, wide],
+            vec![big, pool("render", 4_000_000_000, 3_999_999_999)],
+            ts(0),
             ts(0),
         );
         for (id, denials) in [(long_id, 123_456_789_012), ("render", 999_999_999_999)] {
@@ -715,10 +716,7 @@ mod tests {
         let mut app = App::new("s", false, false);
         let mut s = seat("p", &"山".repeat(128), "ab".repeat(16).as_str(), 0, 60);
         s.fingerprint = Some("指".repeat(128));
-        app.update(
-            snapshot(vec![s], vec![pool("p", 1, 1)], ts(0), ts(0)),
-            ts(0),
-        );
+        load(&mut app, vec![s], vec![pool("p", 1, 1)], ts(0), ts(0));
         let screen = render_at(&mut app, ts(1), 60, 24).backend().to_string();
         assert!(
             screen.contains("… more than fits: a wider terminal shows it all"),
@@ -770,7 +768,7 @@ mod tests {
                 .collect();
             let denials: Vec<u64> = pools.iter().map(|_| any(&mut rng)).collect();
             let mut app = App::new("s", false, false);
-            app.update(snapshot(sample_seats(), pools.clone(), ts(0), ts(0)), ts(0));
+            load(&mut app, sample_seats(), pools.clone(), ts(0), ts(0));
             for (p, &d) in pools.iter().zip(&denials) {
                 app.update(
                     AppEvent::Usage(Box::new(UsageUpdate {

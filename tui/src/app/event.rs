@@ -3,7 +3,9 @@
 
 use crossterm::event::KeyEvent;
 use leasehold_common::Timestamp;
-use leasehold_common::api::{Event, LicensesResponse, SeatsResponse};
+use leasehold_common::api::{Event, LicensesResponse};
+
+use super::paging::{PageReply, PageRequest};
 
 /// Everything the event loop feeds into [`super::App::update`].
 #[derive(Debug, Clone)]
@@ -13,8 +15,15 @@ pub enum AppEvent {
     Tick,
     /// The terminal was resized (the loop recomputes the page size).
     Resize,
-    /// A successful poll of licenses + seats.
+    /// A successful poll of the licenses.
     Snapshot(Box<Snapshot>),
+    /// A page of holders, answering a [`Command::FetchPage`].
+    Page(Box<PageReply>),
+    /// A [`Command::FetchPage`] failed; `error` is the one-line reason.
+    PageFailed {
+        id: u64,
+        error: String,
+    },
     /// A poll failed; `error` is the one-line reason.
     PollFailed {
         error: String,
@@ -37,11 +46,10 @@ pub enum AppEvent {
     },
 }
 
-/// One poll: both responses, and the local time the answer arrived.
+/// One poll of the licenses, and the local time the answer arrived.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub licenses: LicensesResponse,
-    pub seats: SeatsResponse,
     pub received_at: Timestamp,
 }
 
@@ -63,6 +71,8 @@ pub enum Command {
         /// Refuse the holder's re-checkout for this many seconds.
         block_s: Option<u64>,
     },
-    /// Poll now instead of waiting for the next second.
+    /// Poll the licenses now instead of waiting for the next second.
     Refresh,
+    /// Fetch one page of holders; answered by [`AppEvent::Page`].
+    FetchPage(PageRequest),
 }

@@ -1,6 +1,6 @@
 //! Key dispatch: what each key does to the [`App`], by mode (a modal open,
-//! the filter being typed, or the tables). Pure: state changes and at most
-//! one [`Command`] back.
+//! the filter being typed, or the tables). Pure: state changes and the
+//! [`Command`]s to carry out (a revoke, pages to fetch).
 
 use std::time::Duration;
 
@@ -8,50 +8,50 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use leasehold_common::policy::format_duration;
 use leasehold_common::text::is_unsafe_char;
 
+use super::paging::FILTER_DEBOUNCE_MS;
 use super::revoke::{RevokeModal, RevokeStep};
 use super::{App, Command, Level, Modal, Pane};
 use crate::format::short_id;
 
 impl App {
-    /// Handle one key. Pure: changes state, returns at most one command.
-    pub fn on_key(&mut self, key: KeyEvent) -> Option<Command> {
+    /// Handle one key. Pure: changes state, returns the commands.
+    pub fn on_key(&mut self, key: KeyEvent) -> Vec<Command> {
         if key.kind == KeyEventKind::Release {
-            return None;
+            return Vec::new();
         }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if ctrl && matches!(key.code, KeyCode::Char('c') | KeyCode::Char('q')) {
             self.should_quit = true;
-            return None;
+            return Vec::new();
         }
         match self.modal {
             Some(Modal::Help) => {
                 // Any key closes the help.
                 self.modal = None;
-                return None;
+                return Vec::new();
             }
-            Some(Modal::Revoke(_)) => return self.on_revoke_key(key),
+            Some(Modal::Revoke(_)) => return self.on_revoke_key(key).into_iter().collect(),
             None => {}
         }
         if self.filter_editing {
-            self.on_filter_key(key);
-            return None;
+            return self.on_filter_key(key);
         }
         self.on_table_key(key, ctrl)
     }
 
     /// A key while neither a modal nor the filter takes the input.
-    fn on_table_key(&mut self, key: KeyEvent, ctrl: bool) -> Option<Command> {
+    fn on_table_key(&mut self, key: KeyEvent, ctrl: bool) -> Vec<Command> {
         match key.code {
             KeyCode::Char('q') => self.should_quit = true,
             KeyCode::Char('?') => self.modal = Some(Modal::Help),
-            KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
-            KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
-            KeyCode::PageDown => self.move_by(self.page()),
-            KeyCode::PageUp => self.move_by(-self.page()),
-            KeyCode::Char('d') if ctrl => self.move_by(self.page()),
-            KeyCode::Char('u') if ctrl => self.move_by(-self.page()),
-            KeyCode::Home | KeyCode::Char('g') => self.move_to_end(false),
-            KeyCode::End | KeyCode::Char('G') => self.move_to_end(true),
+            KeyCode::Down | KeyCode::Char('j') => return self.move_by(1),
+            KeyCode::Up | KeyCode::Char('k') => return self.move_by(-1),
+            KeyCode::PageDown => return self.move_by(self.page()),
+            KeyCode::PageUp => return self.move_by(-self.page()),
+            KeyCode::Char('d') if ctrl => return self.move_by(self.page()),
+            KeyCode::Char('u') if ctrl => return self.move_by(-self.page()),
+            KeyCode::Home | KeyCode::Char('g') => return self.move_to_end(false),
+            KeyCode::End | KeyCode::Char('G') => return self.move_to_end(true),
             KeyCode::Tab | KeyCode::BackTab => {
                 self.pane = match self.pane {
                     Pane::Holders => Pane::Events,
@@ -65,30 +65,34 @@ impl App {
             KeyCode::Esc => {
                 if !self.filter.is_empty() {
                     self.filter.clear();
-                    self.rebuild_view();
-                } else {
-                    self.message = None;
+                    return self.reorder(0);
                 }
+                self.message = None;
             }
             KeyCode::Char('s') => {
                 self.sort = self.sort.next();
                 self.sort_desc = false;
-                self.rebuild_view();
+                return self.reorder(0);
             }
             KeyCode::Char('S') => {
                 self.sort_desc = !self.sort_desc;
-                self.rebuild_view();
+                return self.reorder(0);
             }
-            KeyCode::Char('f') => self.toggle_freeze(),
-            KeyCode::Char('R') => return Some(Command::Refresh),
+            KeyCode::Char('f') => return self.toggle_freeze(),
+            KeyCode::Char('R') => {
+                let mut cmds = vec![Command::Refresh];
+                cmds.extend(self.seats_changed());
+                return cmds;
+            }
             KeyCode::Char('r') => self.open_revoke(),
             _ => {}
         }
-        None
+        Vec::new()
     }
 
-    fn on_filter_key(&mut self, key: KeyEvent) {
+    fn on_filter_key(&mut self, key: KeyEvent) -> Vec<Command> {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let before = self.filter.clone();
         match key.code {
             KeyCode::Esc => {
                 self.filter_editing = false;
@@ -101,30 +105,48 @@ impl App {
             KeyCode::Char('u') if ctrl => self.filter.clear(),
             KeyCode::Down => return self.move_by(1),
             KeyCode::Up => return self.move_by(-1),
-            KeyCode::Char(c) if !ctrl && !is_unsafe_char(c) => self.filter.push(c),
-            _ => return,
+            // The server takes at most 256 characters.
+            KeyCode::Char(c)
+                if !ctrl && !is_unsafe_char(c) && self.filter.chars().count() < 256 =>
+            {
+                self.filter.push(c)
+            }
+            _ => {}
         }
-        self.rebuild_view();
+        if self.filter == before {
+            return Vec::new();
+        }
+        // Wait for a pause in typing; clearing takes effect at once.
+        let delay = if self.filter.is_empty() {
+            0
+        } else {
+            FILTER_DEBOUNCE_MS
+        };
+        self.reorder(delay)
     }
 
-    fn move_by(&mut self, delta: isize) {
+    fn move_by(&mut self, delta: isize) -> Vec<Command> {
         match self.pane {
             Pane::Holders => {
                 self.selected = self.selected.saturating_add_signed(delta);
+                self.ensure_visible();
+                return self.follow_selection();
             }
             Pane::Events => {
                 self.event_scroll = self.event_scroll.saturating_add_signed(delta);
             }
         }
         self.ensure_visible();
+        Vec::new()
     }
 
-    fn move_to_end(&mut self, end: bool) {
+    fn move_to_end(&mut self, end: bool) -> Vec<Command> {
         match self.pane {
-            Pane::Holders => self.selected = if end { usize::MAX } else { 0 },
+            Pane::Holders => return self.jump(end),
             Pane::Events => self.event_scroll = if end { usize::MAX } else { 0 },
         }
         self.ensure_visible();
+        Vec::new()
     }
 
     fn page(&self) -> isize {
@@ -134,10 +156,11 @@ impl App {
         }
     }
 
-    fn toggle_freeze(&mut self) {
+    fn toggle_freeze(&mut self) -> Vec<Command> {
         self.frozen = !self.frozen;
         if self.frozen {
             self.post("frozen: updates are held back (f to resume)", Level::Info);
+            Vec::new()
         } else {
             if let Some(snap) = self.pending_snapshot.take() {
                 self.apply_snapshot(*snap);
@@ -149,6 +172,8 @@ impl App {
                 self.apply_usage(u);
             }
             self.post("resumed live updates", Level::Info);
+            // The holders held back: fetch them now if anything changed.
+            self.load_if_due()
         }
     }
 
@@ -236,7 +261,7 @@ mod tests {
         let seats: Vec<_> = (0..100)
             .map(|i| seat("p", &format!("h{i:03}"), &format!("{i:032x}"), 0, 60))
             .collect();
-        app.update(snapshot(seats, vec![], ts(0), ts(0)), ts(0));
+        load(&mut app, seats, vec![], ts(0), ts(0));
         app.set_page_rows(10, 5);
         for _ in 0..15 {
             app.update(ch('j'), ts(0));
@@ -282,7 +307,7 @@ mod tests {
             },
             ts(1),
         );
-        assert_eq!(cmds, vec![Command::Refresh]);
+        assert_eq!(cmds[0], Command::Refresh, "{cmds:?}");
         assert_eq!(holders(&app), ["alice", "carol", "dave"]);
         let msg = app.message.as_ref().unwrap();
         assert_eq!(msg.level, Level::Success);
@@ -353,7 +378,7 @@ mod tests {
     #[test]
     fn read_only_disables_revoke() {
         let mut app = App::new("s", true, false);
-        app.update(snapshot(sample_seats(), vec![], ts(0), ts(0)), ts(0));
+        load(&mut app, sample_seats(), vec![], ts(0), ts(0));
         assert!(app.update(ch('r'), ts(0)).is_empty());
         assert!(app.modal.is_none());
         assert!(app.message.as_ref().unwrap().text.contains("read-only"));
@@ -390,15 +415,17 @@ mod tests {
         let mut app = loaded_app();
         app.update(ch('f'), ts(0));
         assert!(app.frozen);
-        app.update(snapshot(vec![], vec![], ts(1), ts(1)), ts(1));
-        app.update(
+        load(&mut app, vec![], vec![], ts(1), ts(1));
+        let cmds = app.update(
             AppEvent::StreamEvent(Box::new(event(1, leasehold_common::api::EventKind::Reap))),
             ts(1),
         );
+        assert!(cmds.is_empty(), "no fetch while frozen");
         assert_eq!(app.view.len(), 4, "frozen: old data stays");
         assert!(app.events.is_empty());
-        app.update(ch('f'), ts(2));
-        assert!(app.view.is_empty());
+        let cmds = app.update(ch('f'), ts(2));
         assert_eq!(app.events.len(), 1);
+        answer(&mut app, &cmds[0], vec![], ts(2), ts(2));
+        assert!(app.view.is_empty());
     }
 }

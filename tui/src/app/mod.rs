@@ -1,37 +1,43 @@
 //! The console's state and every rule that changes it, with no I/O.
 //!
-//! [`App::update`] takes one [`AppEvent`] (a key, a tick, a snapshot from the
-//! poller, an event from the SSE stream, the outcome of a revoke) together
-//! with the local time, changes the state, and returns the [`Command`]s the
-//! event loop must carry out (revoke a seat, refresh now). Nothing here talks
-//! to the network or reads the clock, so the unit tests drive the whole
-//! console by hand, and `ui.rs` draws only from this state.
+//! [`App::update`] takes one [`AppEvent`] (a key, a tick, the licenses from
+//! the poller, a page of holders, an event from the SSE stream, the outcome
+//! of a revoke) together with the local time, changes the state, and returns
+//! the [`Command`]s the event loop must carry out (fetch a page of holders,
+//! revoke a seat, poll now). Nothing here talks to the network or reads the
+//! clock, so the unit tests drive the whole console by hand, and `ui.rs`
+//! draws only from this state.
+//!
+//! The holders table holds a window of the server's pages, never the whole
+//! list: the server filters, sorts and counts (`paging.rs`), and the window
+//! is fetched again when a stream event may have changed it (coalesced) and
+//! every few seconds for the heartbeats, which are not events.
 //!
 //! Every string that came from the server is passed through
 //! [`sanitize_for_terminal`] on the way in ([`App::update`]), so no holder
 //! name or event detail can reach the terminal with an escape sequence in it.
 //!
-//! Countdowns are computed against the *server's* clock: each snapshot carries
+//! Countdowns are computed against the *server's* clock: each answer carries
 //! the server's `now`, and [`App::server_now`] is the local clock plus the
-//! offset measured at the last snapshot. A console on a laptop whose clock is
+//! offset measured at the last answer. A console on a laptop whose clock is
 //! two minutes off still shows the right "expires in".
 //!
 //! Parts: `event` (what goes in and out), `link` (connection state), `keys`
-//! (key dispatch), `revoke` (the revoke modal), `seat_key`, `sort_key` and
-//! `view` (filter and sort of the holders table), `sanitize` (server strings
-//! on arrival), `usage` (each pool's last hour and today's denials).
+//! (key dispatch), `revoke` (the revoke modal), `paging` (the holders
+//! table's window of server pages: when to fetch which), `sort_key` (the
+//! sort columns), `sanitize` (server strings on arrival), `usage` (each
+//! pool's last hour and today's denials).
 
 mod event;
 mod keys;
 mod link;
+mod paging;
 mod revoke;
 mod sanitize;
-mod seat_key;
 mod sort_key;
 #[cfg(test)]
 pub(crate) mod test_support;
 mod usage;
-mod view;
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -41,12 +47,12 @@ use leasehold_common::text::sanitize_for_terminal;
 use leasehold_common::{Timestamp, is_live};
 
 use crate::format::short_id;
-use sanitize::{sanitize_event, sanitize_seat};
-use seat_key::{SeatKey, search_key};
-use view::build_view;
+use paging::{Goal, Paging, changes_seats};
+use sanitize::sanitize_event;
 
 pub use event::{AppEvent, Command, RevokeOutcome, Snapshot};
 pub use link::Link;
+pub use paging::{PageReply, PageRequest};
 pub use revoke::RevokeModal;
 pub use sort_key::SortKey;
 pub use usage::{Minute, PoolUsage, SPARK_MINUTES, UsageUpdate};
@@ -134,15 +140,16 @@ pub struct App {
     policies: HashMap<String, PoolPolicy>,
     /// Per pool (sanitized id): the last hour's peaks and today's denials.
     usage: HashMap<String, PoolUsage>,
-    /// All seats of the last snapshot (strings sanitized).
+    /// The loaded window of holders, in the table's order (strings
+    /// sanitized): two server pages, not the whole list.
     pub seats: Vec<SeatView>,
-    /// Per seat: the filter's search text, the holder sort key, widths.
-    search_keys: Vec<SeatKey>,
-    /// Indices into `seats` after filter and sort: the rows on screen.
+    /// The rows on screen as indices into `seats` (all of them, in order).
     pub view: Vec<usize>,
     /// Longest license id, holder and fingerprint (in chars) among `view`,
     /// kept with it so a frame does not walk every row.
     view_widths: [usize; 3],
+    /// Which pages the window holds and what is being fetched.
+    paging: Paging,
     /// Newest first, at most [`EVENT_CAP`].
     pub events: VecDeque<Event>,
     pub last_event_id: Option<i64>,
@@ -194,9 +201,9 @@ impl App {
             policies: HashMap::new(),
             usage: HashMap::new(),
             seats: Vec::new(),
-            search_keys: Vec::new(),
             view: Vec::new(),
             view_widths: [0; 3],
+            paging: Paging::default(),
             events: VecDeque::new(),
             last_event_id: None,
             filter: String::new(),
@@ -273,16 +280,23 @@ impl App {
     pub fn update(&mut self, event: AppEvent, now: Timestamp) -> Vec<Command> {
         self.last_now = now;
         match event {
-            AppEvent::Key(key) => return self.on_key(key).into_iter().collect(),
-            AppEvent::Tick | AppEvent::Resize => {}
+            AppEvent::Key(key) => return self.on_key(key),
+            AppEvent::Tick => return self.on_tick(now),
+            AppEvent::Resize => {}
             AppEvent::Snapshot(snap) => {
                 self.poll = Link::Up;
-                self.clock_offset_ms = snap.seats.now.millis_since(snap.received_at);
+                self.clock_offset_ms = snap.licenses.now.millis_since(snap.received_at);
                 if self.frozen {
                     self.pending_snapshot = Some(snap);
                 } else {
                     self.apply_snapshot(*snap);
                 }
+            }
+            AppEvent::Page(reply) => return self.on_page(*reply),
+            AppEvent::PageFailed { id, error } => {
+                self.on_page_failed(id);
+                self.poll
+                    .fail(now, sanitize_for_terminal(&error).into_owned());
             }
             AppEvent::PollFailed { error } => {
                 self.poll
@@ -294,10 +308,14 @@ impl App {
                     .fail(now, sanitize_for_terminal(&error).into_owned());
             }
             AppEvent::StreamEvent(ev) => {
+                let changes = changes_seats(ev.kind);
                 if self.frozen {
                     self.pending_events.push(*ev);
                 } else {
                     self.push_event(*ev);
+                }
+                if changes {
+                    return self.seats_changed();
                 }
             }
             AppEvent::Usage(u) => {
@@ -317,7 +335,7 @@ impl App {
     }
 
     fn apply_snapshot(&mut self, snap: Snapshot) {
-        self.last_update = Some((snap.seats.now, snap.received_at));
+        self.last_update = Some((snap.licenses.now, snap.received_at));
         self.licenses = snap
             .licenses
             .licenses
@@ -338,9 +356,6 @@ impl App {
                 (l.id.clone(), policy)
             })
             .collect();
-        self.seats = snap.seats.seats.into_iter().map(sanitize_seat).collect();
-        self.search_keys = self.seats.iter().map(search_key).collect();
-        self.rebuild_view();
     }
 
     /// Add an event from the stream unless it was seen already (ids are
@@ -391,10 +406,12 @@ impl App {
             // Take it off the screen now; the refresh confirms.
             if let Some(pos) = self.seats.iter().position(|s| s.seat_id == seat_id) {
                 self.seats.remove(pos);
-                self.search_keys.remove(pos);
-                self.rebuild_view();
+                self.view.pop();
+                self.ensure_visible();
             }
-            return vec![Command::Refresh];
+            let mut cmds = vec![Command::Refresh];
+            cmds.extend(self.seats_changed());
+            return cmds;
         }
         Vec::new()
     }
@@ -407,36 +424,10 @@ impl App {
         });
     }
 
-    /// Recompute the visible rows from filter and sort, keeping the
-    /// selection on the same seat when it is still there.
-    fn rebuild_view(&mut self) {
-        let view = build_view(
-            &self.seats,
-            &self.search_keys,
-            &self.filter,
-            self.sort,
-            self.sort_desc,
-        );
-        self.view_widths = view.widths;
-        self.selected = match &self.selected_seat {
-            Some(id) => {
-                // Scan the seats in memory order, then find the hit's row.
-                let hits: Vec<usize> = self
-                    .seats
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| &s.seat_id == id)
-                    .map(|(i, _)| i)
-                    .collect();
-                view.rows
-                    .iter()
-                    .position(|i| hits.contains(i))
-                    .unwrap_or(self.selected)
-            }
-            None => self.selected,
-        };
-        self.view = view.rows;
-        self.ensure_visible();
+    /// The filter or the order changed: the first rows of the new list,
+    /// after `delay_ms` (typing is debounced).
+    fn reorder(&mut self, delay_ms: u64) -> Vec<Command> {
+        self.start_load(Goal::Reorder, delay_ms)
     }
 
     /// Clamp selection and scroll so the selected row is on screen.
@@ -475,7 +466,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn snapshot_fills_the_view_sorted_by_license_then_holder() {
+    fn a_page_fills_the_table_in_the_servers_order() {
         let app = loaded_app();
         assert_eq!(holders(&app), ["alice", "bob", "carol", "dave"]);
         assert_eq!(app.poll, Link::Up);
@@ -489,7 +480,7 @@ mod tests {
         // A new snapshot where a seat before bob went away.
         let mut seats = sample_seats();
         seats.remove(0);
-        app.update(snapshot(seats, vec![], ts(1), ts(1)), ts(1));
+        load(&mut app, seats, vec![], ts(1), ts(1));
         assert_eq!(app.selected_seat().unwrap().holder, "bob");
     }
 
@@ -504,7 +495,8 @@ mod tests {
             },
             ts(0),
         );
-        assert_eq!(cmds, vec![Command::Refresh]);
+        assert_eq!(cmds[0], Command::Refresh);
+        assert!(matches!(&cmds[1..], [Command::FetchPage(_)]), "{cmds:?}");
         let msg = app.message.as_ref().unwrap();
         assert_eq!(msg.level, Level::Warn);
         assert!(msg.text.contains("already gone"), "{}", msg.text);
@@ -569,7 +561,7 @@ mod tests {
         );
         assert!(app.stream.is_down());
         // Back again.
-        app.update(snapshot(sample_seats(), vec![], ts(10), ts(10)), ts(10));
+        load(&mut app, sample_seats(), vec![], ts(10), ts(10));
         app.update(AppEvent::StreamUp, ts(10));
         assert_eq!(app.poll, Link::Up);
         assert_eq!(app.stream, Link::Up);
@@ -581,13 +573,11 @@ mod tests {
         let mut app = App::new("s", false, false);
         let server_now = ts(0);
         let local_now = ts(-120);
-        app.update(
-            snapshot(
-                sample_seats(),
-                vec![pool("demo-cad", 3, 2), pool("render", 5, 1)],
-                server_now,
-                local_now,
-            ),
+        load(
+            &mut app,
+            sample_seats(),
+            vec![pool("demo-cad", 3, 2), pool("render", 5, 1)],
+            server_now,
             local_now,
         );
         assert_eq!(app.clock_offset_ms, 120_000);
@@ -617,7 +607,7 @@ mod tests {
         let mut app = App::new("s", false, false);
         let mut evil = seat("demo", "mallory\u{1b}[31m\u{202e}", "e5", 0, 60);
         evil.fingerprint = Some("\u{9b}2J".into());
-        app.update(snapshot(vec![evil], vec![], ts(0), ts(0)), ts(0));
+        load(&mut app, vec![evil], vec![], ts(0), ts(0));
         assert_eq!(app.seats[0].holder, "mallory\u{fffd}[31m\u{fffd}");
         assert_eq!(app.seats[0].fingerprint.as_deref(), Some("\u{fffd}2J"));
         let mut ev = event(1, leasehold_common::api::EventKind::Denied);

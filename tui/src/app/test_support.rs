@@ -4,10 +4,11 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use leasehold_common::Timestamp;
 use leasehold_common::api::{
-    Event, EventKind, LicenseSummary, LicensesResponse, SeatState, SeatView, SeatsResponse,
+    Event, EventKind, LicenseSummary, LicensesResponse, SeatState, SeatView, SeatsPage,
 };
 
-use super::{App, AppEvent, Snapshot};
+use super::paging::Goal;
+use super::{App, AppEvent, Command, PageReply, Snapshot};
 
 pub const T0: i64 = 1_796_011_200_000; // 2026-11-30T04:00:00Z
 
@@ -48,10 +49,9 @@ pub fn pool(id: &str, seats: u32, live: u32) -> LicenseSummary {
     }
 }
 
-/// A snapshot taken at server time `server_now`, received locally at
+/// The licenses as polled at server time `server_now`, received locally at
 /// `local_now`.
 pub fn snapshot(
-    seats: Vec<SeatView>,
     pools: Vec<LicenseSummary>,
     server_now: Timestamp,
     local_now: Timestamp,
@@ -61,12 +61,55 @@ pub fn snapshot(
             now: server_now,
             licenses: pools,
         },
-        seats: SeatsResponse {
-            now: server_now,
-            seats,
-        },
         received_at: local_now,
     }))
+}
+
+/// Answer the console's page request `cmd` as a server holding exactly
+/// `seats` (in the order asked for) would: one page, nothing after it.
+pub fn answer(
+    app: &mut App,
+    cmd: &Command,
+    seats: Vec<SeatView>,
+    server_now: Timestamp,
+    local_now: Timestamp,
+) -> Vec<Command> {
+    let Command::FetchPage(req) = cmd else {
+        panic!("not a page request: {cmd:?}");
+    };
+    let total = seats.len() as u64;
+    let reply = PageReply {
+        id: req.id,
+        page: SeatsPage {
+            now: server_now,
+            seats,
+            total,
+            next: None,
+        },
+        received_at: local_now,
+        elapsed_ms: 1,
+    };
+    app.update(AppEvent::Page(Box::new(reply)), local_now)
+}
+
+/// The licenses polled and the holders table loaded with `seats`, at server
+/// time `server_now` and local time `local_now`. A filter's count of all
+/// seats is answered with the same number.
+pub fn load(
+    app: &mut App,
+    seats: Vec<SeatView>,
+    pools: Vec<LicenseSummary>,
+    server_now: Timestamp,
+    local_now: Timestamp,
+) {
+    app.update(snapshot(pools, server_now, local_now), local_now);
+    let n = seats.len();
+    let cmds = app.start_load(Goal::Refresh, 0);
+    let more = answer(app, &cmds[0], seats, server_now, local_now);
+    if let Some(count_all) = more.first() {
+        let all = (0..n).map(|_| seat("x", "x", "x", 0, 0)).collect();
+        answer(app, count_all, all, server_now, local_now);
+    }
 }
 
 pub fn sample_seats() -> Vec<SeatView> {
@@ -104,13 +147,11 @@ pub fn sample_seats() -> Vec<SeatView> {
 
 pub fn loaded_app() -> App {
     let mut app = App::new("http://127.0.0.1:7400", false, false);
-    app.update(
-        snapshot(
-            sample_seats(),
-            vec![pool("demo-cad", 3, 2), pool("render", 5, 1)],
-            ts(0),
-            ts(0),
-        ),
+    load(
+        &mut app,
+        sample_seats(),
+        vec![pool("demo-cad", 3, 2), pool("render", 5, 1)],
+        ts(0),
         ts(0),
     );
     app

@@ -105,7 +105,7 @@ fn labels(app: &App) -> [(String, bool); 7] {
         head("SEAT", None),
         head("HELD FOR", Some(SortKey::HeldFor)),
         head("EXPIRES IN", Some(SortKey::ExpiresIn)),
-        head("STATE", Some(SortKey::State)),
+        head("STATE", None),
     ]
 }
 
@@ -146,10 +146,9 @@ fn seat_row(
 /// Counts, sort, and the filter and freeze when they are on, cut to the
 /// pane's `width` (the filter gives way first: it comes after the counts).
 fn title(app: &App, theme: Theme, width: usize) -> Line<'static> {
+    let (matching, all) = app.holder_counts();
     let mut title = vec![Span::raw(format!(
-        " Holders {} of {} · sort: {} {} ",
-        app.view.len(),
-        app.seats.len(),
+        " Holders {matching} of {all} · sort: {} {} ",
         app.sort.label(),
         sort_arrow(app)
     ))];
@@ -286,12 +285,10 @@ pub fn draw_detail(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
 
 /// Why the table is empty.
 fn empty_text(app: &App) -> &'static str {
-    if app.seats.is_empty() {
-        if app.last_update.is_none() {
-            "waiting for the server…"
-        } else {
-            "no seats are held"
-        }
+    if app.last_update.is_none() {
+        "waiting for the server…"
+    } else if app.filter.is_empty() {
+        "no seats are held"
     } else {
         "no seat matches the filter (Esc clears it)"
     }

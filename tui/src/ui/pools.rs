@@ -276,12 +276,7 @@ mod tests {
     fn number_columns_fit_their_widest_value() {
         let mut app = App::new("s", false, false);
         app.update(
-            snapshot(
-                vec![],
-                vec![pool("big", 4_000_000_000, 123_456_789)],
-                ts(0),
-                ts(0),
-            ),
+            snapshot(vec![pool("big", 4_000_000_000, 123_456_789)], ts(0), ts(0)),
             ts(0),
         );
         let c = columns(78, &app);
