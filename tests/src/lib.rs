@@ -89,6 +89,7 @@ pub fn leasehold_bin() -> PathBuf {
 }
 
 pub mod round_robin;
+pub mod tmux;
 
 /// Which store the end-to-end suites run on, from `LEASEHOLD_TEST_STORE`:
 /// `sqlite` (the default), `postgres` (one replica) or `postgres-2` (two
@@ -469,6 +470,29 @@ impl Server {
         let resp = self.checkout(license, key, body.clone()).await;
         assert_eq!(resp.status(), 201, "checkout {license} {body}");
         resp.json().await.expect("lease json")
+    }
+
+    /// `n` holders `user-000000`, `user-000001`, … each take a seat of
+    /// `license` (key `<license>-key`), 64 checkouts in flight; panics
+    /// unless every one is granted.
+    pub async fn preload(&self, license: &str, n: usize) {
+        use futures_util::StreamExt;
+        let client = self.client();
+        let url = self.url(&format!("/v1/licenses/{license}/seats"));
+        let key = format!("Bearer {license}-key");
+        let granted = futures_util::stream::iter(0..n)
+            .map(|i| {
+                let req = client
+                    .post(&url)
+                    .header("authorization", &key)
+                    .json(&serde_json::json!({ "holder": format!("user-{i:06}") }));
+                async move { req.send().await.map(|r| r.status().as_u16()) }
+            })
+            .buffer_unordered(64)
+            .filter(|r| std::future::ready(matches!(r, Ok(201))))
+            .count()
+            .await;
+        assert_eq!(granted, n, "every preload checkout granted");
     }
 
     /// A request to an admin endpoint, carrying the admin token.

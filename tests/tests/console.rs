@@ -5,12 +5,11 @@
 //! installs it).
 
 use std::path::Path;
-use std::process::{Command as StdCommand, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
-use leasehold_tests::{
-    Run, Server, TEST_LICENSES, eventually, leasehold_bin, require_tool, run_leasehold,
-};
+use leasehold_tests::tmux::{Tmux, console_command, require_tmux};
+use leasehold_tests::{Run, Server, TEST_LICENSES, eventually, leasehold_bin, run_leasehold};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -311,128 +310,6 @@ async fn events_follow_prints_new_events_as_they_happen() {
     assert_eq!(ev["seat_id"], seat.as_str());
     assert!(ev["id"].as_i64() > first["id"].as_i64());
     child.kill().await.unwrap();
-}
-
-// ---------------------------------------------------------------- tmux
-
-fn require_tmux() {
-    require_tool(
-        StdCommand::new("tmux").arg("-V"),
-        "tmux (the console tests drive the console in it)",
-        "install it, e.g. `apt-get install tmux`",
-    );
-}
-
-/// A tmux server of its own (its own socket), killed on drop, so the test
-/// neither sees nor disturbs anyone's sessions.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(name: &str, command: &str) -> Tmux {
-        let socket = format!("leasehold-e2e-{}-{name}", std::process::id());
-        let t = Tmux { socket };
-        let status = t
-            .cmd()
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                "console",
-                "-x",
-                "160",
-                "-y",
-                "45",
-                command,
-            ])
-            .status()
-            .expect("tmux new-session");
-        assert!(status.success(), "tmux new-session failed");
-        t
-    }
-
-    fn cmd(&self) -> StdCommand {
-        let mut c = StdCommand::new("tmux");
-        c.args(["-L", &self.socket]);
-        c
-    }
-
-    fn screen(&self) -> String {
-        let out = self
-            .cmd()
-            .args(["capture-pane", "-p", "-t", "console"])
-            .output()
-            .expect("capture-pane");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = self
-            .cmd()
-            .args(["send-keys", "-t", "console"])
-            .args(keys)
-            .status()
-            .expect("send-keys");
-        assert!(status.success());
-    }
-
-    /// Type text literally (no key-name lookup).
-    fn type_text(&self, text: &str) {
-        let status = self
-            .cmd()
-            .args(["send-keys", "-t", "console", "-l", text])
-            .status()
-            .expect("send-keys -l");
-        assert!(status.success());
-    }
-
-    async fn wait_for(
-        &self,
-        what: &str,
-        timeout: Duration,
-        check: impl Fn(&str) -> bool,
-    ) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let screen = self.screen();
-            if check(&screen) {
-                return screen;
-            }
-            if Instant::now() > deadline {
-                panic!("timed out waiting for {what}; screen:\n{screen}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn alive(&self) -> bool {
-        self.cmd()
-            .args(["has-session", "-t", "console"])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd().arg("kill-server").stderr(Stdio::null()).status();
-    }
-}
-
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-fn console_command(server: &Server, log: &Path, extra: &str) -> String {
-    format!(
-        "env NO_COLOR=1 {} --server {} --token {} --log-file {} {extra}",
-        sh_quote(&leasehold_bin().to_string_lossy()),
-        sh_quote(&server.base),
-        sh_quote(&server.admin_token),
-        sh_quote(&log.to_string_lossy()),
-    )
 }
 
 #[tokio::test]

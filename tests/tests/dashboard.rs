@@ -598,7 +598,7 @@ async fn the_first_page_of_100000_holders_shows_within_a_second() {
     ))
     .await;
     let t0 = Instant::now();
-    preload(&server, "huge", N).await;
+    server.preload("huge", N).await;
     println!("preloaded {N} holders in {:?}", t0.elapsed());
     assert_eq!(server.live("huge").await, N as u64);
 
@@ -655,30 +655,6 @@ async fn the_first_page_of_100000_holders_shows_within_a_second() {
     assert_ne!(first_page, now_first);
     b.assert_clean().await;
     b.close().await;
-}
-
-/// `n` checkouts of `license`, 64 at a time. Without fingerprints: the
-/// fingerprint re-claim lookup scans the license's live leases on SQLite
-/// (its `ORDER BY expires_at` picks the expiry index), so with fingerprints
-/// the preload slows to a crawl as the pool fills.
-async fn preload(server: &Server, license: &str, n: usize) {
-    use futures_util::StreamExt;
-    let client = server.client();
-    let url = server.url(&format!("/v1/licenses/{license}/seats"));
-    let key = format!("Bearer {license}-key");
-    let results = futures_util::stream::iter(0..n)
-        .map(|i| {
-            let req = client
-                .post(&url)
-                .header("authorization", &key)
-                .json(&json!({ "holder": format!("user-{i:06}") }));
-            async move { req.send().await.map(|r| r.status().as_u16()) }
-        })
-        .buffer_unordered(64)
-        .collect::<Vec<_>>()
-        .await;
-    let ok = results.iter().filter(|r| matches!(r, Ok(201))).count();
-    assert_eq!(ok, n, "every preload checkout granted");
 }
 
 /// Light and dark screenshots with a few holders. Written to the temp dir,
