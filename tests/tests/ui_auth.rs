@@ -502,8 +502,8 @@ async fn seats_are_filtered_sorted_and_paged_by_the_store() {
         }
     }
 
-    // Filters: q (case-insensitive, holder / fingerprint / seat id) and
-    // license, with total counting the matches.
+    // Filters: q (case-insensitive, holder / fingerprint / license id /
+    // seat id) and license, with total counting the matches.
     let v = server.admin_get("/v1/admin/seats?q=aLiCe&limit=7").await;
     assert_eq!(v["total"], 30);
     assert_eq!(seat_count(&v), 7);
@@ -522,6 +522,17 @@ async fn seats_are_filtered_sorted_and_paged_by_the_store() {
         .await;
     assert_eq!(v["total"], 5);
     assert_eq!(seat_count(&v), 2);
+    // No holder, fingerprint or (hex) seat id contains "small": the
+    // license id's five seats.
+    let v = server.admin_get("/v1/admin/seats?q=SmAlL").await;
+    assert_eq!(v["total"], 5);
+    assert!(
+        v["seats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["license_id"] == "small")
+    );
     let v = server.admin_get("/v1/admin/seats?q=nobody-at-all").await;
     assert_eq!(v["total"], 0);
     assert_eq!(seat_count(&v), 0);

@@ -436,7 +436,8 @@ pub fn encode_query(s: &str) -> String {
 /// One request for a page of seats ([`AdminClient::seats_page`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SeatsPageQuery<'a> {
-    /// Substring of holder, fingerprint or seat id; empty: every seat.
+    /// Substring of holder, fingerprint, license id or seat id; empty:
+    /// every seat.
     pub q: &'a str,
     /// `license`, `holder`, `expires_at` or `checked_out_at`.
     pub sort: &'a str,

@@ -163,8 +163,8 @@ impl Cursor {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeatQuery {
     pub license: Option<String>,
-    /// Case-insensitive substring of holder, fingerprint or seat id
-    /// (already lowercased).
+    /// Case-insensitive substring of holder, fingerprint, license id or
+    /// seat id (already lowercased).
     pub q: Option<String>,
     pub sort: SeatSort,
     pub desc: bool,
@@ -271,11 +271,13 @@ impl SeatQuery {
                 Dialect::Sqlite => format!(
                     "(instr(lh_lower(holder), {p}) > 0 \
                      OR instr(lh_lower(coalesce(fingerprint, '')), {p}) > 0 \
+                     OR instr(lh_lower(license_id), {p}) > 0 \
                      OR instr(lh_lower(seat_id), {p}) > 0)"
                 ),
                 Dialect::Postgres => format!(
                     "(strpos(lower(holder), {p}) > 0 \
                      OR strpos(lower(coalesce(fingerprint, '')), {p}) > 0 \
+                     OR strpos(lower(license_id), {p}) > 0 \
                      OR strpos(lower(seat_id), {p}) > 0)"
                 ),
             });

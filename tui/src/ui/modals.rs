@@ -29,7 +29,7 @@ pub fn draw_help(frame: &mut Frame, theme: Theme, app: &App) {
         ("PgUp PgDn", "move a page"),
         ("g G  Home End", "first / last row"),
         ("Tab", "switch between holders and events"),
-        ("/", "filter by holder, fingerprint, seat id"),
+        ("/", "filter by holder, fingerprint, license, seat id"),
         ("Esc", "clear the filter"),
         ("s  S", "next sort column / reverse the order"),
         ("f", "freeze updates (and resume)"),
