@@ -17,12 +17,15 @@
 //! [`AppEvent::Page`] (or `PageFailed`) carrying the request's id; an answer
 //! to anything but the newest request is dropped.
 
+use std::time::Duration;
+
 use leasehold_common::Timestamp;
 use leasehold_common::api::{EventKind, SeatView, SeatsPage};
 
 use super::sanitize::sanitize_seat;
 use super::sort_key::SortKey;
 use super::{App, Command, secs};
+use crate::stream::{BACKOFF_MIN, next_backoff};
 
 /// Rows per page, at least; a page is also at least two screenfuls, so the
 /// window always covers the screen around the selection.
@@ -156,6 +159,10 @@ pub(super) struct Paging {
     load_ended: Option<Timestamp>,
     /// How long the last load's requests took, in milliseconds.
     last_cost_ms: i64,
+    /// After failed loads, the least wait before the next: doubled per
+    /// failure and capped like the stream's reconnect, so a server that is
+    /// away is not asked once a second; `None` once a page arrives.
+    retry_wait: Option<Duration>,
     last_id: u64,
 }
 
@@ -347,7 +354,8 @@ impl App {
         if !p.dirty || p.load.is_some() || self.frozen {
             return Vec::new();
         }
-        let gap = EVENT_GAP_MS.max(COST_FACTOR * p.last_cost_ms);
+        let retry_ms = p.retry_wait.map_or(0, |d| d.as_millis() as i64);
+        let gap = EVENT_GAP_MS.max(COST_FACTOR * p.last_cost_ms).max(retry_ms);
         let since = p
             .load_started
             .map_or(gap, |t| self.last_now.millis_since(t));
@@ -363,6 +371,8 @@ impl App {
         if load.id != reply.id {
             return Vec::new();
         }
+        self.paging.retry_wait = None;
+        let load = self.paging.load.as_mut().expect("checked above");
         load.cost_ms += reply.elapsed_ms.min(i64::MAX as u64) as i64;
         self.clock_offset_ms = reply.page.now.millis_since(reply.received_at);
         self.last_update = Some((reply.page.now, reply.received_at));
@@ -399,6 +409,7 @@ impl App {
         if self.paging.load.as_ref().is_some_and(|l| l.id == id) {
             self.finish_load();
             self.paging.dirty = true;
+            self.paging.retry_wait = Some(self.paging.retry_wait.map_or(BACKOFF_MIN, next_backoff));
         }
     }
 
@@ -793,6 +804,39 @@ mod tests {
             t(400),
         );
         assert_eq!(only_fetch(&cmds).delay_ms, 50 * 300 - 400);
+    }
+
+    #[test]
+    fn failed_loads_are_retried_less_and_less_often() {
+        let (mut app, mut server) = paged_app(10);
+        let at = |ms: i64| Timestamp::from_millis(ts(0).as_millis() + ms);
+        let mut now = 10_000;
+        let mut cmds = app.update(
+            AppEvent::StreamEvent(Box::new(event(2, EventKind::Release))),
+            at(now),
+        );
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            let req = only_fetch(&cmds);
+            now += req.delay_ms as i64;
+            let failed = AppEvent::PageFailed {
+                id: req.id,
+                error: "connection refused".into(),
+            };
+            app.update(failed, at(now));
+            cmds = app.update(AppEvent::Tick, at(now));
+            waits.push(only_fetch(&cmds).delay_ms);
+        }
+        assert_eq!(waits, [500, 1000, 2000, 4000, 8000, 10_000]);
+        // Once pages arrive again, loads are as frequent as before.
+        now += only_fetch(&cmds).delay_ms as i64;
+        app.update(AppEvent::Tick, at(now));
+        server.serve(&mut app, cmds);
+        let cmds = app.update(
+            AppEvent::StreamEvent(Box::new(event(3, EventKind::Release))),
+            at(now + 600),
+        );
+        assert_eq!(only_fetch(&cmds).delay_ms, 0);
     }
 
     #[test]
