@@ -372,7 +372,6 @@ impl App {
             return Vec::new();
         }
         self.paging.retry_wait = None;
-        let load = self.paging.load.as_mut().expect("checked above");
         load.cost_ms += reply.elapsed_ms.min(i64::MAX as u64) as i64;
         self.clock_offset_ms = reply.page.now.millis_since(reply.received_at);
         self.last_update = Some((reply.page.now, reply.received_at));
