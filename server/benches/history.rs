@@ -136,25 +136,18 @@ fn write_history(path: &Path, n: usize, now: i64) {
                     ])
                     .expect("session");
             }
+            // An open session is its lease row.
             let mut lease = tx
                 .prepare(
                     "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                         checked_out_at, issued_at, expires_at, session_id)
-                     VALUES (?1, ?2, ?3, NULL, NULL, ?4, ?5, ?6, ?7)",
-                )
-                .expect("prepare");
-            let mut open = tx
-                .prepare(
-                    "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at)
-                     VALUES (?1, ?2, ?3, NULL, ?4)",
+                                         checked_out_at, issued_at, expires_at)
+                     VALUES (?1, ?2, ?3, NULL, NULL, ?4, ?5, ?6)",
                 )
                 .expect("prepare");
             for i in 0..OPEN {
                 let seat = format!("{:032x}", rng.r#gen::<u128>());
                 let start = now - rng.gen_range(60_000..6 * 3_600_000i64);
                 let holder = &holders[i % HOLDERS];
-                open.execute(rusqlite::params![seat, LICENSE, holder, start])
-                    .expect("open session");
                 // Heartbeats keep them live: expiring within the TTL.
                 lease
                     .execute(rusqlite::params![
@@ -164,7 +157,6 @@ fn write_history(path: &Path, n: usize, now: i64) {
                         start,
                         now - 60_000,
                         now + 3_000_000,
-                        tx.last_insert_rowid()
                     ])
                     .expect("lease");
             }

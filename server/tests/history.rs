@@ -389,14 +389,15 @@ async fn an_empty_history_and_the_future() {
     d.store.close().await;
 }
 
-/// A database written by a v4 build (sessions keyed by seat id, leases not
-/// naming their session) moves to v5 with every session kept, and the open
-/// ones are still ended by what ends their lease: a release, a revoke, a
-/// reap (as a lapse at expiry + skew).
+/// A database written by a v4 build (sessions keyed by seat id, an open
+/// session a row of its own) moves to the current schema (v5 re-keys the
+/// sessions, v6 keeps an open session only on its lease) with every
+/// session kept, and the open ones are still ended by what ends their
+/// lease: a release, a revoke, a reap (as a lapse at expiry + skew).
 ///
 /// ```text
 ///   0 old1 [0, 20) released      5 old2 [5, 70) lapsed (both closed in v4)
-///  10 rel, rev, lap check out (expire 70), then the v5 build opens it
+///  10 rel, rev, lap check out (expire 70), then this build opens it
 ///  30 rel releases, rev is revoked; 40 new checks out (expires 100)
 ///  75 lap stops being live (70 + skew); 91 lap reaped (grace 15 s)
 /// ```

@@ -2,9 +2,10 @@
 //! one license's sessions, newest first and keyset-paged, and its usage
 //! over a range, swept from the sessions as they stream out of the query.
 //!
-//! A session whose lease is still in the table has no `ended_at` even if it
-//! lapsed; it is read as ended (a lapse at `expires_at + skew`) from the
-//! moment the one predicate stops counting it. SQL binds
+//! A session is written to `sessions` when its seat leaves the table; until
+//! then its lease row is the session. A lease that lapsed is read as an
+//! ended session (a lapse at `expires_at + skew`) from the moment the one
+//! predicate stops counting it. SQL binds
 //! `live_threshold(now, skew)` for that and writes no rule of its own;
 //! [`resolve`] decides with `is_live`.
 
@@ -84,7 +85,8 @@ impl SessionCursor {
     }
 }
 
-/// A `sessions` row with the `expires_at` of its lease, if still held.
+/// A session as stored: an ended one from `sessions`, or an open one from
+/// its lease (with the lease's `expires_at`).
 #[derive(Debug, Clone)]
 pub struct RawSession {
     pub seat_id: String,
@@ -129,8 +131,7 @@ pub fn resolve(raw: RawSession, now: Timestamp, skew: Duration) -> Result<Sessio
 }
 
 /// Where a session without `ended_at` ended: at `expires_at + skew` if its
-/// lease lapsed; `None` (open) if the lease is live or (never written: every
-/// lease deletion ends its session) gone.
+/// lease lapsed; `None` (open) if the lease is live.
 pub fn lapsed_at(
     expires_at: Option<Timestamp>,
     now: Timestamp,
@@ -141,14 +142,22 @@ pub fn lapsed_at(
         .map(|e| e.saturating_add(skew))
 }
 
-/// The columns [`raw_from_row`] reads, for both stores' queries.
-macro_rules! session_columns {
+/// The columns [`raw_from_row`] reads, for both stores' queries: an ended
+/// session from `sessions`, and an open one from its lease (its row is the
+/// session until the seat leaves the table).
+macro_rules! ended_columns {
     () => {
-        "s.seat_id, s.license_id, s.holder, s.fingerprint, s.started_at, s.ended_at,
-         s.end_kind, l.expires_at"
+        "seat_id, license_id, holder, fingerprint, started_at, ended_at, end_kind,
+         CAST(NULL AS BIGINT)"
     };
 }
-pub(super) use session_columns;
+macro_rules! open_columns {
+    () => {
+        "seat_id, license_id, holder, fingerprint, checked_out_at, CAST(NULL AS BIGINT),
+         CAST(NULL AS TEXT), expires_at"
+    };
+}
+pub(super) use {ended_columns, open_columns};
 
 fn raw_from_row(r: &Row<'_>) -> rusqlite::Result<RawSession> {
     Ok(RawSession {
@@ -166,29 +175,31 @@ fn raw_from_row(r: &Row<'_>) -> rusqlite::Result<RawSession> {
 /// The sessions of a range come from two places, so that a query costs the
 /// sessions of the range and not the license's whole history before it:
 /// those that started inside `[from, to)` (a range of
-/// `sessions_by_license_time`), and those that started before `from` and
-/// were still running at `from` (the `spanning!` part: ended after `from`, from
-/// `sessions_by_license_end`, or not ended, from `sessions_open`). Every
-/// spanning session starts before every session of the first part, so the
-/// two read one after the other are in order of start.
+/// `sessions_by_license_time` merged with one of
+/// `leases_by_license_checkout`), and those that started before `from` and
+/// were still running at `from` (the `spanning!` part: ended after `from`,
+/// from `sessions_by_license_end`, or still held and not lapsed by `from`).
+/// Every spanning session starts before every session of the first part, so
+/// the two read one after the other are in order of start. A session is in
+/// exactly one table at any instant, and each part is one statement (one
+/// snapshot), so none is read twice or missed while it ends.
 ///
-/// `?1` license, `?2` from, `?4` `live_threshold`, `?5` skew.
+/// `?1` license, `?2` from, `?4` `live_threshold`, `?5` skew; `$ended` and
+/// `$open` are further conditions on each table's rows.
 macro_rules! spanning {
-    ($($extra:literal)?) => {
+    ($($ended:literal, $open:literal)?) => {
         concat!(
             "SELECT ",
-            session_columns!(),
-            " FROM sessions s INDEXED BY sessions_by_license_end
-               LEFT JOIN leases l ON l.seat_id = s.seat_id
-             WHERE s.license_id = ?1 AND s.ended_at > ?2 AND s.started_at < ?2 ",
-            $($extra,)?
+            ended_columns!(),
+            " FROM sessions INDEXED BY sessions_by_license_end
+             WHERE license_id = ?1 AND ended_at > ?2 AND started_at < ?2 ",
+            $($ended,)?
             " UNION ALL SELECT ",
-            session_columns!(),
-            " FROM sessions s INDEXED BY sessions_open
-               LEFT JOIN leases l ON l.seat_id = s.seat_id
-             WHERE s.license_id = ?1 AND s.ended_at IS NULL AND s.started_at < ?2
-               AND (l.expires_at IS NULL OR l.expires_at >= ?4 OR l.expires_at + ?5 > ?2) ",
-            $($extra,)?
+            open_columns!(),
+            " FROM leases INDEXED BY leases_by_license_checkout
+             WHERE license_id = ?1 AND checked_out_at < ?2
+               AND (expires_at >= ?4 OR expires_at + ?5 > ?2) ",
+            $($open,)?
         )
     };
 }
@@ -197,7 +208,8 @@ macro_rules! spanning {
 /// spans `t` and the spanning part is not asked.
 fn any_started_before(c: &Connection, license_id: &str, t: i64) -> rusqlite::Result<bool> {
     c.prepare_cached(
-        "SELECT EXISTS (SELECT 1 FROM sessions WHERE license_id = ?1 AND started_at < ?2)",
+        "SELECT EXISTS (SELECT 1 FROM sessions WHERE license_id = ?1 AND started_at < ?2)
+             OR EXISTS (SELECT 1 FROM leases WHERE license_id = ?1 AND checked_out_at < ?2)",
     )?
     .query_row(params![license_id, t], |r| r.get(0))
 }
@@ -206,8 +218,8 @@ fn any_started_before(c: &Connection, license_id: &str, t: i64) -> rusqlite::Res
 /// descending), after the cursor: first those that started in the range,
 /// then (if the page is not full) those that started before it and ran
 /// into it (see `spanning!`). The cursor and `to` make one upper bound on
-/// `(started_at, seat_id)`, a range of the index, so a page costs what it
-/// holds however deep into the range it is.
+/// `(started_at, seat_id)`, a range of each index, merged, so a page costs
+/// what it holds however deep into the range it is.
 pub(super) fn sessions_page(
     c: &Connection,
     q: &SessionsQuery,
@@ -223,13 +235,16 @@ pub(super) fn sessions_page(
     let mut page = Vec::new();
     let mut in_range = c.prepare_cached(concat!(
         "SELECT ",
-        session_columns!(),
-        " FROM sessions s INDEXED BY sessions_by_license_time
-           LEFT JOIN leases l ON l.seat_id = s.seat_id
-         WHERE s.license_id = ?1 AND s.started_at >= ?2
-           AND (s.started_at, s.seat_id) < (?3, ?4)
-           AND (?5 IS NULL OR s.holder = ?5)
-         ORDER BY s.started_at DESC, s.seat_id DESC
+        ended_columns!(),
+        " FROM sessions INDEXED BY sessions_by_license_time
+         WHERE license_id = ?1 AND started_at >= ?2
+           AND (started_at, seat_id) < (?3, ?4) AND (?5 IS NULL OR holder = ?5)
+         UNION ALL SELECT ",
+        open_columns!(),
+        " FROM leases INDEXED BY leases_by_license_checkout
+         WHERE license_id = ?1 AND checked_out_at >= ?2
+           AND (checked_out_at, seat_id) < (?3, ?4) AND (?5 IS NULL OR holder = ?5)
+         ORDER BY 5 DESC, 1 DESC
          LIMIT ?6"
     ))?;
     for raw in in_range.query_map(
@@ -242,9 +257,11 @@ pub(super) fn sessions_page(
         return Ok(page);
     }
     let mut spanning = c.prepare_cached(concat!(
-        "SELECT * FROM (",
-        spanning!("AND (s.started_at, s.seat_id) < (?3, ?6) AND (?7 IS NULL OR s.holder = ?7)"),
-        ") ORDER BY 5 DESC, 1 DESC LIMIT ?8"
+        spanning!(
+            "AND (started_at, seat_id) < (?3, ?6) AND (?7 IS NULL OR holder = ?7)",
+            "AND (checked_out_at, seat_id) < (?3, ?6) AND (?7 IS NULL OR holder = ?7)"
+        ),
+        " ORDER BY 5 DESC, 1 DESC LIMIT ?8"
     ))?;
     let left = i64::try_from(q.limit - page.len()).unwrap_or(i64::MAX);
     for raw in spanning.query_map(
@@ -290,23 +307,24 @@ pub(super) fn usage(c: &Connection, q: &UsageQuery) -> Result<Usage, StoreError>
 
     let (threshold, skew) = (live_threshold(now, q.skew).as_millis(), skew_ms(q.skew));
     if any_started_before(c, &q.license_id, from)? {
-        let mut spanning =
-            c.prepare_cached(concat!("SELECT * FROM (", spanning!(), ") ORDER BY 5"))?;
+        let mut spanning = c.prepare_cached(concat!(spanning!(), " ORDER BY 5"))?;
         let mut rows = spanning.query(params![q.license_id, from, to, threshold, skew])?;
         while let Some(row) = rows.next()? {
             let s = resolve(raw_from_row(row)?, now, q.skew)?;
             sweep.session(s.started_at, s.ended_at, &s.holder);
         }
     }
-    // Only what the sweep needs, all of it in the index; the lease only
-    // for a session that has not ended.
+    // Only what the sweep needs: the ended sessions all from the index, the
+    // open ones (at most the pool) with their expiry; merged in start order.
     let mut in_range = c.prepare_cached(
-        "SELECT s.started_at, s.ended_at, s.holder,
-                CASE WHEN s.ended_at IS NULL
-                     THEN (SELECT expires_at FROM leases WHERE seat_id = s.seat_id) END
-         FROM sessions s INDEXED BY sessions_by_license_time
-         WHERE s.license_id = ?1 AND s.started_at >= ?2 AND s.started_at < ?3
-         ORDER BY s.started_at",
+        "SELECT started_at, ended_at, holder, NULL
+         FROM sessions INDEXED BY sessions_by_license_time
+         WHERE license_id = ?1 AND started_at >= ?2 AND started_at < ?3
+         UNION ALL
+         SELECT checked_out_at, NULL, holder, expires_at
+         FROM leases INDEXED BY leases_by_license_checkout
+         WHERE license_id = ?1 AND checked_out_at >= ?2 AND checked_out_at < ?3
+         ORDER BY 1",
     )?;
     let mut rows = in_range.query(params![q.license_id, from, to])?;
     while let Some(row) = rows.next()? {

@@ -18,19 +18,6 @@ use super::{CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreE
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// A session's key in the store: its insertion order, so a new session is
-/// appended rather than written at a random place. A lease row carries its
-/// session's id, so ending a session needs no lookup by seat id.
-pub type SessionId = i64;
-
-/// A lease just deleted, and the session it was part of (`None` only for a
-/// lease without one: never written, every grant starts a session).
-#[derive(Debug, Clone)]
-pub struct Deleted {
-    pub lease: LeaseRow,
-    pub session: Option<SessionId>,
-}
-
 /// The queries the rules ask of one store transaction. Nothing here decides:
 /// a method reads or writes the rows it names, with the times it is given.
 pub trait LeaseTx {
@@ -74,21 +61,18 @@ pub trait LeaseTx {
     ) -> Result<Option<Timestamp>>;
     /// A seat of `license_id`, live or lapsed-unreaped.
     fn lease(&mut self, license_id: &str, seat_id: &str) -> Result<Option<LeaseRow>>;
-    /// A new seat, part of `session`.
-    fn insert_lease(
-        &mut self,
-        lease: &LeaseRow,
-        idempotency_key: Option<&str>,
-        session: SessionId,
-    ) -> Result<()>;
+    /// A new seat. Its row is also its open session (started at
+    /// `checked_out_at`) until the seat leaves the table.
+    fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()>;
     /// Store `renewed`'s `issued_at` and `expires_at` on the seat that was `old`.
     fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()>;
     /// Delete a seat (of `license_id`, when given) and return it.
-    fn delete_lease(&mut self, seat_id: &str, license_id: Option<&str>) -> Result<Option<Deleted>>;
+    fn delete_lease(&mut self, seat_id: &str, license_id: Option<&str>)
+    -> Result<Option<LeaseRow>>;
     /// Delete up to `limit` leases of the license with `expires_at < cutoff`,
     /// the earliest first, writing a `reap` event at `now` for each (detail:
-    /// [`reap_detail`]) and ending its session as a lapse at `expires_at +
-    /// skew`; return those events.
+    /// [`reap_detail`]) and recording its session as ended by a lapse at
+    /// `expires_at + skew`; return those events.
     fn reap_expired(
         &mut self,
         license_id: &str,
@@ -100,10 +84,9 @@ pub trait LeaseTx {
     /// Drop blocks that ended by `now` and all but the newest
     /// `event_retention` events.
     fn prune(&mut self, now: Timestamp, event_retention: i64) -> Result<()>;
-    /// A seat's session begins (its checkout); its id, for the lease row.
-    fn start_session(&mut self, lease: &LeaseRow) -> Result<SessionId>;
-    /// A seat's session ends `at`, the way `end` says.
-    fn end_session(&mut self, session: SessionId, end: SessionEnd, at: Timestamp) -> Result<()>;
+    /// Record the session of a seat that just left the table: from its
+    /// checkout to `at`, ended the way `end` says.
+    fn record_session(&mut self, lease: &LeaseRow, end: SessionEnd, at: Timestamp) -> Result<()>;
     /// One refused checkout (409 or 403) of the license, counted exactly
     /// per second.
     fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()>;
@@ -341,11 +324,11 @@ impl<T: LeaseTx> Rules<'_, T> {
             issued_at: self.now,
             expires_at: self.now.saturating_add(ttl),
         };
-        // A replay or re-claim continues this session; heartbeats and the
-        // outage rule extend it through the lease's own expiry.
-        let session = self.tx.start_session(&lease)?;
+        // The lease row is the open session (a replay or re-claim continues
+        // it; heartbeats and the outage rule extend it through the lease's
+        // own expiry); the session is written once, when the seat leaves.
         self.tx
-            .insert_lease(&lease, req.idempotency_key.as_deref(), session)?;
+            .insert_lease(&lease, req.idempotency_key.as_deref())?;
         let detail = lease
             .fingerprint
             .as_deref()
@@ -404,11 +387,10 @@ impl<T: LeaseTx> Rules<'_, T> {
 
     /// Release: idempotent, `false` if the seat was not there.
     pub fn release(&mut self, license_id: &str, seat_id: &str) -> Result<bool> {
-        let Some(deleted) = self.tx.delete_lease(seat_id, Some(license_id))? else {
+        let Some(row) = self.tx.delete_lease(seat_id, Some(license_id))? else {
             return Ok(false);
         };
-        self.end_session(&deleted, SessionEnd::Release)?;
-        let row = deleted.lease;
+        self.end_session(&row, SessionEnd::Release)?;
         self.event(
             EventKind::Release,
             Some(license_id),
@@ -427,11 +409,10 @@ impl<T: LeaseTx> Rules<'_, T> {
         reason: Option<String>,
         block: Option<Duration>,
     ) -> Result<Option<LeaseRow>> {
-        let Some(deleted) = self.tx.delete_lease(seat_id, None)? else {
+        let Some(row) = self.tx.delete_lease(seat_id, None)? else {
             return Ok(None);
         };
-        self.end_session(&deleted, SessionEnd::Revoke)?;
-        let row = deleted.lease;
+        self.end_session(&row, SessionEnd::Revoke)?;
         let mut detail = reason.unwrap_or_default();
         if let Some(block) = block.filter(|b| !b.is_zero()) {
             let until = self.now.saturating_add(block);
@@ -475,11 +456,7 @@ impl<T: LeaseTx> Rules<'_, T> {
     /// A seat's session ends when the lease leaves the table: at `now` for a
     /// release or revoke of a live seat, and when the predicate stopped
     /// counting it (`expires_at + skew`) for one that had already lapsed.
-    fn end_session(&mut self, deleted: &Deleted, end: SessionEnd) -> Result<()> {
-        let Some(session) = deleted.session else {
-            return Ok(());
-        };
-        let row = &deleted.lease;
+    fn end_session(&mut self, row: &LeaseRow, end: SessionEnd) -> Result<()> {
         let skew = self.licenses.get(&row.license_id).map(|l| l.policy.skew);
         let (end, at) = match skew {
             Some(skew) if !is_live(row.expires_at, self.now, skew) => {
@@ -487,7 +464,7 @@ impl<T: LeaseTx> Rules<'_, T> {
             }
             _ => (end, self.now),
         };
-        self.tx.end_session(session, end, at)
+        self.tx.record_session(row, end, at)
     }
 
     /// Record each license's pool size from now on where it differs from

@@ -166,6 +166,17 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX leases_by_expiry;
     DROP INDEX leases_by_checkout;
     "#,
+    // v6: an open session is its lease row. A checkout writes only the
+    // lease; the session row is written once, when the seat leaves the
+    // table (release, revoke, reap), with how it ended. Reads take the
+    // ended sessions from `sessions` and the open ones from `leases`
+    // (started at `checked_out_at`, by `leases_by_license_checkout`). The
+    // open session rows were copies of their leases' fields.
+    r#"
+    DELETE FROM sessions WHERE ended_at IS NULL;
+    DROP INDEX sessions_open;
+    ALTER TABLE leases DROP COLUMN session_id;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -14,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::live_index::LiveIndex;
 use super::read::{lease_columns, lease_from_row};
-use super::rules::{Deleted, LeaseTx, NewEvent, Result, SessionId, reap_detail};
+use super::rules::{LeaseTx, NewEvent, Result, reap_detail};
 use super::{LeaseRow, StoreError};
 
 /// The writer's connection and live index, for one batch.
@@ -145,17 +145,12 @@ impl LeaseTx for SqliteTx<'_> {
             .optional()?)
     }
 
-    fn insert_lease(
-        &mut self,
-        lease: &LeaseRow,
-        idempotency_key: Option<&str>,
-        session: SessionId,
-    ) -> Result<()> {
+    fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()> {
         self.conn
             .prepare_cached(
                 "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                     checked_out_at, issued_at, expires_at, session_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                     checked_out_at, issued_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
             .execute(params![
                 lease.seat_id,
@@ -166,7 +161,6 @@ impl LeaseTx for SqliteTx<'_> {
                 lease.checked_out_at.as_millis(),
                 lease.issued_at.as_millis(),
                 lease.expires_at.as_millis(),
-                session
             ])?;
         self.index
             .insert(&lease.license_id, lease.expires_at.as_millis());
@@ -188,25 +182,22 @@ impl LeaseTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn delete_lease(&mut self, seat_id: &str, license_id: Option<&str>) -> Result<Option<Deleted>> {
+    fn delete_lease(
+        &mut self,
+        seat_id: &str,
+        license_id: Option<&str>,
+    ) -> Result<Option<LeaseRow>> {
         const SQL: &str = concat!(
             "DELETE FROM leases WHERE seat_id = ?1 AND (?2 IS NULL OR license_id = ?2) RETURNING ",
-            lease_columns!(),
-            ", session_id"
+            lease_columns!()
         );
         let deleted = self
             .conn
             .prepare_cached(SQL)?
-            .query_row(params![seat_id, license_id], |r| {
-                Ok(Deleted {
-                    lease: lease_from_row(r)?,
-                    session: r.get(7)?,
-                })
-            })
+            .query_row(params![seat_id, license_id], lease_from_row)
             .optional()?;
         if let Some(d) = &deleted {
-            self.index
-                .remove(&d.lease.license_id, d.lease.expires_at.as_millis());
+            self.index.remove(&d.license_id, d.expires_at.as_millis());
         }
         Ok(deleted)
     }
@@ -227,11 +218,12 @@ impl LeaseTx for SqliteTx<'_> {
         // The same leases as the two statements below take, before they go.
         self.conn
             .prepare_cached(
-                "UPDATE sessions SET end_kind = 'lapse', ended_at = r.expires_at + ?4
-                 FROM (SELECT session_id, expires_at FROM leases
-                       WHERE license_id = ?1 AND expires_at < ?2
-                       ORDER BY expires_at, seat_id LIMIT ?3) r
-                 WHERE sessions.id = r.session_id",
+                "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
+                                       ended_at, end_kind)
+                 SELECT seat_id, license_id, holder, fingerprint, checked_out_at,
+                        expires_at + ?4, 'lapse'
+                 FROM leases WHERE license_id = ?1 AND expires_at < ?2
+                 ORDER BY expires_at, seat_id LIMIT ?3",
             )?
             .execute(params![
                 license_id,
@@ -305,29 +297,22 @@ impl LeaseTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn start_session(&mut self, lease: &LeaseRow) -> Result<SessionId> {
+    fn record_session(&mut self, lease: &LeaseRow, end: SessionEnd, at: Timestamp) -> Result<()> {
         self.conn
             .prepare_cached(
-                "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
+                                       ended_at, end_kind)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
             .execute(params![
                 lease.seat_id,
                 lease.license_id,
                 lease.holder,
                 lease.fingerprint,
-                lease.checked_out_at.as_millis()
+                lease.checked_out_at.as_millis(),
+                at.as_millis(),
+                end.as_str()
             ])?;
-        Ok(self.conn.last_insert_rowid())
-    }
-
-    fn end_session(&mut self, session: SessionId, end: SessionEnd, at: Timestamp) -> Result<()> {
-        self.conn
-            .prepare_cached(
-                "UPDATE sessions SET ended_at = ?2, end_kind = ?3
-                 WHERE id = ?1 AND ended_at IS NULL",
-            )?
-            .execute(params![session, at.as_millis(), end.as_str()])?;
         Ok(())
     }
 

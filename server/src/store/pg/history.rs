@@ -11,7 +11,7 @@ use tokio_postgres::types::ToSql;
 
 use super::super::StoreError;
 use super::super::history::{
-    RawSession, SessionsQuery, UsageQuery, lapsed_at, resolve, session_columns, skew_ms,
+    RawSession, SessionsQuery, UsageQuery, ended_columns, lapsed_at, open_columns, resolve, skew_ms,
 };
 use super::reads::PgReads;
 use crate::usage::{PoolTimeline, Sweep, Usage};
@@ -31,21 +31,23 @@ fn raw_from_row(r: &Row) -> RawSession {
 
 /// The spanning part of a range, as SQLite's `history.rs` explains: the
 /// sessions that started before `from` (`$2`) and ran into it, ended after
-/// it or not ended. `$1` license, `$3` `live_threshold`, `$4` skew.
+/// it or still held and not lapsed by it. `$1` license, `$3`
+/// `live_threshold`, `$4` skew; `$ended` and `$open` are further conditions
+/// on each table's rows.
 macro_rules! spanning {
-    ($($extra:literal)?) => {
+    ($($ended:literal, $open:literal)?) => {
         concat!(
             "SELECT ",
-            session_columns!(),
-            " FROM sessions s LEFT JOIN leases l ON l.seat_id = s.seat_id
-             WHERE s.license_id = $1 AND s.ended_at > $2 AND s.started_at < $2 ",
-            $($extra,)?
+            ended_columns!(),
+            " FROM sessions
+             WHERE license_id = $1 AND ended_at > $2 AND started_at < $2 ",
+            $($ended,)?
             " UNION ALL SELECT ",
-            session_columns!(),
-            " FROM sessions s LEFT JOIN leases l ON l.seat_id = s.seat_id
-             WHERE s.license_id = $1 AND s.ended_at IS NULL AND s.started_at < $2
-               AND (l.expires_at IS NULL OR l.expires_at >= $3 OR l.expires_at + $4 > $2) ",
-            $($extra,)?
+            open_columns!(),
+            " FROM leases
+             WHERE license_id = $1 AND checked_out_at < $2
+               AND (expires_at >= $3 OR expires_at + $4 > $2) ",
+            $($open,)?
         )
     };
 }
@@ -57,7 +59,8 @@ async fn any_started_before(
 ) -> Result<bool, StoreError> {
     Ok(client
         .query_one(
-            "SELECT EXISTS (SELECT 1 FROM sessions WHERE license_id = $1 AND started_at < $2)",
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE license_id = $1 AND started_at < $2)
+                 OR EXISTS (SELECT 1 FROM leases WHERE license_id = $1 AND checked_out_at < $2)",
             &[&license_id, &t],
         )
         .await?
@@ -81,14 +84,19 @@ pub async fn sessions_page(
     let rows = client
         .query(
             concat!(
-                "SELECT ",
-                session_columns!(),
-                " FROM sessions s LEFT JOIN leases l ON l.seat_id = s.seat_id
-                 WHERE s.license_id = $1 AND s.started_at >= $2 AND s.started_at <= $3
-                   AND (s.started_at, s.seat_id) < ($3, $4)
-                   AND ($5::text IS NULL OR s.holder = $5)
-                 ORDER BY s.started_at DESC, s.seat_id DESC
-                 LIMIT $6"
+                "(SELECT ",
+                ended_columns!(),
+                " FROM sessions
+                 WHERE license_id = $1 AND started_at >= $2 AND started_at <= $3
+                   AND (started_at, seat_id) < ($3, $4) AND ($5::text IS NULL OR holder = $5)
+                 ORDER BY started_at DESC, seat_id DESC LIMIT $6)
+                 UNION ALL (SELECT ",
+                open_columns!(),
+                " FROM leases
+                 WHERE license_id = $1 AND checked_out_at >= $2 AND checked_out_at <= $3
+                   AND (checked_out_at, seat_id) < ($3, $4) AND ($5::text IS NULL OR holder = $5)
+                 ORDER BY checked_out_at DESC, seat_id DESC LIMIT $6)
+                 ORDER BY 5 DESC, 1 DESC LIMIT $6"
             ),
             &[
                 &q.license_id,
@@ -110,12 +118,13 @@ pub async fn sessions_page(
         let rows = client
             .query(
                 concat!(
-                    "SELECT * FROM (",
                     spanning!(
-                        "AND s.started_at <= $5 AND (s.started_at, s.seat_id) < ($5, $6)
-                         AND ($7::text IS NULL OR s.holder = $7)"
+                        "AND started_at <= $5 AND (started_at, seat_id) < ($5, $6)
+                         AND ($7::text IS NULL OR holder = $7)",
+                        "AND checked_out_at <= $5 AND (checked_out_at, seat_id) < ($5, $6)
+                         AND ($7::text IS NULL OR holder = $7)"
                     ),
-                    ") spanning ORDER BY 5 DESC, 1 DESC LIMIT $8"
+                    " ORDER BY 5 DESC, 1 DESC LIMIT $8"
                 ),
                 &[
                     &q.license_id,
@@ -190,10 +199,7 @@ pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError>
     if any_started_before(&client, &q.license_id, from).await? {
         let params: [&(dyn ToSql + Sync); 4] = [&q.license_id, &from, &threshold, &skew];
         let rows = client
-            .query_raw(
-                concat!("SELECT * FROM (", spanning!(), ") spanning ORDER BY 5"),
-                params,
-            )
+            .query_raw(concat!(spanning!(), " ORDER BY 5"), params)
             .await?;
         pin_mut!(rows);
         while let Some(row) = rows.try_next().await? {
@@ -201,16 +207,17 @@ pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError>
             sweep.session(s.started_at, s.ended_at, &s.holder);
         }
     }
-    // Only what the sweep needs; the lease only for a session not ended.
+    // Only what the sweep needs: ended sessions and the open ones (at most
+    // the pool, with their expiry), merged in start order.
     let params: [&(dyn ToSql + Sync); 3] = [&q.license_id, &from, &to];
     let rows = client
         .query_raw(
-            "SELECT s.started_at, s.ended_at, s.holder,
-                    CASE WHEN s.ended_at IS NULL
-                         THEN (SELECT expires_at FROM leases WHERE seat_id = s.seat_id) END
-             FROM sessions s
-             WHERE s.license_id = $1 AND s.started_at >= $2 AND s.started_at < $3
-             ORDER BY s.started_at",
+            "SELECT started_at, ended_at, holder, NULL::bigint FROM sessions
+             WHERE license_id = $1 AND started_at >= $2 AND started_at < $3
+             UNION ALL
+             SELECT checked_out_at, NULL, holder, expires_at FROM leases
+             WHERE license_id = $1 AND checked_out_at >= $2 AND checked_out_at < $3
+             ORDER BY 1",
             params,
         )
         .await?;

@@ -183,6 +183,13 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX leases_by_expiry;
     DROP INDEX leases_by_checkout;
     "#,
+    // v6: an open session is its lease row; the session row is written
+    // once, when the seat leaves the table (the same as SQLite's v6).
+    r#"
+    DELETE FROM sessions WHERE ended_at IS NULL;
+    DROP INDEX sessions_open;
+    ALTER TABLE leases DROP COLUMN session_id;
+    "#,
 ];
 
 /// The schema version this build writes.

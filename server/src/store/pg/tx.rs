@@ -10,7 +10,7 @@ use std::time::Duration;
 use leasehold_common::api::{Event, EventKind, SessionEnd};
 use postgres::{Client, Row, Statement};
 
-use super::super::rules::{Deleted, LeaseTx, NewEvent, Result, SessionId, reap_detail};
+use super::super::rules::{LeaseTx, NewEvent, Result, reap_detail};
 use super::super::{LeaseRow, StoreError};
 
 const LEASE_COLUMNS: &str =
@@ -36,9 +36,8 @@ pub struct Statements {
     prune_events: Statement,
     extend_live: Statement,
     append_event: Statement,
-    end_reaped_sessions: Statement,
-    start_session: Statement,
-    end_session: Statement,
+    record_reaped_sessions: Statement,
+    record_session: Statement,
     count_denial: Statement,
     current_pool_sizes: Statement,
     record_pool_size: Statement,
@@ -79,15 +78,15 @@ impl Statements {
             ))?,
             insert_lease: p(
                 "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                     checked_out_at, issued_at, expires_at, session_id)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                                     checked_out_at, issued_at, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )?,
             renew_lease: p(
                 "UPDATE leases SET issued_at = $2, expires_at = $3 WHERE seat_id = $1",
             )?,
             delete_lease: p(&format!(
                 "DELETE FROM leases WHERE seat_id = $1 AND ($2::text IS NULL OR license_id = $2)
-                 RETURNING {LEASE_COLUMNS}, session_id"
+                 RETURNING {LEASE_COLUMNS}"
             ))?,
             // SKIP LOCKED: two replicas reaping at once split the work; a
             // lease is deleted, and its event written, exactly once.
@@ -98,7 +97,7 @@ impl Statements {
                      ORDER BY expires_at, seat_id LIMIT $3
                      FOR UPDATE SKIP LOCKED)
                  DELETE FROM leases l USING victims v WHERE l.seat_id = v.seat_id
-                 RETURNING l.seat_id, l.holder, l.expires_at, l.session_id",
+                 RETURNING l.seat_id, l.holder, l.expires_at, l.fingerprint, l.checked_out_at",
             )?,
             take_event_ids: p(
                 "UPDATE cluster SET last_event_id = last_event_id + $1 WHERE id = 1
@@ -117,18 +116,17 @@ impl Statements {
                 "UPDATE leases SET expires_at = $1
                  WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1",
             )?,
-            end_reaped_sessions: p(
-                "UPDATE sessions SET end_kind = 'lapse', ended_at = e.ended_at
-                 FROM unnest($1::bigint[], $2::bigint[]) AS e(id, ended_at)
-                 WHERE sessions.id = e.id",
+            record_reaped_sessions: p(
+                "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
+                                       ended_at, end_kind)
+                 SELECT seat_id, $1, holder, fingerprint, started_at, ended_at, 'lapse'
+                 FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
+                      AS r(seat_id, holder, fingerprint, started_at, ended_at)",
             )?,
-            start_session: p(
-                "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at)
-                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
-            )?,
-            end_session: p(
-                "UPDATE sessions SET ended_at = $2, end_kind = $3
-                 WHERE id = $1 AND ended_at IS NULL",
+            record_session: p(
+                "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
+                                       ended_at, end_kind)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )?,
             count_denial: p(
                 "INSERT INTO denials (license_id, second_ms, count) VALUES ($1, $2, 1)
@@ -169,6 +167,15 @@ impl Statements {
             )?,
         })
     }
+}
+
+/// A lease the reaper deleted: what its event and its session record need.
+struct Reaped {
+    seat_id: String,
+    holder: String,
+    fingerprint: Option<String>,
+    checked_out_at: i64,
+    expires_at: i64,
 }
 
 /// One command's view of the writer's transaction: the client, inside the
@@ -286,12 +293,7 @@ impl LeaseTx for PgTx<'_> {
         Ok(row.as_ref().map(lease_from_row))
     }
 
-    fn insert_lease(
-        &mut self,
-        lease: &LeaseRow,
-        idempotency_key: Option<&str>,
-        session: SessionId,
-    ) -> Result<()> {
+    fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()> {
         self.tx.execute(
             &self.statements.insert_lease,
             &[
@@ -303,7 +305,6 @@ impl LeaseTx for PgTx<'_> {
                 &lease.checked_out_at.as_millis(),
                 &lease.issued_at.as_millis(),
                 &lease.expires_at.as_millis(),
-                &session,
             ],
         )?;
         Ok(())
@@ -321,14 +322,15 @@ impl LeaseTx for PgTx<'_> {
         Ok(())
     }
 
-    fn delete_lease(&mut self, seat_id: &str, license_id: Option<&str>) -> Result<Option<Deleted>> {
+    fn delete_lease(
+        &mut self,
+        seat_id: &str,
+        license_id: Option<&str>,
+    ) -> Result<Option<LeaseRow>> {
         let row = self
             .tx
             .query_opt(&self.statements.delete_lease, &[&seat_id, &license_id])?;
-        Ok(row.as_ref().map(|r| Deleted {
-            lease: lease_from_row(r),
-            session: r.get(7),
-        }))
+        Ok(row.as_ref().map(lease_from_row))
     }
 
     fn reap_expired(
@@ -340,29 +342,50 @@ impl LeaseTx for PgTx<'_> {
         skew: Duration,
     ) -> Result<Vec<Event>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut gone: Vec<(String, String, i64, Option<SessionId>)> = self
+        let mut gone: Vec<Reaped> = self
             .tx
             .query(
                 &self.statements.reap_leases,
                 &[&license_id, &cutoff.as_millis(), &limit],
             )?
             .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .map(|r| Reaped {
+                seat_id: r.get(0),
+                holder: r.get(1),
+                expires_at: r.get(2),
+                fingerprint: r.get(3),
+                checked_out_at: r.get(4),
+            })
             .collect();
         if gone.is_empty() {
             return Ok(Vec::new());
         }
         // The index's order, so event ids follow expiry as on SQLite.
-        gone.sort_by(|a, b| (a.2, &a.0).cmp(&(b.2, &b.0)));
-        let (sessions, ended): (Vec<SessionId>, Vec<i64>) = gone
+        gone.sort_by(|a, b| (a.expires_at, &a.seat_id).cmp(&(b.expires_at, &b.seat_id)));
+        let column = |f: fn(&Reaped) -> &str| gone.iter().map(f).collect::<Vec<_>>();
+        let (seats, holders) = (column(|g| &g.seat_id), column(|g| &g.holder));
+        let fingerprints: Vec<Option<&str>> =
+            gone.iter().map(|g| g.fingerprint.as_deref()).collect();
+        let started: Vec<i64> = gone.iter().map(|g| g.checked_out_at).collect();
+        let ended: Vec<i64> = gone
             .iter()
-            .filter_map(|g| {
-                let ended = Timestamp::from_millis(g.2).saturating_add(skew);
-                g.3.map(|id| (id, ended.as_millis()))
+            .map(|g| {
+                Timestamp::from_millis(g.expires_at)
+                    .saturating_add(skew)
+                    .as_millis()
             })
-            .unzip();
-        self.tx
-            .execute(&self.statements.end_reaped_sessions, &[&sessions, &ended])?;
+            .collect();
+        self.tx.execute(
+            &self.statements.record_reaped_sessions,
+            &[
+                &license_id,
+                &seats,
+                &holders,
+                &fingerprints,
+                &started,
+                &ended,
+            ],
+        )?;
         let n = gone.len() as i64;
         let last: i64 = self
             .tx
@@ -371,14 +394,14 @@ impl LeaseTx for PgTx<'_> {
         let events: Vec<Event> = gone
             .into_iter()
             .zip(last - n + 1..)
-            .map(|((seat_id, holder, expires_at, _), id)| Event {
+            .map(|(g, id)| Event {
                 id,
                 at: now,
                 kind: EventKind::Reap,
                 license_id: Some(license_id.to_string()),
-                seat_id: Some(seat_id),
-                holder: Some(holder),
-                detail: Some(reap_detail(Timestamp::from_millis(expires_at))),
+                seat_id: Some(g.seat_id),
+                holder: Some(g.holder),
+                detail: Some(reap_detail(Timestamp::from_millis(g.expires_at))),
             })
             .collect();
         insert_events(self.tx, self.statements, &events)?;
@@ -393,24 +416,18 @@ impl LeaseTx for PgTx<'_> {
         Ok(())
     }
 
-    fn start_session(&mut self, lease: &LeaseRow) -> Result<SessionId> {
-        let row = self.tx.query_one(
-            &self.statements.start_session,
+    fn record_session(&mut self, lease: &LeaseRow, end: SessionEnd, at: Timestamp) -> Result<()> {
+        self.tx.execute(
+            &self.statements.record_session,
             &[
                 &lease.seat_id,
                 &lease.license_id,
                 &lease.holder,
                 &lease.fingerprint,
                 &lease.checked_out_at.as_millis(),
+                &at.as_millis(),
+                &end.as_str(),
             ],
-        )?;
-        Ok(row.get(0))
-    }
-
-    fn end_session(&mut self, session: SessionId, end: SessionEnd, at: Timestamp) -> Result<()> {
-        self.tx.execute(
-            &self.statements.end_session,
-            &[&session, &at.as_millis(), &end.as_str()],
         )?;
         Ok(())
     }
