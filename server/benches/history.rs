@@ -21,7 +21,9 @@
 //! `HISTORY_CSV_SECS=N` stops reading a CSV after N s, default 60;
 //! `HISTORY_DB=DIR` keeps the data dir there and reuses it if it exists;
 //! `HISTORY_LEASEHOLDD=PATH` runs another build of the server on it, for a
-//! before/after pair on the same data).
+//! before/after pair on the same data; `HISTORY_STORE=postgres` writes the
+//! same rows into a throwaway PostgreSQL cluster instead and runs the
+//! server as a replica on it).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -35,6 +37,7 @@ use leasehold_common::{Licenses, Timestamp};
 use leasehold_server::clock::{SharedClock, SystemClock};
 use leasehold_server::licenses::LicensesHandle;
 use leasehold_server::store::{Store, StoreOptions, database_path};
+use leasehold_testkit::postgres::PgCluster;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -95,102 +98,245 @@ fn create_schema(data_dir: &Path) {
     });
 }
 
-/// `n` closed sessions over the year up to `now`, `OPEN` open ones (with
-/// their leases), pool sizes and denials, in one transaction.
-fn write_history(path: &Path, n: usize, now: i64) {
-    let started = Instant::now();
+/// One row of the generated history.
+enum Record<'a> {
+    /// An ended session.
+    Session {
+        seat: String,
+        holder: &'a str,
+        fingerprint: Option<String>,
+        start: i64,
+        end: i64,
+        kind: &'static str,
+    },
+    /// A live lease: an open session.
+    Lease {
+        seat: String,
+        holder: &'a str,
+        checked_out_at: i64,
+        issued_at: i64,
+        expires_at: i64,
+    },
+    PoolSize {
+        at: i64,
+        seats: u32,
+    },
+    Denials {
+        second_ms: i64,
+        count: i64,
+    },
+}
+
+/// `n` closed sessions over the year up to `now`, `OPEN` open ones (their
+/// live leases), pool sizes and denials, in that order, the same rows for
+/// either store (one seed).
+fn generate(n: usize, now: i64, mut emit: impl FnMut(Record<'_>)) {
     let year_start = now - 365 * DAY_MS;
     let mut rng = StdRng::seed_from_u64(12);
     let holders: Vec<String> = (0..HOLDERS).map(|i| format!("user-{i:03}")).collect();
-    {
-        let mut conn = rusqlite::Connection::open(path).expect("raw connection");
-        let tx = conn.transaction().expect("tx");
-        {
-            let mut session = tx
-                .prepare(
-                    "INSERT INTO sessions (seat_id, license_id, holder, fingerprint,
-                                           started_at, ended_at, end_kind)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .expect("prepare");
-            for _ in 0..n {
-                let h = rng.gen_range(0..HOLDERS);
-                // 20 min to 6 h, ending at least a minute before now.
-                let duration = rng.gen_range(1_200_000..21_600_000i64);
-                let start = rng.gen_range(year_start..now - duration - 60_000);
-                let kind = match rng.gen_range(0..100) {
-                    0..85 => "release",
-                    85..95 => "lapse",
-                    _ => "revoke",
-                };
-                let fingerprint = (h % 4 != 0).then(|| format!("fp-{h:03}"));
-                session
-                    .execute(rusqlite::params![
-                        format!("{:032x}", rng.r#gen::<u128>()),
-                        LICENSE,
-                        holders[h],
-                        fingerprint,
-                        start,
-                        start + duration,
-                        kind,
-                    ])
-                    .expect("session");
-            }
-            // An open session is its lease row.
-            let mut lease = tx
-                .prepare(
-                    "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                         checked_out_at, issued_at, expires_at)
-                     VALUES (?1, ?2, ?3, NULL, NULL, ?4, ?5, ?6)",
-                )
-                .expect("prepare");
-            for i in 0..OPEN {
-                let seat = format!("{:032x}", rng.r#gen::<u128>());
-                let start = now - rng.gen_range(60_000..6 * 3_600_000i64);
-                let holder = &holders[i % HOLDERS];
-                // Heartbeats keep them live: expiring within the TTL.
-                lease
-                    .execute(rusqlite::params![
-                        seat,
-                        LICENSE,
-                        holder,
-                        start,
-                        now - 60_000,
-                        now + 3_000_000,
-                    ])
-                    .expect("lease");
-            }
-            let mut pool = tx
-                .prepare("INSERT INTO pool_sizes (license_id, at, seats) VALUES (?1, ?2, ?3)")
-                .expect("prepare");
-            for (at, seats) in [
-                (year_start - DAY_MS, 400),
-                (year_start + 120 * DAY_MS, 500),
-                (year_start + 240 * DAY_MS, SEATS),
-            ] {
-                pool.execute(rusqlite::params![LICENSE, at, seats])
-                    .expect("pool size");
-            }
-            let mut denial = tx
-                .prepare(
-                    "INSERT OR IGNORE INTO denials (license_id, second_ms, count)
-                     VALUES (?1, ?2, ?3)",
-                )
-                .expect("prepare");
-            for _ in 0..5_000 {
-                let second = rng.gen_range(year_start..now) / 1000 * 1000;
-                denial
-                    .execute(rusqlite::params![LICENSE, second, rng.gen_range(1..6i64)])
-                    .expect("denial");
-            }
-        }
-        tx.commit().expect("commit");
+    for _ in 0..n {
+        let h = rng.gen_range(0..HOLDERS);
+        // 20 min to 6 h, ending at least a minute before now.
+        let duration = rng.gen_range(1_200_000..21_600_000i64);
+        let start = rng.gen_range(year_start..now - duration - 60_000);
+        let kind = match rng.gen_range(0..100) {
+            0..85 => "release",
+            85..95 => "lapse",
+            _ => "revoke",
+        };
+        emit(Record::Session {
+            seat: format!("{:032x}", rng.r#gen::<u128>()),
+            holder: &holders[h],
+            fingerprint: (h % 4 != 0).then(|| format!("fp-{h:03}")),
+            start,
+            end: start + duration,
+            kind,
+        });
     }
+    for i in 0..OPEN {
+        let seat = format!("{:032x}", rng.r#gen::<u128>());
+        let start = now - rng.gen_range(60_000..6 * 3_600_000i64);
+        // Heartbeats keep them live: expiring within the TTL.
+        emit(Record::Lease {
+            seat,
+            holder: &holders[i % HOLDERS],
+            checked_out_at: start,
+            issued_at: now - 60_000,
+            expires_at: now + 3_000_000,
+        });
+    }
+    for (at, seats) in [
+        (year_start - DAY_MS, 400),
+        (year_start + 120 * DAY_MS, 500),
+        (year_start + 240 * DAY_MS, SEATS),
+    ] {
+        emit(Record::PoolSize { at, seats });
+    }
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..5_000 {
+        let second_ms = rng.gen_range(year_start..now) / 1000 * 1000;
+        let count = rng.gen_range(1..6i64);
+        // The first count of a second stands, as `INSERT OR IGNORE` did.
+        if seen.insert(second_ms) {
+            emit(Record::Denials { second_ms, count });
+        }
+    }
+}
+
+fn report_written(n: usize, started: Instant) {
     println!(
         "history: {n} closed + {OPEN} open sessions, 3 pool sizes, ≈5,000 denial seconds \
          written in {:.1?}",
         started.elapsed()
     );
+}
+
+/// The history straight into the SQLite file, in one transaction.
+fn write_sqlite(path: &Path, n: usize, now: i64) {
+    let started = Instant::now();
+    let mut conn = rusqlite::Connection::open(path).expect("raw connection");
+    let tx = conn.transaction().expect("tx");
+    {
+        let mut session = tx
+            .prepare(
+                "INSERT INTO sessions (seat_id, license_id, holder, fingerprint,
+                                       started_at, ended_at, end_kind)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .expect("prepare");
+        // An open session is its lease row.
+        let mut lease = tx
+            .prepare(
+                "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
+                                     checked_out_at, issued_at, expires_at)
+                 VALUES (?1, ?2, ?3, NULL, NULL, ?4, ?5, ?6)",
+            )
+            .expect("prepare");
+        let mut pool = tx
+            .prepare("INSERT INTO pool_sizes (license_id, at, seats) VALUES (?1, ?2, ?3)")
+            .expect("prepare");
+        let mut denial = tx
+            .prepare("INSERT INTO denials (license_id, second_ms, count) VALUES (?1, ?2, ?3)")
+            .expect("prepare");
+        generate(n, now, |record| {
+            let done = match record {
+                Record::Session {
+                    seat,
+                    holder,
+                    fingerprint,
+                    start,
+                    end,
+                    kind,
+                } => session.execute(rusqlite::params![
+                    seat,
+                    LICENSE,
+                    holder,
+                    fingerprint,
+                    start,
+                    end,
+                    kind
+                ]),
+                Record::Lease {
+                    seat,
+                    holder,
+                    checked_out_at,
+                    issued_at,
+                    expires_at,
+                } => lease.execute(rusqlite::params![
+                    seat,
+                    LICENSE,
+                    holder,
+                    checked_out_at,
+                    issued_at,
+                    expires_at
+                ]),
+                Record::PoolSize { at, seats } => {
+                    pool.execute(rusqlite::params![LICENSE, at, seats])
+                }
+                Record::Denials { second_ms, count } => {
+                    denial.execute(rusqlite::params![LICENSE, second_ms, count])
+                }
+            };
+            done.expect("write a history row");
+        });
+    }
+    tx.commit().expect("commit");
+    report_written(n, started);
+}
+
+/// The history into PostgreSQL: the sessions by `COPY` (text format), the
+/// few other rows by `INSERT`, in one transaction.
+fn write_postgres(url: &str, n: usize, now: i64) {
+    use std::io::Write as _;
+    let started = Instant::now();
+    let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connect");
+    leasehold_server::store::pg::schema::migrate(&mut client).expect("schema");
+    let mut tx = client.transaction().expect("tx");
+    let mut others = Vec::new();
+    {
+        let mut copy = tx
+            .copy_in(
+                "COPY sessions (seat_id, license_id, holder, fingerprint, started_at, ended_at,
+                                end_kind) FROM STDIN",
+            )
+            .expect("copy");
+        let mut line = String::new();
+        generate(n, now, |record| match record {
+            Record::Session {
+                seat,
+                holder,
+                fingerprint,
+                start,
+                end,
+                kind,
+            } => {
+                // Generated text has no tab, newline or backslash to escape.
+                line.clear();
+                let fingerprint = fingerprint.as_deref().unwrap_or("\\N");
+                line.push_str(&format!(
+                    "{seat}\t{LICENSE}\t{holder}\t{fingerprint}\t{start}\t{end}\t{kind}\n"
+                ));
+                copy.write_all(line.as_bytes()).expect("copy a session");
+            }
+            Record::Lease {
+                seat,
+                holder,
+                checked_out_at,
+                issued_at,
+                expires_at,
+            } => others.push((
+                "INSERT INTO leases (seat_id, license_id, holder, checked_out_at, issued_at,
+                                     expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                vec![
+                    Box::new(seat) as Box<dyn postgres::types::ToSql + Sync>,
+                    Box::new(LICENSE),
+                    Box::new(holder.to_string()),
+                    Box::new(checked_out_at),
+                    Box::new(issued_at),
+                    Box::new(expires_at),
+                ],
+            )),
+            Record::PoolSize { at, seats } => others.push((
+                "INSERT INTO pool_sizes (license_id, at, seats) VALUES ($1, $2, $3)",
+                vec![Box::new(LICENSE), Box::new(at), Box::new(seats as i32)],
+            )),
+            Record::Denials { second_ms, count } => others.push((
+                "INSERT INTO denials (license_id, second_ms, count) VALUES ($1, $2, $3)",
+                vec![Box::new(LICENSE), Box::new(second_ms), Box::new(count)],
+            )),
+        });
+        copy.finish().expect("copy finished");
+    }
+    for (sql, params) in &others {
+        let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            params.iter().map(|p| p.as_ref()).collect();
+        tx.execute(*sql, &params).expect("insert");
+    }
+    tx.commit().expect("commit");
+    // What autovacuum does after a bulk load: planner statistics, and the
+    // visibility map that lets a scan read only the index.
+    client.batch_execute("VACUUM ANALYZE").expect("vacuum");
+    report_written(n, started);
 }
 
 struct Server {
@@ -199,8 +345,13 @@ struct Server {
 }
 
 impl Server {
-    fn start(data_dir: &Path, licenses: &Path) -> Server {
-        let mut child = Command::new(leaseholdd())
+    /// On SQLite in `data_dir`, or as a replica of `database`.
+    fn start(data_dir: &Path, licenses: &Path, database: Option<&str>) -> Server {
+        let mut command = Command::new(leaseholdd());
+        if let Some(url) = database {
+            command.arg("--database").arg(url);
+        }
+        let mut child = command
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
@@ -212,6 +363,7 @@ impl Server {
             .env_remove("LEASEHOLD_LISTEN")
             .env_remove("LEASEHOLD_DATA_DIR")
             .env_remove("LEASEHOLD_LICENSES")
+            .env_remove("LEASEHOLD_DATABASE")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -499,19 +651,44 @@ fn main() {
     std::fs::write(&licenses, licenses_toml()).expect("licenses file");
 
     let now = now_ms();
-    let db = database_path(&data_dir);
-    let reused = db.exists();
-    if reused {
-        println!("reusing {}", db.display());
-    } else {
-        create_schema(&data_dir);
-        write_history(&db, n, now);
-    }
-    let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
-    println!("database: {:.0} MB", size as f64 / 1e6);
+    let postgres = match std::env::var("HISTORY_STORE").as_deref() {
+        Ok("postgres") => true,
+        Ok("sqlite") | Err(_) => false,
+        Ok(other) => panic!("HISTORY_STORE={other}: sqlite or postgres"),
+    };
+    // PostgreSQL: a throwaway cluster, written afresh every run.
+    let cluster = postgres.then(PgCluster::start);
+    let database = cluster.as_ref().map(PgCluster::create_database);
+    let reused = match &database {
+        Some(url) => {
+            write_postgres(url, n, now);
+            let size = cluster.as_ref().expect("cluster").psql(
+                url.rsplit('/').next().expect("database name"),
+                "SELECT pg_database_size(current_database())",
+            );
+            println!(
+                "database: {:.0} MB (PostgreSQL)",
+                size.parse::<f64>().unwrap_or(0.0) / 1e6
+            );
+            false
+        }
+        None => {
+            let db = database_path(&data_dir);
+            let reused = db.exists();
+            if reused {
+                println!("reusing {}", db.display());
+            } else {
+                create_schema(&data_dir);
+                write_sqlite(&db, n, now);
+            }
+            let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
+            println!("database: {:.0} MB", size as f64 / 1e6);
+            reused
+        }
+    };
 
     let started = Instant::now();
-    let server = Server::start(&data_dir, &licenses);
+    let server = Server::start(&data_dir, &licenses, database.as_deref());
     println!(
         "leaseholdd {} up in {:.1?} on {}; RSS {}",
         leaseholdd().display(),

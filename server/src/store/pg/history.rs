@@ -207,33 +207,50 @@ pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError>
             sweep.session(s.started_at, s.ended_at, &s.holder);
         }
     }
-    // Only what the sweep needs: ended sessions and the open ones (at most
-    // the pool, with their expiry), merged in start order.
+    // The open sessions that started in the range (at most the pool), then
+    // the ended ones streamed in start order, the open ones merged in
+    // here. PostgreSQL 15 plans a UNION ALL under ORDER BY as a sort of
+    // the whole range (measured: 0.9 s for a year of 1,000,000 sessions,
+    // spilling to disk) where one table's index is already in order.
+    let mut open: std::collections::VecDeque<(i64, i64, String)> = client
+        .query(
+            "SELECT checked_out_at, expires_at, holder FROM leases
+             WHERE license_id = $1 AND checked_out_at >= $2 AND checked_out_at < $3
+             ORDER BY checked_out_at",
+            &[&q.license_id, &from, &to],
+        )
+        .await?
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    let mut sweep_open_until = |sweep: &mut Sweep, until: i64| {
+        while open.front().is_some_and(|(start, _, _)| *start <= until) {
+            let (start, expires_at, holder) = open.pop_front().expect("a front");
+            let ended_at = lapsed_at(Some(Timestamp::from_millis(expires_at)), r.now, q.skew);
+            sweep.session(Timestamp::from_millis(start), ended_at, &holder);
+        }
+    };
     let params: [&(dyn ToSql + Sync); 3] = [&q.license_id, &from, &to];
     let rows = client
         .query_raw(
-            "SELECT started_at, ended_at, holder, NULL::bigint FROM sessions
+            "SELECT started_at, ended_at, holder FROM sessions
              WHERE license_id = $1 AND started_at >= $2 AND started_at < $3
-             UNION ALL
-             SELECT checked_out_at, NULL, holder, expires_at FROM leases
-             WHERE license_id = $1 AND checked_out_at >= $2 AND checked_out_at < $3
-             ORDER BY 1",
+             ORDER BY started_at",
             params,
         )
         .await?;
     pin_mut!(rows);
     while let Some(row) = rows.try_next().await? {
-        let started_at = Timestamp::from_millis(row.get(0));
-        let ended_at = match row.get::<_, Option<i64>>(1) {
-            Some(at) => Some(Timestamp::from_millis(at)),
-            None => lapsed_at(
-                row.get::<_, Option<i64>>(3).map(Timestamp::from_millis),
-                r.now,
-                q.skew,
-            ),
-        };
-        sweep.session(started_at, ended_at, row.get::<_, &str>(2));
+        let started_at: i64 = row.get(0);
+        sweep_open_until(&mut sweep, started_at);
+        let ended_at = Timestamp::from_millis(row.get(1));
+        sweep.session(
+            Timestamp::from_millis(started_at),
+            Some(ended_at),
+            row.get::<_, &str>(2),
+        );
     }
+    sweep_open_until(&mut sweep, i64::MAX);
     reads.give_back(client);
     Ok(sweep.finish())
 }
