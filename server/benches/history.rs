@@ -98,33 +98,31 @@ fn create_schema(data_dir: &Path) {
     });
 }
 
+/// An ended session of the generated history.
+struct Ended<'a> {
+    seat: String,
+    holder: &'a str,
+    fingerprint: Option<String>,
+    start: i64,
+    end: i64,
+    kind: &'static str,
+}
+
+/// A live lease: an open session.
+struct Open<'a> {
+    seat: String,
+    holder: &'a str,
+    checked_out_at: i64,
+    issued_at: i64,
+    expires_at: i64,
+}
+
 /// One row of the generated history.
 enum Record<'a> {
-    /// An ended session.
-    Session {
-        seat: String,
-        holder: &'a str,
-        fingerprint: Option<String>,
-        start: i64,
-        end: i64,
-        kind: &'static str,
-    },
-    /// A live lease: an open session.
-    Lease {
-        seat: String,
-        holder: &'a str,
-        checked_out_at: i64,
-        issued_at: i64,
-        expires_at: i64,
-    },
-    PoolSize {
-        at: i64,
-        seats: u32,
-    },
-    Denials {
-        second_ms: i64,
-        count: i64,
-    },
+    Session(Ended<'a>),
+    Lease(Open<'a>),
+    PoolSize { at: i64, seats: u32 },
+    Denials { second_ms: i64, count: i64 },
 }
 
 /// `n` closed sessions over the year up to `now`, `OPEN` open ones (their
@@ -144,26 +142,26 @@ fn generate(n: usize, now: i64, mut emit: impl FnMut(Record<'_>)) {
             85..95 => "lapse",
             _ => "revoke",
         };
-        emit(Record::Session {
+        emit(Record::Session(Ended {
             seat: format!("{:032x}", rng.r#gen::<u128>()),
             holder: &holders[h],
             fingerprint: (h % 4 != 0).then(|| format!("fp-{h:03}")),
             start,
             end: start + duration,
             kind,
-        });
+        }));
     }
     for i in 0..OPEN {
         let seat = format!("{:032x}", rng.r#gen::<u128>());
         let start = now - rng.gen_range(60_000..6 * 3_600_000i64);
         // Heartbeats keep them live: expiring within the TTL.
-        emit(Record::Lease {
+        emit(Record::Lease(Open {
             seat,
             holder: &holders[i % HOLDERS],
             checked_out_at: start,
             issued_at: now - 60_000,
             expires_at: now + 3_000_000,
-        });
+        }));
     }
     for (at, seats) in [
         (year_start - DAY_MS, 400),
@@ -220,35 +218,22 @@ fn write_sqlite(path: &Path, n: usize, now: i64) {
             .expect("prepare");
         generate(n, now, |record| {
             let done = match record {
-                Record::Session {
-                    seat,
-                    holder,
-                    fingerprint,
-                    start,
-                    end,
-                    kind,
-                } => session.execute(rusqlite::params![
-                    seat,
+                Record::Session(s) => session.execute(rusqlite::params![
+                    s.seat,
                     LICENSE,
-                    holder,
-                    fingerprint,
-                    start,
-                    end,
-                    kind
+                    s.holder,
+                    s.fingerprint,
+                    s.start,
+                    s.end,
+                    s.kind
                 ]),
-                Record::Lease {
-                    seat,
-                    holder,
-                    checked_out_at,
-                    issued_at,
-                    expires_at,
-                } => lease.execute(rusqlite::params![
-                    seat,
+                Record::Lease(l) => lease.execute(rusqlite::params![
+                    l.seat,
                     LICENSE,
-                    holder,
-                    checked_out_at,
-                    issued_at,
-                    expires_at
+                    l.holder,
+                    l.checked_out_at,
+                    l.issued_at,
+                    l.expires_at
                 ]),
                 Record::PoolSize { at, seats } => {
                     pool.execute(rusqlite::params![LICENSE, at, seats])
@@ -282,38 +267,26 @@ fn write_postgres(url: &str, n: usize, now: i64) {
             .expect("copy");
         let mut line = String::new();
         generate(n, now, |record| match record {
-            Record::Session {
-                seat,
-                holder,
-                fingerprint,
-                start,
-                end,
-                kind,
-            } => {
+            Record::Session(s) => {
                 // Generated text has no tab, newline or backslash to escape.
                 line.clear();
-                let fingerprint = fingerprint.as_deref().unwrap_or("\\N");
+                let fingerprint = s.fingerprint.as_deref().unwrap_or("\\N");
                 line.push_str(&format!(
-                    "{seat}\t{LICENSE}\t{holder}\t{fingerprint}\t{start}\t{end}\t{kind}\n"
+                    "{}\t{LICENSE}\t{}\t{fingerprint}\t{}\t{}\t{}\n",
+                    s.seat, s.holder, s.start, s.end, s.kind
                 ));
                 copy.write_all(line.as_bytes()).expect("copy a session");
             }
-            Record::Lease {
-                seat,
-                holder,
-                checked_out_at,
-                issued_at,
-                expires_at,
-            } => others.push((
+            Record::Lease(l) => others.push((
                 "INSERT INTO leases (seat_id, license_id, holder, checked_out_at, issued_at,
                                      expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
                 vec![
-                    Box::new(seat) as Box<dyn postgres::types::ToSql + Sync>,
+                    Box::new(l.seat) as Box<dyn postgres::types::ToSql + Sync>,
                     Box::new(LICENSE),
-                    Box::new(holder.to_string()),
-                    Box::new(checked_out_at),
-                    Box::new(issued_at),
-                    Box::new(expires_at),
+                    Box::new(l.holder.to_string()),
+                    Box::new(l.checked_out_at),
+                    Box::new(l.issued_at),
+                    Box::new(l.expires_at),
                 ],
             )),
             Record::PoolSize { at, seats } => others.push((
