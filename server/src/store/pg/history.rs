@@ -6,8 +6,8 @@
 use futures_util::{TryStreamExt, pin_mut};
 use leasehold_common::api::SessionView;
 use leasehold_common::{Timestamp, live_threshold};
-use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
+use tokio_postgres::{GenericClient, IsolationLevel, Row};
 
 use super::super::StoreError;
 use super::super::history::{
@@ -53,7 +53,7 @@ macro_rules! spanning {
 }
 
 async fn any_started_before(
-    client: &tokio_postgres::Client,
+    client: &impl GenericClient,
     license_id: &str,
     t: i64,
 ) -> Result<bool, StoreError> {
@@ -148,11 +148,19 @@ pub async fn sessions_page(
 
 /// The usage of one license over the range.
 pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError> {
-    let client = reads.client().await?;
+    let mut client = reads.client().await?;
+    // One snapshot for every part: a session that ends while the usage is
+    // read moves from `leases` to `sessions` and must be seen once.
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
     let r = &q.range;
     let (from, to) = (r.from.as_millis(), r.to.as_millis());
     let pool_row = |row: &Row| (Timestamp::from_millis(row.get(0)), row.get::<_, i32>(1));
-    let mut pool: Vec<(Timestamp, u32)> = client
+    let mut pool: Vec<(Timestamp, u32)> = tx
         .query(
             "(SELECT at, seats FROM pool_sizes WHERE license_id = $1 AND at <= $2
               ORDER BY at DESC LIMIT 1)
@@ -168,20 +176,19 @@ pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError>
     if pool.is_empty() {
         // Nothing recorded up to `to`: the history starts later.
         pool.extend(
-            client
-                .query_opt(
-                    "SELECT at, seats FROM pool_sizes WHERE license_id = $1 ORDER BY at LIMIT 1",
-                    &[&q.license_id],
-                )
-                .await?
-                .as_ref()
-                .map(pool_row)
-                .map(|(at, seats)| (at, seats.max(0) as u32)),
+            tx.query_opt(
+                "SELECT at, seats FROM pool_sizes WHERE license_id = $1 ORDER BY at LIMIT 1",
+                &[&q.license_id],
+            )
+            .await?
+            .as_ref()
+            .map(pool_row)
+            .map(|(at, seats)| (at, seats.max(0) as u32)),
         );
     }
     let mut sweep = Sweep::new(*r, PoolTimeline::new(pool));
 
-    let denials = client
+    let denials = tx
         .query(
             "SELECT min(second_ms), sum(count)::bigint FROM denials
              WHERE license_id = $1 AND second_ms >= $2 AND second_ms < $3
@@ -196,9 +203,9 @@ pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError>
 
     let threshold = live_threshold(r.now, q.skew).as_millis();
     let skew = skew_ms(q.skew);
-    if any_started_before(&client, &q.license_id, from).await? {
+    if any_started_before(&tx, &q.license_id, from).await? {
         let params: [&(dyn ToSql + Sync); 4] = [&q.license_id, &from, &threshold, &skew];
-        let rows = client
+        let rows = tx
             .query_raw(concat!(spanning!(), " ORDER BY 5"), params)
             .await?;
         pin_mut!(rows);
@@ -212,7 +219,7 @@ pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError>
     // here. PostgreSQL 15 plans a UNION ALL under ORDER BY as a sort of
     // the whole range (measured: 0.9 s for a year of 1,000,000 sessions,
     // spilling to disk) where one table's index is already in order.
-    let mut open: std::collections::VecDeque<(i64, i64, String)> = client
+    let mut open: std::collections::VecDeque<(i64, i64, String)> = tx
         .query(
             "SELECT checked_out_at, expires_at, holder FROM leases
              WHERE license_id = $1 AND checked_out_at >= $2 AND checked_out_at < $3
@@ -231,7 +238,7 @@ pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError>
         }
     };
     let params: [&(dyn ToSql + Sync); 3] = [&q.license_id, &from, &to];
-    let rows = client
+    let rows = tx
         .query_raw(
             "SELECT started_at, ended_at, holder FROM sessions
              WHERE license_id = $1 AND started_at >= $2 AND started_at < $3
@@ -251,6 +258,7 @@ pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError>
         );
     }
     sweep_open_until(&mut sweep, i64::MAX);
+    tx.commit().await?;
     reads.give_back(client);
     Ok(sweep.finish())
 }
