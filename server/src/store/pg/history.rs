@@ -111,7 +111,7 @@ pub async fn sessions_page(
     for r in &rows {
         page.push(resolve(raw_from_row(r), q.now, q.skew)?);
     }
-    if page.len() < q.limit && any_started_before(&client, &q.license_id, from).await? {
+    if page.len() < q.limit && any_started_before(&*client, &q.license_id, from).await? {
         let left = i64::try_from(q.limit - page.len()).unwrap_or(i64::MAX);
         let threshold = live_threshold(q.now, q.skew).as_millis();
         let skew = skew_ms(q.skew);
