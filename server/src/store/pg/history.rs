@@ -231,8 +231,12 @@ pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError>
         .map(|row| (row.get(0), row.get(1), row.get(2)))
         .collect();
     let mut sweep_open_until = |sweep: &mut Sweep, until: i64| {
-        while open.front().is_some_and(|(start, _, _)| *start <= until) {
-            let (start, expires_at, holder) = open.pop_front().expect("a front");
+        while let Some((start, expires_at, holder)) = open
+            .front()
+            .is_some_and(|(start, _, _)| *start <= until)
+            .then(|| open.pop_front())
+            .flatten()
+        {
             let ended_at = lapsed_at(Some(Timestamp::from_millis(expires_at)), r.now, q.skew);
             sweep.session(Timestamp::from_millis(start), ended_at, &holder);
         }
