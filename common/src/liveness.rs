@@ -34,12 +34,17 @@ pub fn is_reapable(expires_at: Timestamp, now: Timestamp, reap_grace: Duration) 
     expires_at < reap_cutoff(now, reap_grace)
 }
 
+/// The last millisecond at which a lease expiring at `expires_at` is live.
+/// A seat whose lease lapsed held it until then: its session ends here.
+pub fn live_until(expires_at: Timestamp, skew: Duration) -> Timestamp {
+    expires_at.saturating_add(skew)
+}
+
 /// When does a lease expiring at `expires_at` stop being live? (The first
-/// millisecond at which [`is_live`] is false.) Used for `Retry-After`.
+/// millisecond at which [`is_live`] is false, one after [`live_until`].)
+/// Used for `Retry-After`.
 pub fn lapses_at(expires_at: Timestamp, skew: Duration) -> Timestamp {
-    expires_at
-        .saturating_add(skew)
-        .saturating_add(Duration::from_millis(1))
+    live_until(expires_at, skew).saturating_add(Duration::from_millis(1))
 }
 
 #[cfg(test)]

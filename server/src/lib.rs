@@ -143,7 +143,7 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             )?
         }
     };
-    let queues = match store.shared_line() {
+    let queues = match store.shared_waiting_line() {
         Some(db) => queue::WaitQueues::shared(db),
         None => queue::WaitQueues::default(),
     };

@@ -18,7 +18,7 @@ use leasehold_common::api::EventKind;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio::time::Instant;
 
-use crate::store::pg::reads::PgReads;
+use crate::store::pg::line::SharedLine;
 use crate::store::{CheckoutOutcome, CheckoutRequest, Store, StoreError};
 
 /// The longest a checkout may wait.
@@ -32,12 +32,12 @@ pub struct WaitQueues {
     pub changed: Notify,
     /// Several replicas: the line lives in the database, one for the
     /// cluster; the local line above is then not used.
-    shared: Option<SharedLine>,
+    shared: Option<ReplicaLine>,
 }
 
 /// The cluster's line (PostgreSQL) and this replica's name in it.
-struct SharedLine {
-    db: Arc<PgReads>,
+struct ReplicaLine {
+    line: SharedLine,
     replica: String,
 }
 
@@ -55,10 +55,10 @@ enum Place {
 
 impl WaitQueues {
     /// The line of a replica on PostgreSQL: shared with every replica.
-    pub fn shared(db: Arc<PgReads>) -> Self {
+    pub fn shared(line: SharedLine) -> Self {
         WaitQueues {
-            shared: Some(SharedLine {
-                db,
+            shared: Some(ReplicaLine {
+                line,
                 replica: hex::encode(rand::random::<[u8; 8]>()),
             }),
             ..WaitQueues::default()
@@ -68,7 +68,7 @@ impl WaitQueues {
     /// How many wait in `license_id`'s line now.
     pub async fn waiting(&self, license_id: &str) -> Result<usize, StoreError> {
         match &self.shared {
-            Some(line) => Ok(line.db.line_ahead(license_id, None).await? as usize),
+            Some(line) => Ok(line.line.ahead(license_id, None).await? as usize),
             None => Ok(self.lock().get(license_id).map_or(0, VecDeque::len)),
         }
     }
@@ -76,7 +76,7 @@ impl WaitQueues {
     /// Join the back of the line.
     pub async fn join(self: &Arc<Self>, license_id: &str) -> Result<Ticket, StoreError> {
         let place = match &self.shared {
-            Some(line) => Place::Shared(line.db.line_join(license_id, &line.replica).await?),
+            Some(line) => Place::Shared(line.line.join(license_id, &line.replica).await?),
             None => {
                 let id = self.next_ticket.fetch_add(1, Ordering::Relaxed);
                 self.lock()
@@ -103,7 +103,7 @@ impl Ticket {
     pub async fn ahead(&self) -> Result<usize, StoreError> {
         match (&self.place, &self.queues.shared) {
             (Place::Shared(id), Some(line)) => {
-                Ok(line.db.line_ahead(&self.license_id, Some(*id)).await? as usize)
+                Ok(line.line.ahead(&self.license_id, Some(*id)).await? as usize)
             }
             (Place::Local(id), _) => Ok(self
                 .queues
@@ -120,11 +120,11 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         match (&self.place, &self.queues.shared) {
             (Place::Shared(id), Some(line)) => {
-                let (db, id) = (line.db.clone(), *id);
+                let (shared, id) = (line.line.clone(), *id);
                 // Drop cannot wait; if the delete fails the row goes stale
                 // and stops counting after line::STALE_MS.
                 tokio::spawn(async move {
-                    if let Err(e) = db.line_leave(id).await {
+                    if let Err(e) = shared.leave(id).await {
                         tracing::warn!("waiting line: cannot leave: {e}");
                     }
                 });
@@ -150,7 +150,7 @@ impl Drop for Ticket {
 pub async fn refresh_shared_line(queues: Arc<WaitQueues>, mut shutdown: watch::Receiver<bool>) {
     let Some(line) = &queues.shared else { return };
     loop {
-        if let Err(e) = line.db.line_refresh(&line.replica).await {
+        if let Err(e) = line.line.refresh(&line.replica).await {
             tracing::warn!("waiting line: cannot refresh: {e}");
         }
         tokio::select! {

@@ -1,6 +1,6 @@
 //! What a writer is asked to do: the queued [`Command`]s, their held-back
-//! answers, and [`apply`], which runs one command by the lease rules over
-//! whichever store the writer owns.
+//! answers, and [`apply`], which runs one [`RuleCommand`] by the lease rules
+//! over whichever store the writer owns.
 
 use std::time::Duration;
 
@@ -8,7 +8,6 @@ use leasehold_common::api::{Event, EventKind};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::rules::{LeaseTx, Rules};
-use super::ui_sessions::UiSessionOp;
 use super::{
     Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions,
 };
@@ -20,6 +19,15 @@ pub type CommitSignal = watch::Receiver<Option<Result<(), String>>>;
 
 /// One queued state change and where to send its answer.
 pub enum Command {
+    /// Decided by the lease rules.
+    Rule(RuleCommand),
+    /// Finish what is queued before it, record a clean stop, and exit, even
+    /// if request tasks still hold senders.
+    Shutdown { reply: Reply<()> },
+}
+
+/// A state change the lease rules decide.
+pub enum RuleCommand {
     /// Answered before the commit (see [`Applied`]).
     Checkout {
         req: CheckoutRequest,
@@ -71,17 +79,6 @@ pub enum Command {
         detail: String,
         reply: Reply<Event>,
     },
-    /// A write to the dashboard's sign-in sessions (SQLite; PostgreSQL
-    /// writes them on its read pool). Answers the rows changed.
-    UiSession {
-        op: UiSessionOp,
-        reply: Reply<usize>,
-    },
-    /// Finish what is queued before it, record a clean stop, and exit, even
-    /// if request tasks still hold senders.
-    Shutdown {
-        reply: Reply<()>,
-    },
 }
 
 /// An answer held back until the batch commits.
@@ -100,16 +97,15 @@ pub fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>)
 /// Answer a command that never ran with `e`.
 pub fn error_finish(cmd: Command, e: StoreError) -> Finish {
     match cmd {
-        Command::Checkout { reply, .. } => finish(reply, Err(e)),
-        Command::Heartbeat { reply, .. } => finish(reply, Err(e)),
-        Command::Release { reply, .. } => finish(reply, Err(e)),
-        Command::Revoke { reply, .. } => finish(reply, Err(e)),
-        Command::Reap { reply, .. } => finish(reply, Err(e)),
-        Command::PruneHistory { reply, .. } => finish(reply, Err(e)),
-        Command::Tick { reply } => finish(reply, Err(e)),
-        Command::LiveCounts { reply } => finish(reply, Err(e)),
-        Command::RecordEvent { reply, .. } => finish(reply, Err(e)),
-        Command::UiSession { reply, .. } => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::Checkout { reply, .. }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::Heartbeat { reply, .. }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::Release { reply, .. }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::Revoke { reply, .. }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::Reap { reply, .. }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::PruneHistory { reply, .. }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::Tick { reply }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::LiveCounts { reply }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::RecordEvent { reply, .. }) => finish(reply, Err(e)),
         Command::Shutdown { reply } => finish(reply, Err(e)),
     }
 }
@@ -120,7 +116,7 @@ pub fn error_finish(cmd: Command, e: StoreError) -> Finish {
 /// after commit). `commit` is the batch's commit, for answers given before it.
 pub fn apply<T: LeaseTx>(
     mut rules: Rules<'_, T>,
-    cmd: Command,
+    cmd: RuleCommand,
     options: &StoreOptions,
     commit: &CommitSignal,
 ) -> (Finish, bool, Vec<Event>) {
@@ -144,36 +140,38 @@ pub fn apply<T: LeaseTx>(
         (Box::new(|_| {}), ok)
     }
     let (finish, ok) = match cmd {
-        Command::Checkout {
+        RuleCommand::Checkout {
             req,
             ahead,
             counted,
             reply,
         } => early(reply, rules.checkout(&req, ahead, counted), commit),
-        Command::Heartbeat {
+        RuleCommand::Heartbeat {
             license_id,
             seat_id,
             reply,
         } => early(reply, rules.heartbeat(&license_id, &seat_id), commit),
-        Command::Release {
+        RuleCommand::Release {
             license_id,
             seat_id,
             reply,
         } => done(reply, rules.release(&license_id, &seat_id)),
-        Command::Revoke {
+        RuleCommand::Revoke {
             seat_id,
             reason,
             block,
             reply,
         } => done(reply, rules.revoke(&seat_id, reason, block)),
-        Command::Reap { limit, reply } => done(reply, rules.reap(limit, options.event_retention)),
-        Command::PruneHistory { limit, reply } => {
+        RuleCommand::Reap { limit, reply } => {
+            done(reply, rules.reap(limit, options.event_retention))
+        }
+        RuleCommand::PruneHistory { limit, reply } => {
             let cutoff = rules.now.saturating_sub(options.history_retention);
             done(reply, rules.prune_history(cutoff, limit))
         }
-        Command::Tick { reply } | Command::Shutdown { reply } => done(reply, Ok(())),
-        Command::LiveCounts { reply } => done(reply, rules.live_counts()),
-        Command::RecordEvent {
+        RuleCommand::Tick { reply } => done(reply, Ok(())),
+        RuleCommand::LiveCounts { reply } => done(reply, rules.live_counts()),
+        RuleCommand::RecordEvent {
             kind,
             license_id,
             detail,
@@ -182,7 +180,6 @@ pub fn apply<T: LeaseTx>(
             reply,
             rules.record_event(kind, license_id.as_deref(), &detail),
         ),
-        Command::UiSession { op, reply } => done(reply, rules.tx.ui_session(&op)),
     };
     (finish, ok, rules.events)
 }

@@ -43,13 +43,8 @@ pub enum StoreError {
         "database schema version {version} is newer than this leaseholdd understands ({supported})"
     )]
     SchemaTooNew { version: i64, supported: i64 },
-    /// The reap statement that logs events and the one that deletes the same
-    /// leases disagreed; the command is rolled back rather than log a reap
-    /// that did not happen.
-    #[error("reap of {license_id:?} logged {logged} event(s) but deleted {deleted} lease(s)")]
-    ReapMismatch {
-        license_id: String,
-        logged: usize,
-        deleted: usize,
-    },
+    /// A store numbered a different count of events than it was asked to
+    /// append; the command is rolled back rather than log half of it.
+    #[error("asked to append {asked} event(s), the store numbered {got}")]
+    EventIds { asked: usize, got: usize },
 }

@@ -1,55 +1,63 @@
-//! The lease store: one SQLite file in WAL mode with `synchronous=FULL`.
+//! The lease store: the rules written once ([`rules`]), run over one of two
+//! stores: [`sqlite`] (one file, the default) or [`pg`] (any number of
+//! replicas on one PostgreSQL database).
 //!
-//! - One **writer thread** ([`writer`]) owns the only write connection. Every
-//!   state change is a [`writer::Command`] queued to it; it takes whatever is
-//!   queued, applies it in one transaction and commits once (group commit),
-//!   then answers each caller. A reply therefore means "durable". Because the
-//!   writer is alone, checkouts are serialized: two racers for the last seat
-//!   can never both see it free.
-//! - **Readers** ([`read`]) use their own read-only connections from a small
-//!   pool, so admin views never wait for the writer.
+//! - Every state change is a [`command::Command`] queued to the store's one
+//!   **writer thread**, which applies whatever is queued in one transaction
+//!   and commits once (group commit, [`batch`]), then answers each caller.
+//!   A reply therefore means "durable".
+//! - **Reads** ([`backend::StoreBackend`]) run beside the writer, so admin
+//!   views never wait for it.
 //! - Times are integer milliseconds; liveness in SQL is always
 //!   `expires_at >= live_threshold(now, skew)` from `leasehold_common`.
 
-pub mod checkpoint;
+pub mod backend;
+pub mod batch;
 mod command;
 mod error;
 pub mod history;
-mod live_index;
+#[cfg(test)]
+mod memory;
 pub mod pg;
-mod read;
 pub mod rules;
-mod schema;
 pub mod seat_query;
-mod sqlite_tx;
+pub mod sqlite;
 pub mod ui_sessions;
-pub mod writer;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use leasehold_common::Timestamp;
 use leasehold_common::api::{Event, EventKind};
-use rusqlite::{Connection, OpenFlags};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
 use crate::usage::Usage;
 
-use checkpoint::{Checkpointer, WalHousekeeping};
-use command::Command;
+use backend::StoreBackend;
+pub use batch::WriterStats;
+use batch::{BatchStore, Writer};
+use command::{Command, RuleCommand};
 pub use error::StoreError;
-pub use read::ReadPool;
-pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
-#[doc(hidden)]
-pub use schema::migrate_to as sqlite_migrate_to;
 pub use seat_query::{SeatQuery, SeatSort, SeatsPage};
+pub use sqlite::database_path;
+pub use sqlite::schema::CURRENT_VERSION as SCHEMA_VERSION;
+#[doc(hidden)]
+pub use sqlite::schema::migrate_to as sqlite_migrate_to;
 pub use ui_sessions::{UiSessionOp, UiSessionRow};
-use writer::Writer;
-pub use writer::WriterStats;
+
+/// The columns of a [`LeaseRow`], in its fields' order, as both stores
+/// name them. A macro, so queries can be `concat!`-ed at compile time (no
+/// `format!` on the writer's hot path).
+macro_rules! lease_columns {
+    () => {
+        "seat_id, license_id, holder, fingerprint, checked_out_at, issued_at, expires_at"
+    };
+}
+pub(crate) use lease_columns;
 
 /// One row of the `leases` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,37 +172,21 @@ impl Default for StoreOptions {
             queue_capacity: 8192,
             event_retention: 100_000,
             history_retention: Duration::from_secs(400 * 24 * 3600),
-            wal_restart_frames: checkpoint::RESTART_FRAMES,
-            checkpoint_every: checkpoint::CHECKPOINT_EVERY,
+            wal_restart_frames: sqlite::checkpoint::RESTART_FRAMES,
+            checkpoint_every: sqlite::checkpoint::CHECKPOINT_EVERY,
         }
     }
 }
 
-/// A cheap, cloneable handle on the store.
+/// A cheap, cloneable handle on the store: the writer's queue and the
+/// read side.
 #[derive(Clone)]
 pub struct Store {
     commands: mpsc::Sender<Command>,
-    backend: Arc<Backend>,
+    reads: Arc<dyn StoreBackend>,
     events: broadcast::Sender<Event>,
     stats: Arc<WriterStats>,
     writer_thread: Arc<Mutex<Option<JoinHandle<()>>>>,
-}
-
-/// What differs between the two stores behind the one handle: where reads
-/// go and what runs beside the writer.
-enum Backend {
-    Sqlite {
-        reads: ReadPool,
-        /// Dropping the sender stops the checkpointer thread.
-        checkpointer: Mutex<Option<Checkpointer>>,
-    },
-    Postgres {
-        reads: Arc<pg::reads::PgReads>,
-        /// Flipping it stops the event follower.
-        stop_follower: watch::Sender<bool>,
-        follower: Mutex<Option<tokio::task::JoinHandle<()>>>,
-        config: tokio_postgres::Config,
-    },
 }
 
 /// Which store a server runs on (for `/metrics` and the logs).
@@ -214,60 +206,17 @@ impl StoreKind {
 }
 
 impl Store {
-    /// Open (creating if needed) `<path>`, migrate it, apply the outage rule
-    /// for the time the server was down, and start the writer thread.
+    /// The SQLite store in the file `path` (see [`sqlite::open`]).
     pub fn open(
         path: &Path,
         licenses: LicensesHandle,
         clock: SharedClock,
         options: StoreOptions,
     ) -> Result<Store, StoreError> {
-        let mut conn = open_connection(path, false)?;
-        schema::migrate(&mut conn)?;
-        // Checkpoints run on their own thread, not inside the writer's
-        // COMMIT, so group commit never stalls behind copying the WAL back.
-        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-        let wal = Arc::new(WalHousekeeping::new(options.wal_restart_frames));
-        let checkpoint_path = path.to_path_buf();
-        let checkpointer = checkpoint::spawn_checkpointer(
-            move || open_connection(&checkpoint_path, false),
-            wal.clone(),
-            options.checkpoint_every,
-        )?;
-        let (events, _) = broadcast::channel(4096);
-        let (commands, rx) = mpsc::channel(options.queue_capacity);
-        let stats = Arc::new(WriterStats::default());
-        let writer = Writer::start(
-            conn,
-            licenses,
-            clock,
-            events.clone(),
-            options,
-            stats.clone(),
-            wal,
-        )?;
-        let thread = std::thread::Builder::new()
-            .name("store-writer".into())
-            .spawn(move || writer.run(rx))
-            .map_err(|source| StoreError::ThreadSpawn {
-                thread: "writer",
-                source,
-            })?;
-        Ok(Store {
-            commands,
-            backend: Arc::new(Backend::Sqlite {
-                reads: ReadPool::new(path.to_path_buf()),
-                checkpointer: Mutex::new(Some(checkpointer)),
-            }),
-            events,
-            stats,
-            writer_thread: Arc::new(Mutex::new(Some(thread))),
-        })
+        sqlite::open(path, licenses, clock, options)
     }
 
-    /// Start this replica on PostgreSQL, after [`pg::prepare`]: the writer
-    /// thread, the read pool and the event follower (which feeds
-    /// [`Store::subscribe`] with every replica's events).
+    /// This replica on PostgreSQL, after [`pg::prepare`] (see [`pg::open`]).
     pub fn open_postgres(
         config: tokio_postgres::Config,
         clock: pg::writer::DecisionClock,
@@ -275,17 +224,18 @@ impl Store {
         licenses: LicensesHandle,
         options: StoreOptions,
     ) -> Result<Store, StoreError> {
-        let (events, _) = broadcast::channel(4096);
+        pg::open(config, clock, start, licenses, options)
+    }
+
+    /// Run `writer` on a thread of its own, beside `reads`.
+    fn start<S: BatchStore + Send + 'static>(
+        writer: Writer<S>,
+        reads: Arc<dyn StoreBackend>,
+        events: broadcast::Sender<Event>,
+        stats: Arc<WriterStats>,
+        options: &StoreOptions,
+    ) -> Result<Store, StoreError> {
         let (commands, rx) = mpsc::channel(options.queue_capacity);
-        let stats = Arc::new(WriterStats::default());
-        let writer = pg::writer::PgWriter::new(
-            postgres::Config::from(config.clone()),
-            clock,
-            licenses,
-            start.licenses_version,
-            options,
-            stats.clone(),
-        );
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || writer.run(rx))
@@ -293,21 +243,9 @@ impl Store {
                 thread: "store-writer",
                 source,
             })?;
-        let (stop_follower, stop) = watch::channel(false);
-        let follower = tokio::spawn(pg::follower::follow(
-            config.clone(),
-            events.clone(),
-            start.last_event_id,
-            stop,
-        ));
         Ok(Store {
             commands,
-            backend: Arc::new(Backend::Postgres {
-                reads: Arc::new(pg::reads::PgReads::new(config.clone())),
-                stop_follower,
-                follower: Mutex::new(Some(follower)),
-                config,
-            }),
+            reads,
             events,
             stats,
             writer_thread: Arc::new(Mutex::new(Some(thread))),
@@ -315,39 +253,24 @@ impl Store {
     }
 
     pub fn kind(&self) -> StoreKind {
-        match *self.backend {
-            Backend::Sqlite { .. } => StoreKind::Sqlite,
-            Backend::Postgres { .. } => StoreKind::Postgres,
-        }
+        self.reads.kind()
     }
 
     /// Can the store take writes right now? (SQLite: always, while open;
     /// PostgreSQL: the database answers.)
     pub async fn health(&self) -> Result<(), StoreError> {
-        match &*self.backend {
-            Backend::Sqlite { .. } => Ok(()),
-            Backend::Postgres { reads, .. } => {
-                let reads = reads.clone();
-                detached(async move { reads.health().await }).await
-            }
-        }
+        detached(self.reads.health()).await
     }
 
-    /// PostgreSQL's shared waiting line (`None` on SQLite, where the line
-    /// is the server's own, in memory).
-    pub fn shared_line(&self) -> Option<Arc<pg::reads::PgReads>> {
-        match &*self.backend {
-            Backend::Sqlite { .. } => None,
-            Backend::Postgres { reads, .. } => Some(reads.clone()),
-        }
+    /// PostgreSQL's waiting line, shared by every replica (`None` on
+    /// SQLite, where the line is the server's own, in memory).
+    pub fn shared_waiting_line(&self) -> Option<pg::line::SharedLine> {
+        self.reads.shared_waiting_line()
     }
 
     /// Idle connections in the PostgreSQL read pool (`None` on SQLite).
     pub fn read_pool_idle(&self) -> Option<usize> {
-        match &*self.backend {
-            Backend::Sqlite { .. } => None,
-            Backend::Postgres { reads, .. } => Some(reads.idle()),
-        }
+        self.reads.read_pool_idle()
     }
 
     /// PostgreSQL: make `licenses` (the text of a licenses file) the
@@ -359,32 +282,34 @@ impl Store {
         licenses: leasehold_common::Licenses,
         why: &'static str,
     ) -> Option<Result<pg::Published, StoreError>> {
-        let Backend::Postgres { config, .. } = &*self.backend else {
-            return None;
-        };
-        let config = postgres::Config::from(config.clone());
-        let published = tokio::task::spawn_blocking(move || {
-            let mut client = pg::connect_sync(&config)?;
-            pg::publish_licenses_sync(&mut client, &text, &licenses, why).map_err(StoreError::from)
-        })
-        .await
-        .map_err(|_| StoreError::Closed)
-        .and_then(|r| r);
-        Some(published)
+        let publish = self.reads.publish_licenses(text, licenses, why)?;
+        Some(publish.await)
+    }
+
+    /// Ask the writer to finish what is queued and stop.
+    async fn stop_writer(&self) {
+        let (reply, stopped) = oneshot::channel();
+        if self
+            .commands
+            .send(Command::Shutdown { reply })
+            .await
+            .is_ok()
+        {
+            let _ = stopped.await;
+        }
     }
 
     async fn call<T>(
         &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Command,
+        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> RuleCommand,
     ) -> Result<T, StoreError> {
         let (tx, rx) = oneshot::channel();
         self.commands
-            .send(make(tx))
+            .send(Command::Rule(make(tx)))
             .await
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
-
     pub async fn checkout(&self, req: CheckoutRequest) -> Result<CheckoutOutcome, StoreError> {
         self.checkout_applied(req, 0, true).await?.committed().await
     }
@@ -402,7 +327,7 @@ impl Store {
         ahead: u32,
         counted: bool,
     ) -> Result<Applied<CheckoutOutcome>, StoreError> {
-        self.call(|reply| Command::Checkout {
+        self.call(|reply| RuleCommand::Checkout {
             req,
             ahead,
             counted,
@@ -429,7 +354,7 @@ impl Store {
         seat_id: &str,
     ) -> Result<Applied<HeartbeatOutcome>, StoreError> {
         let (license_id, seat_id) = (license_id.to_string(), seat_id.to_string());
-        self.call(|reply| Command::Heartbeat {
+        self.call(|reply| RuleCommand::Heartbeat {
             license_id,
             seat_id,
             reply,
@@ -440,7 +365,7 @@ impl Store {
     /// Release a seat of `license_id`. Idempotent: `false` if it was not there.
     pub async fn release(&self, license_id: &str, seat_id: &str) -> Result<bool, StoreError> {
         let (license_id, seat_id) = (license_id.to_string(), seat_id.to_string());
-        self.call(|reply| Command::Release {
+        self.call(|reply| RuleCommand::Release {
             license_id,
             seat_id,
             reply,
@@ -456,7 +381,7 @@ impl Store {
         block: Option<Duration>,
     ) -> Result<Option<LeaseRow>, StoreError> {
         let seat_id = seat_id.to_string();
-        self.call(|reply| Command::Revoke {
+        self.call(|reply| RuleCommand::Revoke {
             seat_id,
             reason,
             block,
@@ -467,20 +392,20 @@ impl Store {
 
     /// Delete up to `limit` reapable leases; returns how many.
     pub async fn reap(&self, limit: usize) -> Result<usize, StoreError> {
-        self.call(|reply| Command::Reap { limit, reply }).await
+        self.call(|reply| RuleCommand::Reap { limit, reply }).await
     }
 
     /// Delete usage history older than the retention, at most `limit` rows
     /// of each record; returns how many rows went.
     pub async fn prune_history(&self, limit: usize) -> Result<usize, StoreError> {
-        self.call(|reply| Command::PruneHistory { limit, reply })
+        self.call(|reply| RuleCommand::PruneHistory { limit, reply })
             .await
     }
 
     /// Wake the writer so it notices stalls and records that the server is
     /// alive, even when no client is talking to it.
     pub async fn tick(&self) -> Result<(), StoreError> {
-        self.call(|reply| Command::Tick { reply }).await
+        self.call(|reply| RuleCommand::Tick { reply }).await
     }
 
     /// Append an event that is not tied to a lease change (config reloads).
@@ -490,7 +415,7 @@ impl Store {
         license_id: Option<String>,
         detail: String,
     ) -> Result<Event, StoreError> {
-        self.call(|reply| Command::RecordEvent {
+        self.call(|reply| RuleCommand::RecordEvent {
             kind,
             license_id,
             detail,
@@ -501,67 +426,37 @@ impl Store {
 
     /// Every lease (optionally of one license), live or lapsed-unreaped.
     pub async fn seats(&self, license_id: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
-        let license_id = license_id.map(str::to_string);
-        if let Backend::Postgres { reads, .. } = &*self.backend {
-            let reads = reads.clone();
-            return detached(async move { reads.seats(license_id.as_deref()).await }).await;
-        }
-        self.read(move |c| read::seats(c, license_id.as_deref()))
-            .await
+        detached(self.reads.seats(license_id.map(str::to_string))).await
     }
 
     /// One page of seats: filtered, sorted and cut in SQL (see
     /// [`seat_query`]).
     pub async fn seats_page(&self, query: SeatQuery) -> Result<SeatsPage, StoreError> {
-        if let Backend::Postgres { reads, .. } = &*self.backend {
-            let reads = reads.clone();
-            return detached(async move { reads.seats_page(&query).await }).await;
-        }
-        self.read(move |c| seat_query::sqlite_page(c, &query)).await
+        detached(self.reads.seats_page(query)).await
     }
 
     /// The dashboard session whose id hashes to `id_sha256`, expired or not.
     pub async fn ui_session(&self, id_sha256: &str) -> Result<Option<UiSessionRow>, StoreError> {
-        let id = id_sha256.to_string();
-        if let Backend::Postgres { reads, .. } = &*self.backend {
-            let reads = reads.clone();
-            return detached(async move { reads.ui_session(&id).await }).await;
-        }
-        self.read(move |c| ui_sessions::get(c, &id)).await
+        detached(self.reads.ui_session(id_sha256.to_string())).await
     }
 
-    /// Create, touch or delete dashboard sessions: through the writer on
-    /// SQLite, on the read pool on PostgreSQL. Returns the rows changed.
+    /// Create, touch or delete dashboard sessions. Returns the rows changed.
     pub async fn ui_session_write(&self, op: UiSessionOp) -> Result<usize, StoreError> {
-        if let Backend::Postgres { reads, .. } = &*self.backend {
-            let reads = reads.clone();
-            return detached(async move { reads.ui_session_write(&op).await }).await;
-        }
-        self.call(|reply| Command::UiSession { op, reply }).await
+        detached(self.reads.ui_session_write(op)).await
     }
 
     /// Live seats per license, by the one predicate (from the writer's live
     /// index, so it costs no scan however many leases there are).
     pub async fn live_counts(&self) -> Result<Vec<(String, u32)>, StoreError> {
-        self.call(|reply| Command::LiveCounts { reply }).await
+        self.call(|reply| RuleCommand::LiveCounts { reply }).await
     }
 
     pub async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
-        if let Backend::Postgres { reads, .. } = &*self.backend {
-            let reads = reads.clone();
-            return detached(async move { reads.events_after(after, limit).await }).await;
-        }
-        self.read(move |c| read::events_after(c, after, limit))
-            .await
+        detached(self.reads.events_after(after, limit)).await
     }
 
     pub async fn find_seat(&self, seat_id: &str) -> Result<Option<LeaseRow>, StoreError> {
-        let seat_id = seat_id.to_string();
-        if let Backend::Postgres { reads, .. } = &*self.backend {
-            let reads = reads.clone();
-            return detached(async move { reads.find_seat(&seat_id).await }).await;
-        }
-        self.read(move |c| read::find_seat(c, &seat_id)).await
+        detached(self.reads.find_seat(seat_id.to_string())).await
     }
 
     /// One page of a license's sessions, newest first (see
@@ -570,22 +465,13 @@ impl Store {
         &self,
         query: history::SessionsQuery,
     ) -> Result<Vec<leasehold_common::api::SessionView>, StoreError> {
-        if let Backend::Postgres { reads, .. } = &*self.backend {
-            let reads = reads.clone();
-            return detached(async move { pg::history::sessions_page(&reads, &query).await }).await;
-        }
-        self.read_store(move |c| history::sessions_page(c, &query))
-            .await
+        detached(self.reads.sessions_page(query)).await
     }
 
     /// A license's usage over a range (see [`crate::usage`]). A read: it
     /// never waits for the writer.
     pub async fn usage(&self, query: history::UsageQuery) -> Result<Usage, StoreError> {
-        if let Backend::Postgres { reads, .. } = &*self.backend {
-            let reads = reads.clone();
-            return detached(async move { pg::history::usage(&reads, &query).await }).await;
-        }
-        self.read_store(move |c| history::usage(c, &query)).await
+        detached(self.reads.usage(query)).await
     }
 
     /// Batches, commands and time spent by the writer so far.
@@ -599,42 +485,10 @@ impl Store {
         self.events.subscribe()
     }
 
-    async fn read<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let backend = self.backend.clone();
-        tokio::task::spawn_blocking(move || match &*backend {
-            Backend::Sqlite { reads, .. } => reads.with(f),
-            // Every read method sends PostgreSQL reads to pg::reads first.
-            Backend::Postgres { .. } => Err(StoreError::Unavailable(
-                "an SQLite read was asked of the PostgreSQL store".into(),
-            )),
-        })
-        .await
-        .map_err(|_| StoreError::Closed)?
-    }
-
-    /// [`Store::read`] for reads that fail with any [`StoreError`].
-    async fn read_store<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let backend = self.backend.clone();
-        tokio::task::spawn_blocking(move || match &*backend {
-            Backend::Sqlite { reads, .. } => reads.with_store(f),
-            Backend::Postgres { .. } => Err(StoreError::Unavailable(
-                "an SQLite read was asked of the PostgreSQL store".into(),
-            )),
-        })
-        .await
-        .map_err(|_| StoreError::Closed)?
-    }
-
     /// Finish queued commands, record a clean stop and join the writer.
     /// Commands sent after this fail with [`StoreError::Closed`].
     pub async fn close(&self) {
-        let _ = self.call(|reply| Command::Shutdown { reply }).await;
+        let _ = self.stop_writer().await;
         let handle = self
             .writer_thread
             .lock()
@@ -643,84 +497,16 @@ impl Store {
         if let Some(handle) = handle {
             let _ = tokio::task::spawn_blocking(move || handle.join()).await;
         }
-        match &*self.backend {
-            Backend::Sqlite { checkpointer, .. } => {
-                let checkpointer = checkpointer.lock().map(|mut g| g.take()).unwrap_or(None);
-                if let Some((stop, handle)) = checkpointer {
-                    drop(stop);
-                    let _ = tokio::task::spawn_blocking(move || handle.join()).await;
-                }
-            }
-            Backend::Postgres {
-                stop_follower,
-                follower,
-                ..
-            } => {
-                let _ = stop_follower.send(true);
-                let follower = follower.lock().map(|mut g| g.take()).unwrap_or(None);
-                if let Some(follower) = follower {
-                    let _ = follower.await;
-                }
-            }
-        }
+        self.reads.close().await;
     }
 }
 
-/// Run a PostgreSQL read as its own task: tokio-postgres futures are `Send`
-/// but not `Sync`, and some callers (SSE streams) must be both.
-/// It is spawned at once, so the caller's future holds only the handle.
+/// Run a read as its own task: its future is `Send` but not `Sync`, and some
+/// callers (SSE streams) must be both. It is spawned at once, so the
+/// caller's future holds only the handle.
 fn detached<T: Send + 'static>(
     read: impl Future<Output = Result<T, StoreError>> + Send + 'static,
 ) -> impl Future<Output = Result<T, StoreError>> + Send + Sync {
     let task = tokio::spawn(read);
     async move { task.await.map_err(|_| StoreError::Closed)? }
-}
-
-/// Open a connection with the pragmas every connection needs.
-fn open_connection(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
-    let flags = if read_only {
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
-    } else {
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-    };
-    let conn = Connection::open_with_flags(path, flags)?;
-    conn.busy_timeout(Duration::from_secs(5))?;
-    if !read_only {
-        // Small pages for a new database (a no-op on an existing one): leases
-        // are keyed by random seat ids, so every write dirties a page of its
-        // own, and each dirty page is copied whole into the WAL.
-        conn.pragma_update(None, "page_size", 1024)?;
-        // WAL lets readers run beside the writer; FULL makes a commit survive
-        // power loss, which is what "acknowledged" promises.
-        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::NotWal {
-                path: path.to_path_buf(),
-                mode,
-            });
-        }
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        // The writer's own page cache, small on purpose: a COMMIT after a
-        // B-tree rebalance scans the cache's whole hash table (an SQLite
-        // quirk, BENCHMARKS "What limits throughput"), and a page it does not
-        // hold is read through the memory map below. 8 MiB against 64 MiB:
-        // the same at 1,000 leases, faster and 70 MiB less RSS at 1,000,000.
-        conn.pragma_update(None, "cache_size", -8_192)?;
-    }
-    // Reads through a memory map skip a read() system call per page. Mapped
-    // pages count in the server's RSS, so the map is kept to 128 MiB: with
-    // 256 MiB and a million leases, RSS reached 290 MiB, 185 MiB of it the
-    // map; with 64 MiB, checkout p99 at a million leases rose by a third.
-    conn.pragma_update(None, "mmap_size", 128 * 1024 * 1024)?;
-    // Check it is a database at all, so a corrupt file fails at start-up with
-    // SQLite's own words ("file is not a database") and not on first use.
-    conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
-    Ok(conn)
-}
-
-/// Where the database lives inside a data dir.
-pub fn database_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("leasehold.db")
 }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use leasehold_common::api::{Event, EventKind, SessionEnd};
-use leasehold_common::liveness::lapses_at;
+use leasehold_common::liveness::{lapses_at, live_until};
 use leasehold_common::{Licenses, Timestamp, is_live, live_threshold, reap_cutoff};
 
 use super::{CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError};
@@ -70,23 +70,20 @@ pub trait LeaseTx {
     fn delete_lease(&mut self, seat_id: &str, license_id: Option<&str>)
     -> Result<Option<LeaseRow>>;
     /// Delete up to `limit` leases of the license with `expires_at < cutoff`,
-    /// the earliest first, writing a `reap` event at `now` for each (detail:
-    /// [`reap_detail`]) and recording its session as ended by a lapse at
-    /// `expires_at + skew`; return those events.
+    /// the earliest first (by `expires_at`, then `seat_id`), and return them
+    /// in that order.
     fn reap_expired(
         &mut self,
         license_id: &str,
         cutoff: Timestamp,
         limit: usize,
-        now: Timestamp,
-        skew: Duration,
-    ) -> Result<Vec<Event>>;
+    ) -> Result<Vec<LeaseRow>>;
     /// Drop blocks that ended by `now` and all but the newest
     /// `event_retention` events.
     fn prune(&mut self, now: Timestamp, event_retention: i64) -> Result<()>;
-    /// Record the session of a seat that just left the table: from its
+    /// Record the sessions of seats that just left the table: each from its
     /// checkout to `at`, ended the way `end` says.
-    fn record_session(&mut self, lease: &LeaseRow, end: SessionEnd, at: Timestamp) -> Result<()>;
+    fn record_sessions(&mut self, sessions: &[EndedSession<'_>]) -> Result<()>;
     /// One refused checkout (409 or 403) of the license, counted exactly
     /// per second.
     fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()>;
@@ -105,17 +102,17 @@ pub trait LeaseTx {
         was_live: Timestamp,
         until: Timestamp,
     ) -> Result<usize>;
-    /// Append an event; the store assigns its id.
-    fn append_event(&mut self, event: NewEvent<'_>) -> Result<i64>;
-    /// A write to the dashboard's sign-in sessions (no lease rule is
-    /// involved); the rows changed. Only SQLite's writer is asked:
-    /// PostgreSQL writes sessions on its read pool.
-    fn ui_session(&mut self, op: &super::ui_sessions::UiSessionOp) -> Result<usize> {
-        let _ = op;
-        Err(StoreError::Unavailable(
-            "this store writes dashboard sessions outside the writer".into(),
-        ))
-    }
+    /// Append events in order; the store assigns their ids (increasing) and
+    /// returns them in the same order.
+    fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>>;
+}
+
+/// A seat that left the table, and how and when its session ended.
+#[derive(Debug, Clone, Copy)]
+pub struct EndedSession<'a> {
+    pub lease: &'a LeaseRow,
+    pub end: SessionEnd,
+    pub at: Timestamp,
 }
 
 /// An event before the store numbered it.
@@ -173,7 +170,23 @@ pub struct Rules<'a, T: LeaseTx> {
     pub events: Vec<Event>,
 }
 
-impl<T: LeaseTx> Rules<'_, T> {
+impl<'a, T: LeaseTx> Rules<'a, T> {
+    /// The rules over `tx`, deciding at `now` by `licenses`.
+    pub fn new(
+        tx: &'a mut T,
+        now: Timestamp,
+        licenses: &'a Licenses,
+        throttle: &'a mut EventThrottle,
+    ) -> Self {
+        Rules {
+            tx,
+            now,
+            licenses,
+            throttle,
+            events: Vec::new(),
+        }
+    }
+
     /// Checkout: blocked → idempotency replay → fingerprint re-claim → full →
     /// grant. `ahead` waiters in line before this one have their seats
     /// spoken for. `counted`: a refusal is the answer the client sees, so
@@ -443,28 +456,57 @@ impl<T: LeaseTx> Rules<'_, T> {
                 break;
             }
             let cutoff = reap_cutoff(self.now, lic.policy.reap_grace);
-            let events =
-                self.tx
-                    .reap_expired(&lic.id, cutoff, limit - reaped, self.now, lic.policy.skew)?;
-            reaped += events.len();
-            self.events.extend(events);
+            let gone = self.tx.reap_expired(&lic.id, cutoff, limit - reaped)?;
+            self.record_reaped(&gone, lic.policy.skew)?;
+            reaped += gone.len();
         }
         self.tx.prune(self.now, event_retention)?;
         Ok(reaped)
     }
 
+    /// Reaped seats lapsed: each session ended when its lease stopped being
+    /// live, and each gets a `reap` event.
+    fn record_reaped(&mut self, gone: &[LeaseRow], skew: Duration) -> Result<()> {
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let sessions: Vec<EndedSession<'_>> = gone
+            .iter()
+            .map(|lease| EndedSession {
+                lease,
+                end: SessionEnd::Lapse,
+                at: live_until(lease.expires_at, skew),
+            })
+            .collect();
+        self.tx.record_sessions(&sessions)?;
+        let details: Vec<String> = gone.iter().map(|l| reap_detail(l.expires_at)).collect();
+        let events: Vec<NewEvent<'_>> = gone
+            .iter()
+            .zip(&details)
+            .map(|(lease, detail)| NewEvent {
+                at: self.now,
+                kind: EventKind::Reap,
+                license_id: Some(&lease.license_id),
+                seat_id: Some(&lease.seat_id),
+                holder: Some(&lease.holder),
+                detail: Some(detail),
+            })
+            .collect();
+        self.events_in_order(&events)
+    }
+
     /// A seat's session ends when the lease leaves the table: at `now` for a
     /// release or revoke of a live seat, and when the predicate stopped
-    /// counting it (`expires_at + skew`) for one that had already lapsed.
-    fn end_session(&mut self, row: &LeaseRow, end: SessionEnd) -> Result<()> {
-        let skew = self.licenses.get(&row.license_id).map(|l| l.policy.skew);
+    /// counting it ([`live_until`]) for one that had already lapsed.
+    fn end_session(&mut self, lease: &LeaseRow, end: SessionEnd) -> Result<()> {
+        let skew = self.licenses.get(&lease.license_id).map(|l| l.policy.skew);
         let (end, at) = match skew {
-            Some(skew) if !is_live(row.expires_at, self.now, skew) => {
-                (SessionEnd::Lapse, row.expires_at.saturating_add(skew))
+            Some(skew) if !is_live(lease.expires_at, self.now, skew) => {
+                (SessionEnd::Lapse, live_until(lease.expires_at, skew))
             }
             _ => (end, self.now),
         };
-        self.tx.record_session(row, end, at)
+        self.tx.record_sessions(&[EndedSession { lease, end, at }])
     }
 
     /// Record each license's pool size from now on where it differs from
@@ -565,23 +607,36 @@ impl<T: LeaseTx> Rules<'_, T> {
         holder: Option<&str>,
         detail: Option<&str>,
     ) -> Result<()> {
-        let id = self.tx.append_event(NewEvent {
+        self.events_in_order(&[NewEvent {
             at: self.now,
             kind,
             license_id,
             seat_id,
             holder,
             detail,
-        })?;
-        self.events.push(Event {
-            id,
-            at: self.now,
-            kind,
-            license_id: license_id.map(str::to_string),
-            seat_id: seat_id.map(str::to_string),
-            holder: holder.map(str::to_string),
-            detail: detail.map(str::to_string),
-        });
+        }])
+    }
+
+    /// Append events and keep them, numbered, for publishing after commit.
+    fn events_in_order(&mut self, events: &[NewEvent<'_>]) -> Result<()> {
+        let ids = self.tx.append_events(events)?;
+        if ids.len() != events.len() {
+            // A store bug; roll the command back rather than log half of it.
+            return Err(StoreError::EventIds {
+                asked: events.len(),
+                got: ids.len(),
+            });
+        }
+        self.events
+            .extend(events.iter().zip(ids).map(|(e, id)| Event {
+                id,
+                at: e.at,
+                kind: e.kind,
+                license_id: e.license_id.map(str::to_string),
+                seat_id: e.seat_id.map(str::to_string),
+                holder: e.holder.map(str::to_string),
+                detail: e.detail.map(str::to_string),
+            }));
         Ok(())
     }
 }

@@ -8,12 +8,9 @@
 //! come or go between pages never shift the next page. The cursor is
 //! opaque to clients (hex of a small JSON array).
 
-use rusqlite::types::Value;
-use rusqlite::{Connection, params_from_iter};
 use serde_json::json;
 
-use super::LeaseRow;
-use super::read::{lease_columns, lease_from_row};
+use super::{LeaseRow, lease_columns};
 
 /// Most seats one page may hold.
 pub const MAX_LIMIT: usize = 10_000;
@@ -383,57 +380,6 @@ impl SeatQuery {
         };
         SeatsPage { rows, total, next }
     }
-}
-
-fn sqlite_params(params: &[Param]) -> Vec<Value> {
-    params
-        .iter()
-        .map(|p| match p {
-            Param::Text(s) => Value::Text(s.clone()),
-            Param::Int(n) => Value::Integer(*n),
-        })
-        .collect()
-}
-
-/// Register `lh_lower` (Unicode lowercase) on a read connection.
-pub(super) fn register_lower(c: &Connection) -> rusqlite::Result<()> {
-    use rusqlite::functions::FunctionFlags;
-    c.create_scalar_function(
-        "lh_lower",
-        1,
-        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
-        |ctx| {
-            let s: Option<String> = ctx.get(0)?;
-            Ok(s.map(|s| s.to_lowercase()))
-        },
-    )
-}
-
-/// The page on SQLite, count and rows from one read transaction.
-pub(super) fn sqlite_page(c: &Connection, query: &SeatQuery) -> rusqlite::Result<SeatsPage> {
-    let tx = c.unchecked_transaction()?;
-    let licenses: Vec<String> = if query.merges_licenses() {
-        tx.prepare_cached(LICENSES_WITH_LEASES)?
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?
-    } else {
-        Vec::new()
-    };
-    let sql = query.sql(Dialect::Sqlite, &licenses);
-    let total: i64 = tx
-        .prepare_cached(&sql.count)?
-        .query_row(params_from_iter(sqlite_params(&sql.count_params)), |r| {
-            r.get(0)
-        })?;
-    let rows = tx
-        .prepare_cached(&sql.page)?
-        .query_map(
-            params_from_iter(sqlite_params(&sql.page_params)),
-            lease_from_row,
-        )?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    tx.finish()?;
-    Ok(query.finish(rows, total.max(0) as u64))
 }
 
 #[cfg(test)]

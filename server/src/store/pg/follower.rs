@@ -15,7 +15,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::EVENTS_CHANNEL;
-use super::reads::events_after;
+use super::pool::events_after;
 
 /// How often the table is read without a notification.
 const POLL_EVERY: Duration = Duration::from_millis(500);

@@ -13,7 +13,7 @@ use super::super::StoreError;
 use super::super::history::{
     RawSession, SessionsQuery, UsageQuery, ended_columns, lapsed_at, open_columns, resolve, skew_ms,
 };
-use super::reads::PgReads;
+use super::pool::PgPool;
 use crate::usage::{PoolTimeline, Sweep, Usage};
 
 fn raw_from_row(r: &Row) -> RawSession {
@@ -70,7 +70,7 @@ async fn any_started_before(
 /// One page of sessions, newest first: those that started in the range,
 /// then the spanning ones, after the cursor (one upper bound with `to`).
 pub async fn sessions_page(
-    reads: &PgReads,
+    reads: &PgPool,
     q: &SessionsQuery,
 ) -> Result<Vec<SessionView>, StoreError> {
     let client = reads.client().await?;
@@ -147,7 +147,7 @@ pub async fn sessions_page(
 }
 
 /// The usage of one license over the range.
-pub async fn usage(reads: &PgReads, q: &UsageQuery) -> Result<Usage, StoreError> {
+pub async fn usage(reads: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> {
     let mut client = reads.client().await?;
     // One snapshot for every part: a session that ends while the usage is
     // read moves from `leases` to `sessions` and must be seen once.

@@ -6,7 +6,9 @@
 //! stands in anyone's way. Times are the database's clock.
 
 use super::super::StoreError;
-use super::reads::PgReads;
+use std::sync::Arc;
+
+use super::pool::PgPool;
 
 /// A waiter not refreshed for this long has left the line.
 pub const STALE_MS: i64 = 5_000;
@@ -15,10 +17,20 @@ const FORGET_MS: i64 = 60_000;
 
 const DB_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
-impl PgReads {
+/// The line, on the replica's pool.
+#[derive(Clone)]
+pub struct SharedLine {
+    pool: Arc<PgPool>,
+}
+
+impl SharedLine {
+    pub fn new(pool: Arc<PgPool>) -> Self {
+        SharedLine { pool }
+    }
+
     /// Join the back of `license_id`'s line; the waiter's id.
-    pub async fn line_join(&self, license_id: &str, replica: &str) -> Result<i64, StoreError> {
-        let client = self.client().await?;
+    pub async fn join(&self, license_id: &str, replica: &str) -> Result<i64, StoreError> {
+        let client = self.pool.client().await?;
         let id: i64 = client
             .query_one(
                 &format!(
@@ -29,13 +41,13 @@ impl PgReads {
             )
             .await?
             .get(0);
-        self.give_back(client);
+        self.pool.give_back(client);
         Ok(id)
     }
 
     /// Waiters of the license ahead of `id` (every waiter, with `None`).
-    pub async fn line_ahead(&self, license_id: &str, id: Option<i64>) -> Result<u32, StoreError> {
-        let client = self.client().await?;
+    pub async fn ahead(&self, license_id: &str, id: Option<i64>) -> Result<u32, StoreError> {
+        let client = self.pool.client().await?;
         let n: i64 = client
             .query_one(
                 &format!(
@@ -47,24 +59,24 @@ impl PgReads {
             )
             .await?
             .get(0);
-        self.give_back(client);
+        self.pool.give_back(client);
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
     /// Leave the line.
-    pub async fn line_leave(&self, id: i64) -> Result<(), StoreError> {
-        let client = self.client().await?;
+    pub async fn leave(&self, id: i64) -> Result<(), StoreError> {
+        let client = self.pool.client().await?;
         client
             .execute("DELETE FROM waiters WHERE id = $1", &[&id])
             .await?;
-        self.give_back(client);
+        self.pool.give_back(client);
         Ok(())
     }
 
     /// Say this replica's waiters are still there, and forget long-dead
     /// replicas' rows.
-    pub async fn line_refresh(&self, replica: &str) -> Result<(), StoreError> {
-        let client = self.client().await?;
+    pub async fn refresh(&self, replica: &str) -> Result<(), StoreError> {
+        let client = self.pool.client().await?;
         client
             .execute(
                 &format!("UPDATE waiters SET seen_ms = {DB_NOW} WHERE replica = $1"),
@@ -77,7 +89,7 @@ impl PgReads {
                 &[&FORGET_MS],
             )
             .await?;
-        self.give_back(client);
+        self.pool.give_back(client);
         Ok(())
     }
 }

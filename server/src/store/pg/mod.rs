@@ -1,18 +1,21 @@
 //! The PostgreSQL store: any number of interchangeable replicas on one
 //! database.
 //!
-//! Each replica runs the same writer shape as on SQLite (one thread, group
-//! commit, the rules of [`super::rules`]) in [`writer`], reads on a small
-//! async pool in [`reads`], and an event follower ([`follower`]) that feeds
-//! this replica's SSE streams with every replica's events, in id order.
+//! Each replica runs the same writer as on SQLite (one thread, group
+//! commit, the rules of [`super::rules`]) over [`writer::PgBatches`];
+//! everything else ([`PgBackend`]: reads, dashboard sessions, the shared
+//! waiting line in [`line`]) uses a small async pool ([`pool`]); an event
+//! follower ([`follower`]) feeds this replica's SSE streams with every
+//! replica's events, in id order.
 //! The writer uses the synchronous `postgres` client (the blocking facade of
 //! `tokio-postgres`) because the rules are synchronous code on a thread of
 //! their own, exactly as on SQLite; everything async uses `tokio-postgres`.
 
+mod backend;
 pub mod follower;
-pub mod history;
+mod history;
 pub mod line;
-pub mod reads;
+pub mod pool;
 pub mod schema;
 mod seat_query;
 mod tx;
@@ -27,6 +30,7 @@ use sha2::{Digest, Sha256};
 use tokio_postgres::NoTls;
 
 use super::StoreError;
+pub use backend::{PgBackend, open};
 
 /// The `LISTEN`/`NOTIFY` channel that wakes event followers.
 pub const EVENTS_CHANNEL: &str = "leasehold_events";

@@ -5,7 +5,7 @@ use tokio_postgres::types::ToSql;
 
 use super::super::StoreError;
 use super::super::seat_query::{Dialect, LICENSES_WITH_LEASES, Param, SeatQuery, SeatsPage};
-use super::reads::{PgReads, lease_from_row};
+use super::pool::{PgPool, lease_from_row};
 
 fn refs(v: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
     v.iter()
@@ -25,7 +25,7 @@ fn pg_params(params: &[Param]) -> Vec<Box<dyn ToSql + Sync + Send>> {
         .collect()
 }
 
-impl PgReads {
+impl PgPool {
     pub async fn seats_page(&self, query: &SeatQuery) -> Result<SeatsPage, StoreError> {
         let mut client = self.client().await?;
         let tx = client

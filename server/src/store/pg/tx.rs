@@ -3,18 +3,15 @@
 //! license locks and read the cluster's clock). The writer opens and ends
 //! that transaction and its savepoints itself, on the bare client.
 
-use leasehold_common::Timestamp;
 use std::collections::HashMap;
-use std::time::Duration;
 
-use leasehold_common::api::{Event, EventKind, SessionEnd};
+use leasehold_common::Timestamp;
 use postgres::{Client, Row, Statement};
 
-use super::super::rules::{LeaseTx, NewEvent, Result, reap_detail};
-use super::super::{LeaseRow, StoreError};
+use super::super::rules::{EndedSession, LeaseTx, NewEvent, Result};
+use crate::store::{LeaseRow, lease_columns};
 
-const LEASE_COLUMNS: &str =
-    "seat_id, license_id, holder, fingerprint, checked_out_at, issued_at, expires_at";
+const LEASE_COLUMNS: &str = lease_columns!();
 
 /// Every statement the writer runs, prepared once per connection.
 pub struct Statements {
@@ -35,9 +32,7 @@ pub struct Statements {
     prune_blocks: Statement,
     prune_events: Statement,
     extend_live: Statement,
-    append_event: Statement,
-    record_reaped_sessions: Statement,
-    record_session: Statement,
+    record_sessions: Statement,
     count_denial: Statement,
     current_pool_sizes: Statement,
     record_pool_size: Statement,
@@ -97,7 +92,8 @@ impl Statements {
                      ORDER BY expires_at, seat_id LIMIT $3
                      FOR UPDATE SKIP LOCKED)
                  DELETE FROM leases l USING victims v WHERE l.seat_id = v.seat_id
-                 RETURNING l.seat_id, l.holder, l.expires_at, l.fingerprint, l.checked_out_at",
+                 RETURNING l.seat_id, l.license_id, l.holder, l.fingerprint, l.checked_out_at,
+                           l.issued_at, l.expires_at",
             )?,
             take_event_ids: p(
                 "UPDATE cluster SET last_event_id = last_event_id + $1 WHERE id = 1
@@ -116,17 +112,11 @@ impl Statements {
                 "UPDATE leases SET expires_at = $1
                  WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1",
             )?,
-            record_reaped_sessions: p(
+            record_sessions: p(
                 "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
                                        ended_at, end_kind)
-                 SELECT seat_id, $1, holder, fingerprint, started_at, ended_at, 'lapse'
-                 FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
-                      AS r(seat_id, holder, fingerprint, started_at, ended_at)",
-            )?,
-            record_session: p(
-                "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
-                                       ended_at, end_kind)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
+                                      $5::bigint[], $6::bigint[], $7::text[])",
             )?,
             count_denial: p(
                 "INSERT INTO denials (license_id, second_ms, count) VALUES ($1, $2, 1)
@@ -157,31 +147,14 @@ impl Statements {
                          WHERE q.license_id = p.license_id AND q.at > p.at AND q.at <= $1)
                      LIMIT $2)",
             )?,
-            append_event: p(
-                "WITH id AS (
-                     UPDATE cluster SET last_event_id = last_event_id + 1 WHERE id = 1
-                     RETURNING last_event_id)
-                 INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
-                 SELECT last_event_id, $1, $2, $3, $4, $5, $6 FROM id
-                 RETURNING id",
-            )?,
         })
     }
-}
-
-/// A lease the reaper deleted: what its event and its session record need.
-struct Reaped {
-    seat_id: String,
-    holder: String,
-    fingerprint: Option<String>,
-    checked_out_at: i64,
-    expires_at: i64,
 }
 
 /// One command's view of the writer's transaction: the client, inside the
 /// transaction the writer opened on it.
 pub struct PgTx<'t> {
-    pub tx: &'t mut Client,
+    pub client: &'t mut Client,
     pub statements: &'t Statements,
 }
 
@@ -209,7 +182,7 @@ impl LeaseTx for PgTx<'_> {
         fingerprint: &str,
         now: Timestamp,
     ) -> Result<Option<Timestamp>> {
-        let row = self.tx.query_opt(
+        let row = self.client.query_opt(
             &self.statements.block_until,
             &[&license_id, &holder, &fingerprint, &now.as_millis()],
         )?;
@@ -223,7 +196,7 @@ impl LeaseTx for PgTx<'_> {
         fingerprint: &str,
         until: Timestamp,
     ) -> Result<()> {
-        self.tx.execute(
+        self.client.execute(
             &self.statements.set_block,
             &[&license_id, &holder, &fingerprint, &until.as_millis()],
         )?;
@@ -236,13 +209,13 @@ impl LeaseTx for PgTx<'_> {
         key: &str,
     ) -> Result<Option<LeaseRow>> {
         let row = self
-            .tx
+            .client
             .query_opt(&self.statements.by_idempotency_key, &[&license_id, &key])?;
         Ok(row.as_ref().map(lease_from_row))
     }
 
     fn forget_idempotency_key(&mut self, seat_id: &str) -> Result<()> {
-        self.tx
+        self.client
             .execute(&self.statements.forget_idempotency_key, &[&seat_id])?;
         Ok(())
     }
@@ -253,7 +226,7 @@ impl LeaseTx for PgTx<'_> {
         fingerprint: &str,
         threshold: Timestamp,
     ) -> Result<Option<LeaseRow>> {
-        let row = self.tx.query_opt(
+        let row = self.client.query_opt(
             &self.statements.live_by_fingerprint,
             &[&license_id, &fingerprint, &threshold.as_millis()],
         )?;
@@ -262,7 +235,7 @@ impl LeaseTx for PgTx<'_> {
 
     fn live_count(&mut self, license_id: &str, threshold: Timestamp) -> Result<u32> {
         let n: i64 = self
-            .tx
+            .client
             .query_one(
                 &self.statements.live_count,
                 &[&license_id, &threshold.as_millis()],
@@ -277,7 +250,7 @@ impl LeaseTx for PgTx<'_> {
         threshold: Timestamp,
     ) -> Result<Option<Timestamp>> {
         let earliest: Option<i64> = self
-            .tx
+            .client
             .query_one(
                 &self.statements.earliest_live,
                 &[&license_id, &threshold.as_millis()],
@@ -288,13 +261,13 @@ impl LeaseTx for PgTx<'_> {
 
     fn lease(&mut self, license_id: &str, seat_id: &str) -> Result<Option<LeaseRow>> {
         let row = self
-            .tx
+            .client
             .query_opt(&self.statements.lease, &[&seat_id, &license_id])?;
         Ok(row.as_ref().map(lease_from_row))
     }
 
     fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()> {
-        self.tx.execute(
+        self.client.execute(
             &self.statements.insert_lease,
             &[
                 &lease.seat_id,
@@ -311,7 +284,7 @@ impl LeaseTx for PgTx<'_> {
     }
 
     fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()> {
-        self.tx.execute(
+        self.client.execute(
             &self.statements.renew_lease,
             &[
                 &old.seat_id,
@@ -328,7 +301,7 @@ impl LeaseTx for PgTx<'_> {
         license_id: Option<&str>,
     ) -> Result<Option<LeaseRow>> {
         let row = self
-            .tx
+            .client
             .query_opt(&self.statements.delete_lease, &[&seat_id, &license_id])?;
         Ok(row.as_ref().map(lease_from_row))
     }
@@ -338,95 +311,62 @@ impl LeaseTx for PgTx<'_> {
         license_id: &str,
         cutoff: Timestamp,
         limit: usize,
-        now: Timestamp,
-        skew: Duration,
-    ) -> Result<Vec<Event>> {
+    ) -> Result<Vec<LeaseRow>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut gone: Vec<Reaped> = self
-            .tx
+        let mut gone: Vec<LeaseRow> = self
+            .client
             .query(
                 &self.statements.reap_leases,
                 &[&license_id, &cutoff.as_millis(), &limit],
             )?
             .iter()
-            .map(|r| Reaped {
-                seat_id: r.get(0),
-                holder: r.get(1),
-                expires_at: r.get(2),
-                fingerprint: r.get(3),
-                checked_out_at: r.get(4),
-            })
+            .map(lease_from_row)
             .collect();
-        if gone.is_empty() {
-            return Ok(Vec::new());
-        }
-        // The index's order, so event ids follow expiry as on SQLite.
+        // RETURNING has no order of its own; the rules expect the index's.
         gone.sort_by(|a, b| (a.expires_at, &a.seat_id).cmp(&(b.expires_at, &b.seat_id)));
-        let column = |f: fn(&Reaped) -> &str| gone.iter().map(f).collect::<Vec<_>>();
-        let (seats, holders) = (column(|g| &g.seat_id), column(|g| &g.holder));
-        let fingerprints: Vec<Option<&str>> =
-            gone.iter().map(|g| g.fingerprint.as_deref()).collect();
-        let started: Vec<i64> = gone.iter().map(|g| g.checked_out_at).collect();
-        let ended: Vec<i64> = gone
-            .iter()
-            .map(|g| {
-                Timestamp::from_millis(g.expires_at)
-                    .saturating_add(skew)
-                    .as_millis()
-            })
-            .collect();
-        self.tx.execute(
-            &self.statements.record_reaped_sessions,
-            &[
-                &license_id,
-                &seats,
-                &holders,
-                &fingerprints,
-                &started,
-                &ended,
-            ],
-        )?;
-        let n = gone.len() as i64;
-        let last: i64 = self
-            .tx
-            .query_one(&self.statements.take_event_ids, &[&n])?
-            .get(0);
-        let events: Vec<Event> = gone
-            .into_iter()
-            .zip(last - n + 1..)
-            .map(|(g, id)| Event {
-                id,
-                at: now,
-                kind: EventKind::Reap,
-                license_id: Some(license_id.to_string()),
-                seat_id: Some(g.seat_id),
-                holder: Some(g.holder),
-                detail: Some(reap_detail(Timestamp::from_millis(g.expires_at))),
-            })
-            .collect();
-        insert_events(self.tx, self.statements, &events)?;
-        Ok(events)
+        Ok(gone)
     }
 
     fn prune(&mut self, now: Timestamp, event_retention: i64) -> Result<()> {
-        self.tx
+        self.client
             .execute(&self.statements.prune_blocks, &[&now.as_millis()])?;
-        self.tx
+        self.client
             .execute(&self.statements.prune_events, &[&event_retention])?;
         Ok(())
     }
 
-    fn record_session(&mut self, lease: &LeaseRow, end: SessionEnd, at: Timestamp) -> Result<()> {
-        self.tx.execute(
-            &self.statements.record_session,
+    /// One statement for the whole set (`unnest` of arrays): a reap of
+    /// thousands of seats is one round trip.
+    fn record_sessions(&mut self, sessions: &[EndedSession<'_>]) -> Result<()> {
+        if sessions.is_empty() {
+            return Ok(());
+        }
+        let column = |f: for<'s> fn(&'s EndedSession<'_>) -> &'s str| {
+            sessions.iter().map(f).collect::<Vec<_>>()
+        };
+        let seats = column(|s| &s.lease.seat_id);
+        let licenses = column(|s| &s.lease.license_id);
+        let holders = column(|s| &s.lease.holder);
+        let fingerprints: Vec<Option<&str>> = sessions
+            .iter()
+            .map(|s| s.lease.fingerprint.as_deref())
+            .collect();
+        let started: Vec<i64> = sessions
+            .iter()
+            .map(|s| s.lease.checked_out_at.as_millis())
+            .collect();
+        let ended: Vec<i64> = sessions.iter().map(|s| s.at.as_millis()).collect();
+        let ends = column(|s| s.end.as_str());
+        self.client.execute(
+            &self.statements.record_sessions,
             &[
-                &lease.seat_id,
-                &lease.license_id,
-                &lease.holder,
-                &lease.fingerprint,
-                &lease.checked_out_at.as_millis(),
-                &at.as_millis(),
-                &end.as_str(),
+                &seats,
+                &licenses,
+                &holders,
+                &fingerprints,
+                &started,
+                &ended,
+                &ends,
             ],
         )?;
         Ok(())
@@ -434,13 +374,15 @@ impl LeaseTx for PgTx<'_> {
 
     fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()> {
         let second = at.as_millis().div_euclid(1000) * 1000;
-        self.tx
+        self.client
             .execute(&self.statements.count_denial, &[&license_id, &second])?;
         Ok(())
     }
 
     fn current_pool_sizes(&mut self) -> Result<HashMap<String, u32>> {
-        let rows = self.tx.query(&self.statements.current_pool_sizes, &[])?;
+        let rows = self
+            .client
+            .query(&self.statements.current_pool_sizes, &[])?;
         Ok(rows
             .iter()
             .map(|r| {
@@ -452,7 +394,7 @@ impl LeaseTx for PgTx<'_> {
 
     fn record_pool_size(&mut self, license_id: &str, at: Timestamp, seats: u32) -> Result<()> {
         let seats = i32::try_from(seats).unwrap_or(i32::MAX);
-        self.tx.execute(
+        self.client.execute(
             &self.statements.record_pool_size,
             &[&license_id, &at.as_millis(), &seats],
         )?;
@@ -467,7 +409,7 @@ impl LeaseTx for PgTx<'_> {
             &self.statements.prune_denials,
             &self.statements.prune_pool_sizes,
         ] {
-            pruned += self.tx.execute(statement, &[&cutoff, &limit])?;
+            pruned += self.client.execute(statement, &[&cutoff, &limit])?;
         }
         Ok(usize::try_from(pruned).unwrap_or(usize::MAX))
     }
@@ -478,46 +420,38 @@ impl LeaseTx for PgTx<'_> {
         was_live: Timestamp,
         until: Timestamp,
     ) -> Result<usize> {
-        let n = self.tx.execute(
+        let n = self.client.execute(
             &self.statements.extend_live,
             &[&until.as_millis(), &license_id, &was_live.as_millis()],
         )?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
-    fn append_event(&mut self, e: NewEvent<'_>) -> Result<i64> {
-        Ok(self
-            .tx
-            .query_one(
-                &self.statements.append_event,
-                &[
-                    &e.at.as_millis(),
-                    &e.kind.as_str(),
-                    &e.license_id,
-                    &e.seat_id,
-                    &e.holder,
-                    &e.detail,
-                ],
-            )?
-            .get(0))
+    /// Ids for the whole set in one update of the cluster row, the rows in
+    /// one `unnest` insert.
+    fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = events.len() as i64;
+        let last: i64 = self
+            .client
+            .query_one(&self.statements.take_event_ids, &[&n])?
+            .get(0);
+        let ids: Vec<i64> = (last - n + 1..=last).collect();
+        let ats: Vec<i64> = events.iter().map(|e| e.at.as_millis()).collect();
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+        let optional = |f: for<'e> fn(&'e NewEvent<'_>) -> Option<&'e str>| {
+            events.iter().map(f).collect::<Vec<_>>()
+        };
+        let licenses = optional(|e| e.license_id);
+        let seats = optional(|e| e.seat_id);
+        let holders = optional(|e| e.holder);
+        let details = optional(|e| e.detail);
+        self.client.execute(
+            &self.statements.insert_events,
+            &[&ids, &ats, &kinds, &licenses, &seats, &holders, &details],
+        )?;
+        Ok(ids)
     }
-}
-
-fn insert_events(
-    tx: &mut Client,
-    statements: &Statements,
-    events: &[Event],
-) -> std::result::Result<(), StoreError> {
-    let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
-    let ats: Vec<i64> = events.iter().map(|e| e.at.as_millis()).collect();
-    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
-    let licenses: Vec<Option<&str>> = events.iter().map(|e| e.license_id.as_deref()).collect();
-    let seats: Vec<Option<&str>> = events.iter().map(|e| e.seat_id.as_deref()).collect();
-    let holders: Vec<Option<&str>> = events.iter().map(|e| e.holder.as_deref()).collect();
-    let details: Vec<Option<&str>> = events.iter().map(|e| e.detail.as_deref()).collect();
-    tx.execute(
-        &statements.insert_events,
-        &[&ids, &ats, &kinds, &licenses, &seats, &holders, &details],
-    )?;
-    Ok(())
 }

@@ -5,9 +5,9 @@ use leasehold_common::Timestamp;
 
 use super::super::StoreError;
 use super::super::ui_sessions::{UiSessionOp, UiSessionRow};
-use super::reads::PgReads;
+use super::pool::PgPool;
 
-impl PgReads {
+impl PgPool {
     pub async fn ui_session(&self, id_sha256: &str) -> Result<Option<UiSessionRow>, StoreError> {
         let client = self.client().await?;
         let row = client

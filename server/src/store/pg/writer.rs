@@ -21,16 +21,14 @@ use std::time::{Duration, Instant};
 
 use leasehold_common::{Licenses, Timestamp};
 use postgres::Client;
-use tokio::sync::{mpsc, watch};
 
-use super::super::command::{Command, Finish, apply, error_finish, run_batches};
-use super::super::rules::{EventThrottle, Rules};
-use super::super::writer::WriterStats;
-use super::super::{StoreError, StoreOptions};
 use super::tx::{PgTx, Statements};
 use super::{EVENTS_CHANNEL, advisory_key, connect_sync};
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
+use crate::store::StoreError;
+use crate::store::batch::{BatchStore, Begun, WriterStats, micros};
+use crate::store::command::{Command, RuleCommand};
 
 /// Where a replica's decision time comes from.
 #[derive(Clone)]
@@ -47,7 +45,8 @@ struct Connection {
     statements: Statements,
 }
 
-pub struct PgWriter {
+/// PostgreSQL's side of a replica's writer batches.
+pub struct PgBatches {
     config: postgres::Config,
     /// Tests move time by hand; production decides on the database clock.
     clock: DecisionClock,
@@ -55,10 +54,9 @@ pub struct PgWriter {
     licenses: LicensesHandle,
     /// The cluster's policy version the handle holds.
     licenses_version: i64,
-    options: StoreOptions,
-    throttle: EventThrottle,
-    /// The policy whose pool sizes the history has recorded.
-    recorded_policy: Option<Arc<Licenses>>,
+    /// The cluster's "alive" time as this batch found it.
+    cluster_last_alive: i64,
+    savepoint: Savepoint,
     stats: Arc<WriterStats>,
 }
 
@@ -69,164 +67,154 @@ struct ClusterNow {
     licenses_version: i64,
 }
 
-impl PgWriter {
+impl PgBatches {
     pub fn new(
         config: postgres::Config,
         clock: DecisionClock,
         licenses: LicensesHandle,
         licenses_version: i64,
-        options: StoreOptions,
         stats: Arc<WriterStats>,
-    ) -> PgWriter {
-        PgWriter {
+    ) -> PgBatches {
+        PgBatches {
             config,
             clock,
             conn: None,
             licenses,
             licenses_version,
-            options,
-            throttle: EventThrottle::default(),
-            recorded_policy: None,
+            cluster_last_alive: 0,
+            savepoint: Savepoint::None,
             stats,
         }
     }
 
-    /// Serve commands until the store stops.
-    pub fn run(mut self, rx: mpsc::Receiver<Command>) {
-        let max_batch = self.options.max_batch;
-        let stop_reply = run_batches(rx, max_batch, |batch| self.process(batch));
-        if let Some(reply) = stop_reply {
-            let _ = reply.send(Ok(()));
-        }
+    /// The open batch's connection. `begin` made it; a batch never runs
+    /// without one.
+    fn open(&mut self) -> &mut Connection {
+        self.conn
+            .as_mut()
+            .expect("a batch runs only after begin connected")
     }
 
-    fn process(&mut self, batch: Vec<Command>) {
-        let started = Instant::now();
-        self.stats.batches.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .commands
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let locks = license_locks(&batch);
-        let stall_ms = leasehold_common::time::duration_millis(self.options.stall_threshold);
-
-        let conn = match connection(&mut self.conn, &self.config) {
-            Ok(c) => c,
-            Err(e) => return fail_batch(batch, &e.to_string()),
-        };
-        let Connection { client, statements } = conn;
+    /// BEGIN and the locks, then the cluster's clock and policy.
+    fn begin_on(&mut self, batch: &[Command]) -> Result<Begun, StoreError> {
+        let locks = license_locks(batch);
+        let Connection { client, .. } = connection(&mut self.conn, &self.config)?;
         // The transaction is opened, savepointed and ended by hand (simple
         // queries that carry several statements), so that a batch costs
-        // fewer round trips; every early return rolls it back.
+        // fewer round trips.
         let lock_started = Instant::now();
-        if let Err(e) = begin_and_lock(client, &locks) {
-            return abort_batch(client, batch, &e.to_string());
-        }
+        begin_and_lock(client, &locks)?;
         self.stats
             .lock_wait_us
             .fetch_add(micros(lock_started.elapsed()), Ordering::Relaxed);
-        let cluster = match read_cluster(client, &self.clock) {
-            Ok(c) => c,
-            Err(e) => return abort_batch(client, batch, &e.to_string()),
-        };
-        let now = cluster.now;
+        let cluster = read_cluster(client, &self.clock)?;
         if cluster.licenses_version != self.licenses_version {
-            match load_cluster_licenses(client) {
-                Ok(Some(licenses)) => self.licenses.replace(licenses),
-                Ok(None) => {}
-                Err(e) => return abort_batch(client, batch, &e.to_string()),
+            if let Some(licenses) = load_cluster_licenses(client)? {
+                self.licenses.replace(licenses);
             }
             self.licenses_version = cluster.licenses_version;
         }
-        let licenses = self.licenses.current();
-        if cluster.last_alive != 0
-            && now.as_millis() - cluster.last_alive > stall_ms
-            && let Err(e) = outage(client, statements, now, stall_ms, &licenses)
-        {
-            return abort_batch(client, batch, &e.to_string());
-        }
+        self.cluster_last_alive = cluster.last_alive;
+        self.savepoint = Savepoint::None;
+        Ok(Begun {
+            now: cluster.now,
+            licenses: self.licenses.current(),
+        })
+    }
+}
 
-        let policy_recorded = !self
-            .recorded_policy
-            .as_ref()
-            .is_some_and(|p| Arc::ptr_eq(p, &licenses))
-            && record_pool_sizes(client, statements, now, &licenses);
+impl BatchStore for PgBatches {
+    type Tx<'t> = PgTx<'t>;
 
-        let (commit_tx, commit) = watch::channel(None);
-        let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
-        let mut wrote_events = false;
-        // The savepoint `cmd` isolates one command: its state before the
-        // command runs.
-        let mut savepoint = Savepoint::None;
-        for cmd in batch {
-            // One round trip: release the previous command's savepoint and
-            // open this one's in the same simple query.
-            let open = match savepoint {
-                Savepoint::None => Some("SAVEPOINT cmd"),
-                Savepoint::Used => Some("RELEASE SAVEPOINT cmd; SAVEPOINT cmd"),
-                Savepoint::Clean => None,
-            };
-            if let Some(sql) = open
-                && let Err(e) = client.batch_execute(sql)
-            {
-                savepoint = Savepoint::None;
-                finishes.push(error_finish(cmd, e.into()));
-                continue;
-            }
-            let mut pg = PgTx {
-                tx: client,
-                statements,
-            };
-            let rules = Rules {
-                tx: &mut pg,
-                now,
-                licenses: &licenses,
-                throttle: &mut self.throttle,
-                events: Vec::new(),
-            };
-            let (done, ok, events) = apply(rules, cmd, &self.options, &commit);
-            if ok {
-                savepoint = Savepoint::Used;
-            } else {
-                // The savepoint stays, as it was before the command.
-                savepoint = Savepoint::Clean;
-                if let Err(e) = client.batch_execute("ROLLBACK TO SAVEPOINT cmd") {
-                    tracing::error!("store: savepoint: {e}");
-                    savepoint = Savepoint::None;
-                }
-            }
-            wrote_events |= ok && !events.is_empty();
-            finishes.push(done);
-        }
+    const OUTAGE_WHAT: &'static str = "the cluster made no progress";
+    const OUTAGE_WHY: &'static str = "every replica down or the database away";
 
-        let applied = Instant::now();
-        self.stats
-            .apply_us
-            .fetch_add(micros(applied - started), Ordering::Relaxed);
-        let committed = finish_batch(client, now, wrote_events);
-        self.stats
-            .commit_us
-            .fetch_add(micros(applied.elapsed()), Ordering::Relaxed);
-        match committed {
-            Ok(()) => {
-                if policy_recorded {
-                    self.recorded_policy = Some(licenses.clone());
-                }
-                let _ = commit_tx.send(Some(Ok(())));
-                for f in finishes {
-                    f(Ok(()));
-                }
-            }
+    fn begin(&mut self, batch: &[Command]) -> Result<Begun, String> {
+        match self.begin_on(batch) {
+            Ok(begun) => Ok(begun),
             Err(e) => {
-                tracing::error!(
-                    "store: commit failed, batch of {} rolled back: {e}",
-                    finishes.len()
-                );
-                let msg = e.to_string();
-                let _ = commit_tx.send(Some(Err(msg.clone())));
-                for f in finishes {
-                    f(Err(&msg));
-                }
+                self.rollback();
+                Err(e.to_string())
             }
+        }
+    }
+
+    fn begin_failed(msg: String) -> StoreError {
+        StoreError::Unavailable(msg)
+    }
+
+    /// Cluster-wide: the cluster made no progress (every replica down, or
+    /// the database away) for longer than the stall threshold. The cluster
+    /// row's lock makes the rule apply once: a replica that waited for it
+    /// finds `last_alive` already moved on by the commit that applied it.
+    fn outage_began(
+        &mut self,
+        now: Timestamp,
+        stall: Duration,
+    ) -> Result<Option<Timestamp>, String> {
+        let stall_ms = leasehold_common::time::duration_millis(stall);
+        let is_outage =
+            |last_alive: i64| last_alive != 0 && now.as_millis() - last_alive > stall_ms;
+        if !is_outage(self.cluster_last_alive) {
+            return Ok(None);
+        }
+        let last_alive: i64 = self
+            .open()
+            .client
+            .query_one(
+                "SELECT last_alive_ms FROM cluster WHERE id = 1 FOR UPDATE",
+                &[],
+            )
+            .map_err(|e| e.to_string())?
+            .get(0);
+        Ok(is_outage(last_alive).then(|| Timestamp::from_millis(last_alive)))
+    }
+
+    fn tx(&mut self) -> PgTx<'_> {
+        let Connection { client, statements } = self.open();
+        PgTx { client, statements }
+    }
+
+    /// One round trip: release the previous savepoint and open this one's
+    /// in the same simple query.
+    fn open_savepoint(&mut self) -> Result<(), StoreError> {
+        let sql = match self.savepoint {
+            Savepoint::None => "SAVEPOINT cmd",
+            Savepoint::Used => "RELEASE SAVEPOINT cmd; SAVEPOINT cmd",
+            Savepoint::Clean => return Ok(()),
+        };
+        if let Err(e) = self.open().client.batch_execute(sql) {
+            self.savepoint = Savepoint::None;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    fn close_savepoint(&mut self, keep: bool) {
+        if keep {
+            self.savepoint = Savepoint::Used;
+            return;
+        }
+        // The savepoint stays, as it was before the command.
+        self.savepoint = Savepoint::Clean;
+        if let Err(e) = self
+            .open()
+            .client
+            .batch_execute("ROLLBACK TO SAVEPOINT cmd")
+        {
+            tracing::error!("store: savepoint: {e}");
+            self.savepoint = Savepoint::None;
+        }
+    }
+
+    fn commit(&mut self, now: Timestamp, wrote_events: bool) -> Result<(), String> {
+        let client = &mut self.open().client;
+        finish_batch(client, now, wrote_events).map_err(|e| e.to_string())
+    }
+
+    fn rollback(&mut self) {
+        if let Some(conn) = &mut self.conn {
+            rollback(&mut conn.client);
         }
     }
 }
@@ -266,10 +254,10 @@ fn license_locks(batch: &[Command]) -> BTreeMap<i64, bool> {
     let mut locks = BTreeMap::new();
     for cmd in batch {
         let (license_id, exclusive) = match cmd {
-            Command::Checkout { req, .. } => (req.license_id.as_str(), true),
-            Command::Heartbeat { license_id, .. } | Command::Release { license_id, .. } => {
-                (license_id.as_str(), false)
-            }
+            Command::Rule(RuleCommand::Checkout { req, .. }) => (req.license_id.as_str(), true),
+            Command::Rule(
+                RuleCommand::Heartbeat { license_id, .. } | RuleCommand::Release { license_id, .. },
+            ) => (license_id.as_str(), false),
             _ => continue,
         };
         *locks.entry(advisory_key(license_id)).or_insert(false) |= exclusive;
@@ -326,86 +314,6 @@ pub(super) fn load_cluster_licenses(tx: &mut Client) -> Result<Option<Licenses>,
     }
 }
 
-/// The outage rule, cluster-wide: the cluster made no progress (every
-/// replica down, or the database away) for longer than the stall threshold.
-/// The cluster row's lock makes it apply once: a replica that waited for it
-/// finds `last_alive` already moved on.
-fn outage(
-    tx: &mut Client,
-    statements: &Statements,
-    now: Timestamp,
-    stall_ms: i64,
-    licenses: &Licenses,
-) -> Result<(), StoreError> {
-    let last_alive: i64 = tx
-        .query_one(
-            "SELECT last_alive_ms FROM cluster WHERE id = 1 FOR UPDATE",
-            &[],
-        )?
-        .get(0);
-    let gap = now.as_millis() - last_alive;
-    if last_alive == 0 || gap <= stall_ms {
-        return Ok(());
-    }
-    let mut pg = PgTx { tx, statements };
-    let mut throttle = EventThrottle::default();
-    let extended = Rules {
-        tx: &mut pg,
-        now,
-        licenses,
-        throttle: &mut throttle,
-        events: Vec::new(),
-    }
-    .outage(Timestamp::from_millis(last_alive));
-    tx.execute(
-        "UPDATE cluster SET last_alive_ms = $1 WHERE id = 1",
-        &[&now.as_millis()],
-    )?;
-    tracing::warn!(
-        "the cluster made no progress for {:.1}s (every replica down or the database away); \
-         gave {extended} lease(s) that were live when it stopped one TTL to renew",
-        gap as f64 / 1000.0
-    );
-    Ok(())
-}
-
-/// Record the pool sizes of a policy the history has not seen yet; true
-/// once recorded (in this batch's transaction, in a savepoint of its own so
-/// a failure does not abort the batch).
-fn record_pool_sizes(
-    client: &mut Client,
-    statements: &Statements,
-    now: Timestamp,
-    licenses: &Licenses,
-) -> bool {
-    if let Err(e) = client.batch_execute("SAVEPOINT policy") {
-        tracing::error!("store: cannot record pool sizes: {e}");
-        return false;
-    }
-    let mut pg = PgTx {
-        tx: client,
-        statements,
-    };
-    let mut throttle = EventThrottle::default();
-    let recorded = Rules {
-        tx: &mut pg,
-        now,
-        licenses,
-        throttle: &mut throttle,
-        events: Vec::new(),
-    }
-    .record_pool_sizes();
-    let end = match &recorded {
-        Ok(()) => "RELEASE SAVEPOINT policy",
-        Err(e) => {
-            tracing::error!("store: cannot record pool sizes: {e}");
-            "ROLLBACK TO SAVEPOINT policy; RELEASE SAVEPOINT policy"
-        }
-    };
-    let ended = client.batch_execute(end);
-    recorded.is_ok() && ended.is_ok()
-}
-
 /// Move the clock's high-water mark and the cluster's "alive" time, wake
 /// the event followers, commit: one simple query, so the cluster row's lock
 /// (which serializes every replica's commits) is held for one round trip
@@ -441,23 +349,4 @@ fn rollback(client: &mut Client) {
     if !client.is_closed() {
         let _ = client.batch_execute("ROLLBACK");
     }
-}
-
-/// The batch's transaction failed before any command ran: roll it back and
-/// answer every command with the error.
-fn abort_batch(client: &mut Client, batch: Vec<Command>, msg: &str) {
-    rollback(client);
-    fail_batch(batch, msg);
-}
-
-/// Nothing in the batch ran: answer every command with the error now.
-fn fail_batch(batch: Vec<Command>, msg: &str) {
-    tracing::error!("store: database unavailable: {msg}");
-    for cmd in batch {
-        error_finish(cmd, StoreError::Unavailable(msg.to_string()))(Ok(()));
-    }
-}
-
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use super::StoreError;
+use crate::store::StoreError;
 
 /// By default, a WAL longer than this (in frames: 1 KiB pages, so ≈ 256 MiB)
 /// is restarted. Each restart costs the writer one catch-up, a stall of one

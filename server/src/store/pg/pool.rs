@@ -1,5 +1,6 @@
-//! Read-side queries on PostgreSQL, on a small pool of async connections,
-//! so admin views never wait for the writer.
+//! A replica's pool of async connections to PostgreSQL (everything but its
+//! writer uses it: reads, dashboard sessions, the shared waiting line), and
+//! the plain reads of leases and events.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
@@ -97,15 +98,15 @@ impl DerefMut for PooledClient {
     }
 }
 
-pub struct PgReads {
+pub struct PgPool {
     config: tokio_postgres::Config,
     pool: Arc<Pool>,
     health: Arc<Pool>,
 }
 
-impl PgReads {
+impl PgPool {
     pub fn new(config: tokio_postgres::Config) -> Self {
-        PgReads {
+        PgPool {
             config,
             pool: Pool::new(POOL_SIZE),
             health: Pool::new(HEALTH_POOL_SIZE),

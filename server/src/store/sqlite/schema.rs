@@ -5,7 +5,7 @@
 
 use rusqlite::Connection;
 
-use super::StoreError;
+use crate::store::StoreError;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[

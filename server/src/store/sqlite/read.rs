@@ -3,11 +3,12 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use leasehold_common::Timestamp;
-use leasehold_common::api::{Event, EventKind};
-use rusqlite::{Connection, Row, params};
+use leasehold_common::api::Event;
+use rusqlite::{Connection, params};
 
-use super::{LeaseRow, StoreError, open_connection};
+use super::open_connection;
+use super::rows::{EVENT_COLUMNS, event_from_row, lease_columns, lease_from_row};
+use crate::store::{LeaseRow, StoreError};
 
 /// Idle connections kept for reuse; more are opened on demand under load.
 const POOL_KEEP: usize = 8;
@@ -29,14 +30,6 @@ impl ReadPool {
     /// `spawn_blocking`).
     pub fn with<T>(
         &self,
-        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
-    ) -> Result<T, StoreError> {
-        self.with_store(|c| f(c).map_err(StoreError::from))
-    }
-
-    /// [`ReadPool::with`] for a read that fails with any [`StoreError`].
-    pub fn with_store<T>(
-        &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
@@ -56,48 +49,6 @@ impl ReadPool {
         }
         result
     }
-}
-
-/// The columns [`lease_from_row`] reads, in order. A macro, so queries can
-/// be `concat!`-ed at compile time (no `format!` on the writer's hot path).
-macro_rules! lease_columns {
-    () => {
-        "seat_id, license_id, holder, fingerprint, checked_out_at, issued_at, expires_at"
-    };
-}
-pub(super) use lease_columns;
-
-pub(super) fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
-    Ok(LeaseRow {
-        seat_id: r.get(0)?,
-        license_id: r.get(1)?,
-        holder: r.get(2)?,
-        fingerprint: r.get(3)?,
-        checked_out_at: Timestamp::from_millis(r.get(4)?),
-        issued_at: Timestamp::from_millis(r.get(5)?),
-        expires_at: Timestamp::from_millis(r.get(6)?),
-    })
-}
-
-pub(super) const EVENT_COLUMNS: &str = "id, at, kind, license_id, seat_id, holder, detail";
-
-pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
-    let kind: String = r.get(2)?;
-    Ok(Event {
-        id: r.get(0)?,
-        at: Timestamp::from_millis(r.get(1)?),
-        kind: EventKind::parse(&kind).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                2,
-                rusqlite::types::Type::Text,
-                format!("unknown event kind {kind:?}").into(),
-            )
-        })?,
-        license_id: r.get(3)?,
-        seat_id: r.get(4)?,
-        holder: r.get(5)?,
-        detail: r.get(6)?,
-    })
 }
 
 pub(super) fn seats(c: &Connection, license_id: Option<&str>) -> rusqlite::Result<Vec<LeaseRow>> {

@@ -1,0 +1,65 @@
+//! What a store does outside its writer: the reads of admin views and
+//! `/healthz`, the dashboard's sign-in sessions, and on PostgreSQL the
+//! waiting line and policy every replica shares. None of it is a lease
+//! rule, and none of it waits for the writer. SQLite
+//! ([`super::sqlite::SqliteBackend`]) and PostgreSQL
+//! ([`super::pg::PgBackend`]) each implement it; lease changes go through
+//! the writer's command queue (see [`super::batch`]).
+
+use futures_util::future::BoxFuture;
+use leasehold_common::api::{Event, SessionView};
+
+use super::history::{SessionsQuery, UsageQuery};
+use super::pg::{Published, line::SharedLine};
+use super::seat_query::{SeatQuery, SeatsPage};
+use super::ui_sessions::{UiSessionOp, UiSessionRow};
+use super::{LeaseRow, StoreError, StoreKind};
+use crate::usage::Usage;
+
+/// A read's answer, to be awaited on the runtime.
+pub type Answer<T> = BoxFuture<'static, Result<T, StoreError>>;
+
+/// One store's side of everything that is not the writer's.
+pub trait StoreBackend: Send + Sync {
+    fn kind(&self) -> StoreKind;
+    /// Can the store take writes right now?
+    fn health(&self) -> Answer<()>;
+    /// Every lease (optionally of one license), live or lapsed-unreaped.
+    fn seats(&self, license_id: Option<String>) -> Answer<Vec<LeaseRow>>;
+    /// One page of seats, filtered, sorted and cut in SQL.
+    fn seats_page(&self, query: SeatQuery) -> Answer<SeatsPage>;
+    fn find_seat(&self, seat_id: String) -> Answer<Option<LeaseRow>>;
+    fn events_after(&self, after: i64, limit: usize) -> Answer<Vec<Event>>;
+    /// One page of a license's sessions, newest first.
+    fn sessions_page(&self, query: SessionsQuery) -> Answer<Vec<SessionView>>;
+    /// A license's usage over a range.
+    fn usage(&self, query: UsageQuery) -> Answer<Usage>;
+    /// The dashboard session whose id hashes to `id_sha256`, expired or not.
+    fn ui_session(&self, id_sha256: String) -> Answer<Option<UiSessionRow>>;
+    /// Create, touch or delete dashboard sessions; the rows changed. Not a
+    /// lease rule, so not the writer's business.
+    fn ui_session_write(&self, op: UiSessionOp) -> Answer<usize>;
+    /// Stop what runs beside the writer (after the writer stopped).
+    fn close(&self) -> BoxFuture<'static, ()>;
+
+    /// The waiting line shared by every replica; `None` where the line is
+    /// the server's own, in memory (SQLite).
+    fn shared_waiting_line(&self) -> Option<SharedLine> {
+        None
+    }
+    /// Idle connections in the read pool, where it is a fixed pool.
+    fn read_pool_idle(&self) -> Option<usize> {
+        None
+    }
+    /// Make `text` the cluster's policy, where a cluster shares one (on
+    /// SQLite the file is the policy: `None`).
+    fn publish_licenses(
+        &self,
+        text: String,
+        licenses: leasehold_common::Licenses,
+        why: &'static str,
+    ) -> Option<Answer<Published>> {
+        let _ = (text, licenses, why);
+        None
+    }
+}

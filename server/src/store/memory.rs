@@ -1,0 +1,297 @@
+//! A store in plain Rust maps, for testing the rules without a database:
+//! every [`LeaseTx`] query answered the way the SQL answers it, so a
+//! property test runs thousands of rule sequences in a second. The real
+//! stores are held to the same answers by the model test on SQLite and
+//! PostgreSQL (`server/tests/model.rs`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use leasehold_common::Timestamp;
+use leasehold_common::api::{Event, SessionEnd};
+
+use super::LeaseRow;
+use super::rules::{EndedSession, LeaseTx, NewEvent, Result};
+
+/// A lease and the Idempotency-Key it was checked out with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredLease {
+    pub lease: LeaseRow,
+    pub idempotency_key: Option<String>,
+}
+
+/// A recorded session: the seat, how it ended, when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSession {
+    pub lease: LeaseRow,
+    pub end: SessionEnd,
+    pub at: Timestamp,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct MemoryStore {
+    /// By seat id.
+    pub leases: BTreeMap<String, StoredLease>,
+    /// By (license, holder, fingerprint): until when.
+    pub blocks: HashMap<(String, String, String), Timestamp>,
+    pub events: Vec<Event>,
+    pub sessions: Vec<StoredSession>,
+    /// By (license, second): refused checkouts.
+    pub denials: BTreeMap<(String, i64), u32>,
+    /// (license, from, seats), in the order recorded.
+    pub pool_sizes: Vec<(String, Timestamp, u32)>,
+    last_event_id: i64,
+}
+
+impl MemoryStore {
+    fn leases_of<'a>(&'a self, license_id: &'a str) -> impl Iterator<Item = &'a LeaseRow> + 'a {
+        self.leases
+            .values()
+            .map(|s| &s.lease)
+            .filter(move |l| l.license_id == license_id)
+    }
+
+    /// Live leases of the license, by the same threshold the SQL binds.
+    fn live_of<'a>(
+        &'a self,
+        license_id: &'a str,
+        threshold: Timestamp,
+    ) -> impl Iterator<Item = &'a LeaseRow> + 'a {
+        self.leases_of(license_id)
+            .filter(move |l| l.expires_at >= threshold)
+    }
+}
+
+fn key(license_id: &str, holder: &str, fingerprint: &str) -> (String, String, String) {
+    (license_id.into(), holder.into(), fingerprint.into())
+}
+
+impl LeaseTx for MemoryStore {
+    fn block_until(
+        &mut self,
+        license_id: &str,
+        holder: &str,
+        fingerprint: &str,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>> {
+        Ok(self
+            .blocks
+            .get(&key(license_id, holder, fingerprint))
+            .copied()
+            .filter(|until| *until > now))
+    }
+
+    fn set_block(
+        &mut self,
+        license_id: &str,
+        holder: &str,
+        fingerprint: &str,
+        until: Timestamp,
+    ) -> Result<()> {
+        self.blocks
+            .insert(key(license_id, holder, fingerprint), until);
+        Ok(())
+    }
+
+    fn lease_by_idempotency_key(
+        &mut self,
+        license_id: &str,
+        key: &str,
+    ) -> Result<Option<LeaseRow>> {
+        Ok(self
+            .leases
+            .values()
+            .find(|s| s.lease.license_id == license_id && s.idempotency_key.as_deref() == Some(key))
+            .map(|s| s.lease.clone()))
+    }
+
+    fn forget_idempotency_key(&mut self, seat_id: &str) -> Result<()> {
+        if let Some(s) = self.leases.get_mut(seat_id) {
+            s.idempotency_key = None;
+        }
+        Ok(())
+    }
+
+    fn live_lease_by_fingerprint(
+        &mut self,
+        license_id: &str,
+        fingerprint: &str,
+        threshold: Timestamp,
+    ) -> Result<Option<LeaseRow>> {
+        Ok(self
+            .live_of(license_id, threshold)
+            .filter(|l| l.fingerprint.as_deref() == Some(fingerprint))
+            .max_by_key(|l| l.expires_at)
+            .cloned())
+    }
+
+    fn live_count(&mut self, license_id: &str, threshold: Timestamp) -> Result<u32> {
+        Ok(self.live_of(license_id, threshold).count() as u32)
+    }
+
+    fn earliest_live_expiry(
+        &mut self,
+        license_id: &str,
+        threshold: Timestamp,
+    ) -> Result<Option<Timestamp>> {
+        Ok(self
+            .live_of(license_id, threshold)
+            .map(|l| l.expires_at)
+            .min())
+    }
+
+    fn lease(&mut self, license_id: &str, seat_id: &str) -> Result<Option<LeaseRow>> {
+        Ok(self
+            .leases
+            .get(seat_id)
+            .filter(|s| s.lease.license_id == license_id)
+            .map(|s| s.lease.clone()))
+    }
+
+    fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()> {
+        self.leases.insert(
+            lease.seat_id.clone(),
+            StoredLease {
+                lease: lease.clone(),
+                idempotency_key: idempotency_key.map(str::to_string),
+            },
+        );
+        Ok(())
+    }
+
+    fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()> {
+        if let Some(s) = self.leases.get_mut(&old.seat_id) {
+            s.lease.issued_at = renewed.issued_at;
+            s.lease.expires_at = renewed.expires_at;
+        }
+        Ok(())
+    }
+
+    fn delete_lease(
+        &mut self,
+        seat_id: &str,
+        license_id: Option<&str>,
+    ) -> Result<Option<LeaseRow>> {
+        let matches = self
+            .leases
+            .get(seat_id)
+            .is_some_and(|s| license_id.is_none_or(|id| s.lease.license_id == id));
+        Ok(matches
+            .then(|| self.leases.remove(seat_id))
+            .flatten()
+            .map(|s| s.lease))
+    }
+
+    fn reap_expired(
+        &mut self,
+        license_id: &str,
+        cutoff: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<LeaseRow>> {
+        let mut gone: Vec<LeaseRow> = self
+            .leases_of(license_id)
+            .filter(|l| l.expires_at < cutoff)
+            .cloned()
+            .collect();
+        gone.sort_by(|a, b| (a.expires_at, &a.seat_id).cmp(&(b.expires_at, &b.seat_id)));
+        gone.truncate(limit);
+        for lease in &gone {
+            self.leases.remove(&lease.seat_id);
+        }
+        Ok(gone)
+    }
+
+    fn prune(&mut self, now: Timestamp, event_retention: i64) -> Result<()> {
+        self.blocks.retain(|_, until| *until > now);
+        let keep_from = self.last_event_id - event_retention;
+        self.events.retain(|e| e.id > keep_from);
+        Ok(())
+    }
+
+    fn record_sessions(&mut self, sessions: &[EndedSession<'_>]) -> Result<()> {
+        self.sessions.extend(sessions.iter().map(|s| StoredSession {
+            lease: s.lease.clone(),
+            end: s.end,
+            at: s.at,
+        }));
+        Ok(())
+    }
+
+    fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()> {
+        let second = at.as_millis().div_euclid(1000) * 1000;
+        *self
+            .denials
+            .entry((license_id.to_string(), second))
+            .or_default() += 1;
+        Ok(())
+    }
+
+    fn current_pool_sizes(&mut self) -> Result<HashMap<String, u32>> {
+        let mut latest: HashMap<String, (Timestamp, u32)> = HashMap::new();
+        for (license_id, at, seats) in &self.pool_sizes {
+            let entry = latest.entry(license_id.clone()).or_insert((*at, *seats));
+            if *at >= entry.0 {
+                *entry = (*at, *seats);
+            }
+        }
+        Ok(latest.into_iter().map(|(id, (_, n))| (id, n)).collect())
+    }
+
+    fn record_pool_size(&mut self, license_id: &str, at: Timestamp, seats: u32) -> Result<()> {
+        self.pool_sizes
+            .retain(|(id, t, _)| !(id == license_id && *t == at));
+        self.pool_sizes.push((license_id.to_string(), at, seats));
+        Ok(())
+    }
+
+    fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize> {
+        let before = self.sessions.len() + self.denials.len();
+        let mut left = limit;
+        self.sessions.retain(|s| {
+            let prune = s.at < cutoff && left > 0;
+            left -= usize::from(prune);
+            !prune
+        });
+        let mut left = limit;
+        self.denials.retain(|(_, second), _| {
+            let prune = *second < cutoff.as_millis() && left > 0;
+            left -= usize::from(prune);
+            !prune
+        });
+        Ok(before - self.sessions.len() - self.denials.len())
+    }
+
+    fn extend_live(
+        &mut self,
+        license_id: &str,
+        was_live: Timestamp,
+        until: Timestamp,
+    ) -> Result<usize> {
+        let mut extended = 0;
+        for s in self.leases.values_mut() {
+            let l = &mut s.lease;
+            if l.license_id == license_id && l.expires_at >= was_live && l.expires_at < until {
+                l.expires_at = until;
+                extended += 1;
+            }
+        }
+        Ok(extended)
+    }
+
+    fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>> {
+        let mut ids = Vec::with_capacity(events.len());
+        for e in events {
+            self.last_event_id += 1;
+            ids.push(self.last_event_id);
+            self.events.push(Event {
+                id: self.last_event_id,
+                at: e.at,
+                kind: e.kind,
+                license_id: e.license_id.map(str::to_string),
+                seat_id: e.seat_id.map(str::to_string),
+                holder: e.holder.map(str::to_string),
+                detail: e.detail.map(str::to_string),
+            });
+        }
+        Ok(ids)
+    }
+}

@@ -1,0 +1,155 @@
+//! A replica's side of everything that is not the writer's
+//! ([`StoreBackend`]), and how a replica starts.
+
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::BoxFuture;
+use leasehold_common::api::{Event, SessionView};
+use tokio::sync::{broadcast, watch};
+
+use super::line::SharedLine;
+use super::pool::PgPool;
+use super::writer::{DecisionClock, PgBatches};
+use super::{Published, StartPoint, connect_sync, follower, history, publish_licenses_sync};
+use crate::licenses::LicensesHandle;
+use crate::store::backend::{Answer, StoreBackend};
+use crate::store::batch::{Writer, WriterStats};
+use crate::store::history::{SessionsQuery, UsageQuery};
+use crate::store::seat_query::{SeatQuery, SeatsPage};
+use crate::store::ui_sessions::{UiSessionOp, UiSessionRow};
+use crate::store::{LeaseRow, Store, StoreError, StoreKind, StoreOptions};
+use crate::usage::Usage;
+
+/// Start this replica, after [`super::prepare`]: the writer thread, the
+/// pool and the event follower (which feeds [`Store::subscribe`] with
+/// every replica's events).
+pub fn open(
+    config: tokio_postgres::Config,
+    clock: DecisionClock,
+    start: StartPoint,
+    licenses: LicensesHandle,
+    options: StoreOptions,
+) -> Result<Store, StoreError> {
+    let (events, _) = broadcast::channel(4096);
+    let stats = Arc::new(WriterStats::default());
+    let batches = PgBatches::new(
+        postgres::Config::from(config.clone()),
+        clock,
+        licenses,
+        start.licenses_version,
+        stats.clone(),
+    );
+    let writer = Writer::new(batches, options.clone(), stats.clone(), None);
+    let (stop_follower, stop) = watch::channel(false);
+    let follower = tokio::spawn(follower::follow(
+        config.clone(),
+        events.clone(),
+        start.last_event_id,
+        stop,
+    ));
+    let backend = PgBackend {
+        pool: Arc::new(PgPool::new(config.clone())),
+        stop_follower,
+        follower: Mutex::new(Some(follower)),
+        config,
+    };
+    Store::start(writer, Arc::new(backend), events, stats, &options)
+}
+
+/// A replica's pool, event follower and cluster policy.
+pub struct PgBackend {
+    pool: Arc<PgPool>,
+    /// Flipping it stops the event follower.
+    stop_follower: watch::Sender<bool>,
+    follower: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    config: tokio_postgres::Config,
+}
+
+impl PgBackend {
+    /// Run `f` on the pool.
+    fn on_pool<T, F>(&self, f: impl FnOnce(Arc<PgPool>) -> F) -> Answer<T>
+    where
+        F: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        Box::pin(f(self.pool.clone()))
+    }
+}
+
+impl StoreBackend for PgBackend {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Postgres
+    }
+
+    fn health(&self) -> Answer<()> {
+        self.on_pool(|pool| async move { pool.health().await })
+    }
+
+    fn seats(&self, license_id: Option<String>) -> Answer<Vec<LeaseRow>> {
+        self.on_pool(|pool| async move { pool.seats(license_id.as_deref()).await })
+    }
+
+    fn seats_page(&self, query: SeatQuery) -> Answer<SeatsPage> {
+        self.on_pool(|pool| async move { pool.seats_page(&query).await })
+    }
+
+    fn find_seat(&self, seat_id: String) -> Answer<Option<LeaseRow>> {
+        self.on_pool(|pool| async move { pool.find_seat(&seat_id).await })
+    }
+
+    fn events_after(&self, after: i64, limit: usize) -> Answer<Vec<Event>> {
+        self.on_pool(|pool| async move { pool.events_after(after, limit).await })
+    }
+
+    fn sessions_page(&self, query: SessionsQuery) -> Answer<Vec<SessionView>> {
+        self.on_pool(|pool| async move { history::sessions_page(&pool, &query).await })
+    }
+
+    fn usage(&self, query: UsageQuery) -> Answer<Usage> {
+        self.on_pool(|pool| async move { history::usage(&pool, &query).await })
+    }
+
+    fn ui_session(&self, id_sha256: String) -> Answer<Option<UiSessionRow>> {
+        self.on_pool(|pool| async move { pool.ui_session(&id_sha256).await })
+    }
+
+    fn ui_session_write(&self, op: UiSessionOp) -> Answer<usize> {
+        self.on_pool(|pool| async move { pool.ui_session_write(&op).await })
+    }
+
+    fn close(&self) -> BoxFuture<'static, ()> {
+        let _ = self.stop_follower.send(true);
+        let follower = self.follower.lock().map(|mut g| g.take()).unwrap_or(None);
+        Box::pin(async move {
+            if let Some(follower) = follower {
+                let _ = follower.await;
+            }
+        })
+    }
+
+    fn shared_waiting_line(&self) -> Option<SharedLine> {
+        Some(SharedLine::new(self.pool.clone()))
+    }
+
+    fn read_pool_idle(&self) -> Option<usize> {
+        Some(self.pool.idle())
+    }
+
+    /// On a blocking connection of its own: publishing takes the cluster
+    /// row's lock in a transaction.
+    fn publish_licenses(
+        &self,
+        text: String,
+        licenses: leasehold_common::Licenses,
+        why: &'static str,
+    ) -> Option<Answer<Published>> {
+        let config = postgres::Config::from(self.config.clone());
+        Some(Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut client = connect_sync(&config)?;
+                publish_licenses_sync(&mut client, &text, &licenses, why).map_err(StoreError::from)
+            })
+            .await
+            .map_err(|_| StoreError::Closed)?
+        }))
+    }
+}

@@ -1,0 +1,206 @@
+//! SQLite's side of a writer batch ([`BatchStore`]): the only connection
+//! that writes, one `BEGIN IMMEDIATE` transaction per batch with a
+//! savepoint per command, the live index kept in step, and the server's
+//! "alive" time persisted for the outage rule.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use leasehold_common::Timestamp;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::checkpoint::WalHousekeeping;
+use super::live_index::LiveIndex;
+use super::tx::SqliteTx;
+use crate::clock::SharedClock;
+use crate::licenses::LicensesHandle;
+use crate::store::StoreError;
+use crate::store::batch::{BatchStore, Begun, WriterStats, micros};
+use crate::store::command::Command;
+
+/// How often "the server is alive" is persisted, for the outage rule.
+const ALIVE_PERSIST_MS: i64 = 1_000;
+
+const META_LAST_ALIVE: &str = "last_alive_ms";
+
+pub struct SqliteBatches {
+    conn: Connection,
+    licenses: LicensesHandle,
+    clock: SharedClock,
+    /// The last instant the writer was known to be running.
+    last_alive: Timestamp,
+    last_alive_persisted: Timestamp,
+    index: LiveIndex,
+    /// The index must be reloaded: something may have set it apart from
+    /// the database (the outage rule's bulk update, or a rollback).
+    index_stale: bool,
+    stats: Arc<WriterStats>,
+    wal: Arc<WalHousekeeping>,
+}
+
+impl SqliteBatches {
+    /// The writer's side of `conn`, with the live index loaded and the time
+    /// the server was last alive (the first batch applies the outage rule
+    /// to the time it was down).
+    pub fn new(
+        conn: Connection,
+        licenses: LicensesHandle,
+        clock: SharedClock,
+        stats: Arc<WriterStats>,
+        wal: Arc<WalHousekeeping>,
+    ) -> Result<Self, StoreError> {
+        let now = clock.now();
+        let last_alive: Option<i64> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = ?1",
+                [META_LAST_ALIVE],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let index = LiveIndex::load(&conn)?;
+        Ok(SqliteBatches {
+            conn,
+            licenses,
+            clock,
+            last_alive: last_alive.map(Timestamp::from_millis).unwrap_or(now),
+            last_alive_persisted: Timestamp::from_millis(i64::MIN),
+            index,
+            index_stale: false,
+            stats,
+            wal,
+        })
+    }
+
+    /// Let the WAL start over if it grew long (outside any transaction).
+    fn wal_catch_up(&mut self) {
+        let started = Instant::now();
+        if self.wal.writer_catch_up(&self.conn) {
+            self.stats.wal_catch_ups.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .wal_catch_up_us
+                .fetch_add(micros(started.elapsed()), Ordering::Relaxed);
+        }
+    }
+}
+
+impl BatchStore for SqliteBatches {
+    type Tx<'t> = SqliteTx<'t>;
+
+    const OUTAGE_WHAT: &'static str = "server was not running";
+    const OUTAGE_WHY: &'static str = "down, paused or clock jump";
+
+    fn begin(&mut self, _batch: &[Command]) -> Result<Begun, String> {
+        self.wal_catch_up();
+        // The writer's time never goes backwards: if the wall clock steps
+        // back (an NTP step), a lease that lapsed must not come back to life
+        // beside the seat that replaced it. Time stands still until the clock
+        // catches up instead.
+        let now = self.clock.now().max(self.last_alive);
+        exec_cached(&self.conn, "BEGIN IMMEDIATE").map_err(|e| e.to_string())?;
+        Ok(Begun {
+            now,
+            licenses: self.licenses.current(),
+        })
+    }
+
+    fn begin_failed(msg: String) -> StoreError {
+        StoreError::BeginFailed(msg)
+    }
+
+    fn outage_began(
+        &mut self,
+        now: Timestamp,
+        stall: Duration,
+    ) -> Result<Option<Timestamp>, String> {
+        let gap = now.millis_since(self.last_alive);
+        if gap <= leasehold_common::time::duration_millis(stall) {
+            return Ok(None);
+        }
+        // The rule's bulk update goes around the index.
+        self.index_stale = true;
+        Ok(Some(self.last_alive))
+    }
+
+    fn tx(&mut self) -> SqliteTx<'_> {
+        SqliteTx {
+            conn: &self.conn,
+            index: &mut self.index,
+        }
+    }
+
+    fn open_savepoint(&mut self) -> Result<(), StoreError> {
+        Ok(exec_cached(&self.conn, "SAVEPOINT cmd")?)
+    }
+
+    fn close_savepoint(&mut self, keep: bool) {
+        let end = if keep {
+            exec_cached(&self.conn, "RELEASE cmd")
+        } else {
+            self.index_stale = true;
+            self.conn.execute_batch("ROLLBACK TO cmd; RELEASE cmd")
+        };
+        if let Err(e) = end {
+            tracing::error!("store: savepoint: {e}");
+        }
+    }
+
+    fn commit(&mut self, now: Timestamp, _wrote_events: bool) -> Result<(), String> {
+        let persist_alive = now.millis_since(self.last_alive_persisted) >= ALIVE_PERSIST_MS;
+        let committed = (|| -> rusqlite::Result<()> {
+            if persist_alive {
+                self.conn.execute(
+                    "INSERT INTO meta (key, value) VALUES (?1, ?2)
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    params![META_LAST_ALIVE, now.as_millis()],
+                )?;
+            }
+            exec_cached(&self.conn, "COMMIT")
+        })();
+        match committed {
+            Ok(()) => {
+                self.last_alive = now;
+                if persist_alive {
+                    self.last_alive_persisted = now;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.rollback();
+                Err(e.to_string())
+            }
+        }
+    }
+
+    fn rollback(&mut self) {
+        self.index_stale = true;
+        let _ = self.conn.execute_batch("ROLLBACK");
+    }
+
+    fn after_batch(&mut self, _committed: bool) {
+        if !self.index_stale {
+            return;
+        }
+        match LiveIndex::load(&self.conn) {
+            Ok(index) => {
+                self.index = index;
+                self.index_stale = false;
+            }
+            // Keep the old one; the next batch tries again.
+            Err(e) => tracing::error!("store: cannot reload the live index: {e}"),
+        }
+    }
+
+    /// Clean stop: record when we were last alive so the next start does
+    /// not mistake this shutdown's downtime for time the leases had.
+    fn record_stop(&mut self) -> bool {
+        self.last_alive_persisted = Timestamp::from_millis(i64::MIN);
+        true
+    }
+}
+
+/// Run a parameterless statement from the statement cache (the writer runs
+/// BEGIN/SAVEPOINT/RELEASE/COMMIT thousands of times a second).
+fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
