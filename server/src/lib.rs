@@ -1,8 +1,10 @@
 //! `leaseholdd`: the Leasehold seat server.
 //!
 //! - [`config`]: flags and environment.
-//! - [`store`]: SQLite in WAL mode; one writer thread (group commit, the
-//!   serialization point of checkouts), pooled readers, versioned schema.
+//! - [`store`]: the lease rules written once, over SQLite (the default: one
+//!   file in WAL mode) or PostgreSQL (several replicas); one writer thread
+//!   per server (group commit, the serialization point of checkouts), reads
+//!   beside it, versioned schemas.
 //! - [`http`]: warp routes and handlers for the v1 contract; [`serve`] is the
 //!   accept loop (header-read timeout, connection cap, graceful drain).
 //! - [`reaper`]: deletes reapable leases in batches; the alive tick that lets

@@ -4,15 +4,16 @@
 //!
 //! A session is written to `sessions` when its seat leaves the table; until
 //! then its lease row is the session. A lease that lapsed is read as an
-//! ended session (a lapse at `expires_at + skew`) from the moment the one
-//! predicate stops counting it. SQL binds
-//! `live_threshold(now, skew)` for that and writes no rule of its own;
-//! [`resolve`] decides with `is_live`.
+//! ended session (a lapse at [`live_until`]) from the moment the one
+//! predicate stops counting it. SQL binds `live_threshold(now, skew)` and
+//! [`ran_past`] for that and writes no rule of its own; [`resolve`] decides
+//! with `is_live`.
 
 use std::time::Duration;
 
 use leasehold_common::api::{SessionEnd, SessionView};
-use leasehold_common::{Timestamp, is_live};
+use leasehold_common::liveness::live_until;
+use leasehold_common::{Timestamp, is_live, live_threshold};
 
 use super::StoreError;
 use crate::usage::UsageRange;
@@ -99,8 +100,8 @@ pub struct RawSession {
 }
 
 /// The session as read at `now`: a lapsed, unreaped lease's session has
-/// ended (a lapse at `expires_at + skew`); an open one's duration is its
-/// time so far.
+/// ended (a lapse at [`live_until`]); an open one's duration is its time so
+/// far.
 pub fn resolve(raw: RawSession, now: Timestamp, skew: Duration) -> Result<SessionView, StoreError> {
     let (ended_at, end) = match (raw.ended_at, raw.end_kind.as_deref()) {
         (Some(at), Some(kind)) => (
@@ -129,8 +130,8 @@ pub fn resolve(raw: RawSession, now: Timestamp, skew: Duration) -> Result<Sessio
     })
 }
 
-/// Where a session without `ended_at` ended: at `expires_at + skew` if its
-/// lease lapsed; `None` (open) if the lease is live.
+/// Where a session without `ended_at` ended: when its lease stopped being
+/// live ([`live_until`]) if it lapsed; `None` (open) if the lease is live.
 pub fn lapsed_at(
     expires_at: Option<Timestamp>,
     now: Timestamp,
@@ -138,7 +139,7 @@ pub fn lapsed_at(
 ) -> Option<Timestamp> {
     expires_at
         .filter(|e| !is_live(*e, now, skew))
-        .map(|e| e.saturating_add(skew))
+        .map(|e| live_until(e, skew))
 }
 
 /// The columns [`raw_from_row`] reads, for both stores' queries: an ended
@@ -158,8 +159,12 @@ macro_rules! open_columns {
 }
 pub(crate) use {ended_columns, open_columns};
 
-pub fn skew_ms(skew: Duration) -> i64 {
-    i64::try_from(skew.as_millis()).unwrap_or(i64::MAX)
+/// The least `expires_at` of a lease whose session ran past `t`: it was
+/// still live a millisecond after `t` (so [`live_until`] is after `t`).
+/// Bound as a parameter, so the SQL that finds sessions spanning `t` has
+/// no liveness arithmetic of its own.
+pub fn ran_past(t: Timestamp, skew: Duration) -> i64 {
+    live_threshold(t.saturating_add(Duration::from_millis(1)), skew).as_millis()
 }
 
 #[cfg(test)]

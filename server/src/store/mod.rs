@@ -16,6 +16,7 @@ pub mod batch;
 mod command;
 mod error;
 pub mod history;
+mod lease_tx;
 #[cfg(test)]
 mod memory;
 pub mod pg;

@@ -11,7 +11,8 @@ use tokio_postgres::{GenericClient, IsolationLevel, Row};
 
 use super::super::StoreError;
 use super::super::history::{
-    RawSession, SessionsQuery, UsageQuery, ended_columns, lapsed_at, open_columns, resolve, skew_ms,
+    RawSession, SessionsQuery, UsageQuery, ended_columns, lapsed_at, open_columns, ran_past,
+    resolve,
 };
 use super::pool::PgPool;
 use crate::usage::{PoolTimeline, Sweep, Usage};
@@ -32,7 +33,7 @@ fn raw_from_row(r: &Row) -> RawSession {
 /// The spanning part of a range, as SQLite's `history.rs` explains: the
 /// sessions that started before `from` (`$2`) and ran into it, ended after
 /// it or still held and not lapsed by it. `$1` license, `$3`
-/// `live_threshold`, `$4` skew; `$ended` and `$open` are further conditions
+/// `live_threshold`, `$4` [`ran_past`] `from`; `$ended` and `$open` are further conditions
 /// on each table's rows.
 macro_rules! spanning {
     ($($ended:literal, $open:literal)?) => {
@@ -46,7 +47,7 @@ macro_rules! spanning {
             open_columns!(),
             " FROM leases
              WHERE license_id = $1 AND checked_out_at < $2
-               AND (expires_at >= $3 OR expires_at + $4 > $2) ",
+               AND (expires_at >= $3 OR expires_at >= $4) ",
             $($open,)?
         )
     };
@@ -114,7 +115,7 @@ pub async fn sessions_page(
     if page.len() < q.limit && any_started_before(&*client, &q.license_id, from).await? {
         let left = i64::try_from(q.limit - page.len()).unwrap_or(i64::MAX);
         let threshold = live_threshold(q.now, q.skew).as_millis();
-        let skew = skew_ms(q.skew);
+        let ran_past_from = ran_past(q.from, q.skew);
         let rows = client
             .query(
                 concat!(
@@ -130,7 +131,7 @@ pub async fn sessions_page(
                     &q.license_id,
                     &from,
                     &threshold,
-                    &skew,
+                    &ran_past_from,
                     &below_at,
                     &below_seat,
                     &q.holder,
@@ -147,8 +148,8 @@ pub async fn sessions_page(
 }
 
 /// The usage of one license over the range.
-pub async fn usage(reads: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> {
-    let mut client = reads.client().await?;
+pub async fn usage(pool: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> {
+    let mut client = pool.client().await?;
     // One snapshot for every part: a session that ends while the usage is
     // read moves from `leases` to `sessions` and must be seen once.
     let tx = client
@@ -157,8 +158,23 @@ pub async fn usage(reads: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> 
         .read_only(true)
         .start()
         .await?;
-    let r = &q.range;
-    let (from, to) = (r.from.as_millis(), r.to.as_millis());
+    let pool_sizes = pool_records(&tx, q).await?;
+    let mut sweep = Sweep::new(q.range, PoolTimeline::new(pool_sizes));
+    sweep_denials(&tx, q, &mut sweep).await?;
+    sweep_spanning(&tx, q, &mut sweep).await?;
+    sweep_in_range(&tx, q, &mut sweep).await?;
+    tx.commit().await?;
+    pool.give_back(client);
+    Ok(sweep.finish())
+}
+
+/// The pool sizes that judge the range: the one in force at `from` (or,
+/// before the first record, the first) and every later one up to `to`.
+async fn pool_records(
+    tx: &impl GenericClient,
+    q: &UsageQuery,
+) -> Result<Vec<(Timestamp, u32)>, StoreError> {
+    let (from, to) = (q.range.from.as_millis(), q.range.to.as_millis());
     let pool_row = |row: &Row| (Timestamp::from_millis(row.get(0)), row.get::<_, i32>(1));
     let mut pool: Vec<(Timestamp, u32)> = tx
         .query(
@@ -186,8 +202,17 @@ pub async fn usage(reads: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> 
             .map(|(at, seats)| (at, seats.max(0) as u32)),
         );
     }
-    let mut sweep = Sweep::new(*r, PoolTimeline::new(pool));
+    Ok(pool)
+}
 
+/// Refused checkouts, summed per step of the range.
+async fn sweep_denials(
+    tx: &impl GenericClient,
+    q: &UsageQuery,
+    sweep: &mut Sweep,
+) -> Result<(), StoreError> {
+    let r = &q.range;
+    let (from, to) = (r.from.as_millis(), r.to.as_millis());
     let denials = tx
         .query(
             "SELECT min(second_ms), sum(count)::bigint FROM denials
@@ -201,10 +226,21 @@ pub async fn usage(reads: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> 
         sweep.denials(Timestamp::from_millis(row.get(0)), count.max(0) as u64);
     }
 
+    Ok(())
+}
+
+/// The sessions that started before the range and ran into it.
+async fn sweep_spanning(
+    tx: &impl GenericClient,
+    q: &UsageQuery,
+    sweep: &mut Sweep,
+) -> Result<(), StoreError> {
+    let r = &q.range;
+    let from = r.from.as_millis();
     let threshold = live_threshold(r.now, q.skew).as_millis();
-    let skew = skew_ms(q.skew);
-    if any_started_before(&tx, &q.license_id, from).await? {
-        let params: [&(dyn ToSql + Sync); 4] = [&q.license_id, &from, &threshold, &skew];
+    let ran_past_from = ran_past(Timestamp::from_millis(from), q.skew);
+    if any_started_before(tx, &q.license_id, from).await? {
+        let params: [&(dyn ToSql + Sync); 4] = [&q.license_id, &from, &threshold, &ran_past_from];
         let rows = tx
             .query_raw(concat!(spanning!(), " ORDER BY 5"), params)
             .await?;
@@ -214,6 +250,17 @@ pub async fn usage(reads: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> 
             sweep.session(s.started_at, s.ended_at, &s.holder);
         }
     }
+    Ok(())
+}
+
+/// The sessions that started in the range, in order of start.
+async fn sweep_in_range(
+    tx: &impl GenericClient,
+    q: &UsageQuery,
+    sweep: &mut Sweep,
+) -> Result<(), StoreError> {
+    let r = &q.range;
+    let (from, to) = (r.from.as_millis(), r.to.as_millis());
     // The open sessions that started in the range (at most the pool), then
     // the ended ones streamed in start order, the open ones merged in
     // here. PostgreSQL 15 plans a UNION ALL under ORDER BY as a sort of
@@ -253,7 +300,7 @@ pub async fn usage(reads: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> 
     pin_mut!(rows);
     while let Some(row) = rows.try_next().await? {
         let started_at: i64 = row.get(0);
-        sweep_open_until(&mut sweep, started_at);
+        sweep_open_until(sweep, started_at);
         let ended_at = Timestamp::from_millis(row.get(1));
         sweep.session(
             Timestamp::from_millis(started_at),
@@ -261,8 +308,6 @@ pub async fn usage(reads: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> 
             row.get::<_, &str>(2),
         );
     }
-    sweep_open_until(&mut sweep, i64::MAX);
-    tx.commit().await?;
-    reads.give_back(client);
-    Ok(sweep.finish())
+    sweep_open_until(sweep, i64::MAX);
+    Ok(())
 }

@@ -15,6 +15,7 @@ const LEASE_COLUMNS: &str = lease_columns!();
 
 /// Every statement the writer runs, prepared once per connection.
 pub struct Statements {
+    history: HistoryStatements,
     block_until: Statement,
     set_block: Statement,
     by_idempotency_key: Statement,
@@ -32,19 +33,14 @@ pub struct Statements {
     prune_blocks: Statement,
     prune_events: Statement,
     extend_live: Statement,
-    record_sessions: Statement,
-    count_denial: Statement,
-    current_pool_sizes: Statement,
-    record_pool_size: Statement,
-    prune_sessions: Statement,
-    prune_denials: Statement,
-    prune_pool_sizes: Statement,
 }
 
 impl Statements {
     pub fn prepare(client: &mut postgres::Client) -> std::result::Result<Self, postgres::Error> {
+        let history = HistoryStatements::prepare(client)?;
         let mut p = |sql: &str| client.prepare(sql);
         Ok(Statements {
+            history,
             block_until: p("SELECT until_ms FROM blocks
                 WHERE license_id = $1 AND holder = $2 AND fingerprint = $3 AND until_ms > $4")?,
             set_block: p(
@@ -112,6 +108,26 @@ impl Statements {
                 "UPDATE leases SET expires_at = $1
                  WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1",
             )?,
+            // A size in force at the cutoff stays: it judges what comes after.
+        })
+    }
+}
+
+/// The usage history's statements: sessions, denials, pool sizes.
+struct HistoryStatements {
+    record_sessions: Statement,
+    count_denial: Statement,
+    current_pool_sizes: Statement,
+    record_pool_size: Statement,
+    prune_sessions: Statement,
+    prune_denials: Statement,
+    prune_pool_sizes: Statement,
+}
+
+impl HistoryStatements {
+    fn prepare(client: &mut postgres::Client) -> std::result::Result<Self, postgres::Error> {
+        let mut p = |sql: &str| client.prepare(sql);
+        Ok(HistoryStatements {
             record_sessions: p(
                 "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
                                        ended_at, end_kind)
@@ -130,23 +146,16 @@ impl Statements {
                 "INSERT INTO pool_sizes (license_id, at, seats) VALUES ($1, $2, $3)
                  ON CONFLICT (license_id, at) DO UPDATE SET seats = excluded.seats",
             )?,
-            prune_sessions: p(
-                "DELETE FROM sessions WHERE id IN (
-                     SELECT id FROM sessions WHERE ended_at < $1 LIMIT $2)",
-            )?,
-            prune_denials: p(
-                "DELETE FROM denials WHERE (license_id, second_ms) IN (
-                     SELECT license_id, second_ms FROM denials WHERE second_ms < $1 LIMIT $2)",
-            )?,
-            // A size in force at the cutoff stays: it judges what comes after.
-            prune_pool_sizes: p(
-                "DELETE FROM pool_sizes WHERE (license_id, at) IN (
+            prune_sessions: p("DELETE FROM sessions WHERE id IN (
+                     SELECT id FROM sessions WHERE ended_at < $1 LIMIT $2)")?,
+            prune_denials: p("DELETE FROM denials WHERE (license_id, second_ms) IN (
+                     SELECT license_id, second_ms FROM denials WHERE second_ms < $1 LIMIT $2)")?,
+            prune_pool_sizes: p("DELETE FROM pool_sizes WHERE (license_id, at) IN (
                      SELECT p.license_id, p.at FROM pool_sizes p
                      WHERE p.at < $1 AND EXISTS (
                          SELECT 1 FROM pool_sizes q
                          WHERE q.license_id = p.license_id AND q.at > p.at AND q.at <= $1)
-                     LIMIT $2)",
-            )?,
+                     LIMIT $2)")?,
         })
     }
 }
@@ -358,7 +367,7 @@ impl LeaseTx for PgTx<'_> {
         let ended: Vec<i64> = sessions.iter().map(|s| s.at.as_millis()).collect();
         let ends = column(|s| s.end.as_str());
         self.client.execute(
-            &self.statements.record_sessions,
+            &self.statements.history.record_sessions,
             &[
                 &seats,
                 &licenses,
@@ -374,15 +383,17 @@ impl LeaseTx for PgTx<'_> {
 
     fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()> {
         let second = at.as_millis().div_euclid(1000) * 1000;
-        self.client
-            .execute(&self.statements.count_denial, &[&license_id, &second])?;
+        self.client.execute(
+            &self.statements.history.count_denial,
+            &[&license_id, &second],
+        )?;
         Ok(())
     }
 
     fn current_pool_sizes(&mut self) -> Result<HashMap<String, u32>> {
         let rows = self
             .client
-            .query(&self.statements.current_pool_sizes, &[])?;
+            .query(&self.statements.history.current_pool_sizes, &[])?;
         Ok(rows
             .iter()
             .map(|r| {
@@ -395,7 +406,7 @@ impl LeaseTx for PgTx<'_> {
     fn record_pool_size(&mut self, license_id: &str, at: Timestamp, seats: u32) -> Result<()> {
         let seats = i32::try_from(seats).unwrap_or(i32::MAX);
         self.client.execute(
-            &self.statements.record_pool_size,
+            &self.statements.history.record_pool_size,
             &[&license_id, &at.as_millis(), &seats],
         )?;
         Ok(())
@@ -405,9 +416,9 @@ impl LeaseTx for PgTx<'_> {
         let (cutoff, limit) = (cutoff.as_millis(), i64::try_from(limit).unwrap_or(i64::MAX));
         let mut pruned = 0;
         for statement in [
-            &self.statements.prune_sessions,
-            &self.statements.prune_denials,
-            &self.statements.prune_pool_sizes,
+            &self.statements.history.prune_sessions,
+            &self.statements.history.prune_denials,
+            &self.statements.history.prune_pool_sizes,
         ] {
             pruned += self.client.execute(statement, &[&cutoff, &limit])?;
         }

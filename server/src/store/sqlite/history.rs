@@ -7,7 +7,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::store::StoreError;
 use crate::store::history::{
-    RawSession, SessionsQuery, UsageQuery, ended_columns, lapsed_at, open_columns, resolve, skew_ms,
+    RawSession, SessionsQuery, UsageQuery, ended_columns, lapsed_at, open_columns, ran_past,
+    resolve,
 };
 use crate::usage::{PoolTimeline, Sweep, Usage};
 
@@ -36,7 +37,7 @@ fn raw_from_row(r: &Row<'_>) -> rusqlite::Result<RawSession> {
 /// exactly one table at any instant, and each part is one statement (one
 /// snapshot), so none is read twice or missed while it ends.
 ///
-/// `?1` license, `?2` from, `?4` `live_threshold`, `?5` skew; `$ended` and
+/// `?1` license, `?2` from, `?4` `live_threshold`, `?5` [`ran_past`] `from`; `$ended` and
 /// `$open` are further conditions on each table's rows.
 macro_rules! spanning {
     ($($ended:literal, $open:literal)?) => {
@@ -50,7 +51,7 @@ macro_rules! spanning {
             open_columns!(),
             " FROM leases INDEXED BY leases_by_license_checkout
              WHERE license_id = ?1 AND checked_out_at < ?2
-               AND (expires_at >= ?4 OR expires_at + ?5 > ?2) ",
+               AND (expires_at >= ?4 OR expires_at >= ?5) ",
             $($open,)?
         )
     };
@@ -83,7 +84,8 @@ pub(super) fn sessions_page(
         _ => (to, ""),
     };
     let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
-    let (threshold, skew) = (live_threshold(q.now, q.skew).as_millis(), skew_ms(q.skew));
+    let threshold = live_threshold(q.now, q.skew).as_millis();
+    let ran_past_from = ran_past(q.from, q.skew);
     let mut page = Vec::new();
     let mut in_range = c.prepare_cached(concat!(
         "SELECT ",
@@ -122,7 +124,7 @@ pub(super) fn sessions_page(
             from,
             below_at,
             threshold,
-            skew,
+            ran_past_from,
             below_seat,
             q.holder,
             left
@@ -157,10 +159,11 @@ pub(super) fn usage(c: &Connection, q: &UsageQuery) -> Result<Usage, StoreError>
         sweep.denials(Timestamp::from_millis(row.get(0)?), count.max(0) as u64);
     }
 
-    let (threshold, skew) = (live_threshold(now, q.skew).as_millis(), skew_ms(q.skew));
+    let threshold = live_threshold(now, q.skew).as_millis();
+    let ran_past_from = ran_past(Timestamp::from_millis(from), q.skew);
     if any_started_before(c, &q.license_id, from)? {
         let mut spanning = c.prepare_cached(concat!(spanning!(), " ORDER BY 5"))?;
-        let mut rows = spanning.query(params![q.license_id, from, to, threshold, skew])?;
+        let mut rows = spanning.query(params![q.license_id, from, to, threshold, ran_past_from])?;
         while let Some(row) = rows.next()? {
             let s = resolve(raw_from_row(row)?, now, q.skew)?;
             sweep.session(s.started_at, s.ended_at, &s.holder);

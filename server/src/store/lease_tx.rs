@@ -1,0 +1,121 @@
+//! The queries the lease rules ask of one store transaction ([`LeaseTx`]),
+//! and the rows they pass. Each store answers them in its own SQL
+//! (`sqlite/tx.rs`, `pg/tx.rs`); `memory.rs` answers them from plain maps
+//! for the rules' unit and property tests.
+
+use std::collections::HashMap;
+
+use leasehold_common::Timestamp;
+use leasehold_common::api::{EventKind, SessionEnd};
+
+use super::{LeaseRow, StoreError};
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// The queries the rules ask of one store transaction. Nothing here decides:
+/// a method reads or writes the rows it names, with the times it is given.
+pub trait LeaseTx {
+    /// When an admin's block on this holder + fingerprint (`""` for none)
+    /// ends, if it is still in force at `now`.
+    fn block_until(
+        &mut self,
+        license_id: &str,
+        holder: &str,
+        fingerprint: &str,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>>;
+    /// Record a block until `until` (replacing an earlier one).
+    fn set_block(
+        &mut self,
+        license_id: &str,
+        holder: &str,
+        fingerprint: &str,
+        until: Timestamp,
+    ) -> Result<()>;
+    /// The lease checked out with this Idempotency-Key, live or not.
+    fn lease_by_idempotency_key(&mut self, license_id: &str, key: &str)
+    -> Result<Option<LeaseRow>>;
+    /// Let a lapsed lease's Idempotency-Key be used for a new seat.
+    fn forget_idempotency_key(&mut self, seat_id: &str) -> Result<()>;
+    /// The live lease (`expires_at >= threshold`) this fingerprint holds,
+    /// the latest-expiring one if several.
+    fn live_lease_by_fingerprint(
+        &mut self,
+        license_id: &str,
+        fingerprint: &str,
+        threshold: Timestamp,
+    ) -> Result<Option<LeaseRow>>;
+    /// Leases of the license with `expires_at >= threshold`.
+    fn live_count(&mut self, license_id: &str, threshold: Timestamp) -> Result<u32>;
+    /// The earliest `expires_at >= threshold` of the license.
+    fn earliest_live_expiry(
+        &mut self,
+        license_id: &str,
+        threshold: Timestamp,
+    ) -> Result<Option<Timestamp>>;
+    /// A seat of `license_id`, live or lapsed-unreaped.
+    fn lease(&mut self, license_id: &str, seat_id: &str) -> Result<Option<LeaseRow>>;
+    /// A new seat. Its row is also its open session (started at
+    /// `checked_out_at`) until the seat leaves the table.
+    fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()>;
+    /// Store `renewed`'s `issued_at` and `expires_at` on the seat that was `old`.
+    fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()>;
+    /// Delete a seat (of `license_id`, when given) and return it.
+    fn delete_lease(&mut self, seat_id: &str, license_id: Option<&str>)
+    -> Result<Option<LeaseRow>>;
+    /// Delete up to `limit` leases of the license with `expires_at < cutoff`,
+    /// the earliest first (by `expires_at`, then `seat_id`), and return them
+    /// in that order.
+    fn reap_expired(
+        &mut self,
+        license_id: &str,
+        cutoff: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<LeaseRow>>;
+    /// Drop blocks that ended by `now` and all but the newest
+    /// `event_retention` events.
+    fn prune(&mut self, now: Timestamp, event_retention: i64) -> Result<()>;
+    /// Record the sessions of seats that just left the table: each from its
+    /// checkout to `at`, ended the way `end` says.
+    fn record_sessions(&mut self, sessions: &[EndedSession<'_>]) -> Result<()>;
+    /// One refused checkout (409 or 403) of the license, counted exactly
+    /// per second.
+    fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()>;
+    /// The pool size each license has had since its last change.
+    fn current_pool_sizes(&mut self) -> Result<HashMap<String, u32>>;
+    /// The license has `seats` from `at` on.
+    fn record_pool_size(&mut self, license_id: &str, at: Timestamp, seats: u32) -> Result<()>;
+    /// Delete sessions that ended, denial counts and superseded pool sizes
+    /// older than `cutoff`: at most `limit` rows of each. Returns how many.
+    fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize>;
+    /// Give every lease of the license live at `was_live` (`expires_at >=
+    /// was_live`) an expiry of at least `until`; return how many changed.
+    fn extend_live(
+        &mut self,
+        license_id: &str,
+        was_live: Timestamp,
+        until: Timestamp,
+    ) -> Result<usize>;
+    /// Append events in order; the store assigns their ids (increasing) and
+    /// returns them in the same order.
+    fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>>;
+}
+
+/// A seat that left the table, and how and when its session ended.
+#[derive(Debug, Clone, Copy)]
+pub struct EndedSession<'a> {
+    pub lease: &'a LeaseRow,
+    pub end: SessionEnd,
+    pub at: Timestamp,
+}
+
+/// An event before the store numbered it.
+#[derive(Debug, Clone, Copy)]
+pub struct NewEvent<'a> {
+    pub at: Timestamp,
+    pub kind: EventKind,
+    pub license_id: Option<&'a str>,
+    pub seat_id: Option<&'a str>,
+    pub holder: Option<&'a str>,
+    pub detail: Option<&'a str>,
+}
