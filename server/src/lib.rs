@@ -13,6 +13,8 @@
 //!   [`licenses_watch`] hot-reloads it.
 //! - [`queue`]: first-come-first-served waiting for a seat (`?wait=`).
 //! - [`keys`]: signing key, admin and viewer token files.
+//! - [`ui_sessions`]: the dashboard's sign-in sessions (the reaper expires
+//!   them; [`http`] adds the cookie and CSRF).
 //! - [`metrics`]: Prometheus counters and the latency histogram.
 //! - [`clock`]: the clock trait; tests use [`clock::ManualClock`].
 //!
@@ -30,6 +32,7 @@ pub mod queue;
 pub mod reaper;
 pub mod serve;
 pub mod store;
+pub mod ui_sessions;
 pub mod usage;
 
 use std::fs::File;
@@ -231,7 +234,9 @@ async fn serve_prepared(
             stop.clone(),
         )),
         tokio::spawn(reaper::run_ui_session_reaper(
-            state.clone(),
+            state.store.clone(),
+            state.ui.sessions,
+            state.clock.clone(),
             config.reap_interval,
             stop.clone(),
         )),

@@ -2,7 +2,8 @@
 //!
 //! The policy in force is an `Arc<Licenses>` behind [`LicensesHandle`]; a
 //! reload swaps the whole `Arc`, so every request sees one consistent policy.
-//! Watching the file for edits is [`crate::licenses_watch`].
+//! Who reloads it is not this module's concern: the file watcher, or on
+//! PostgreSQL the writer taking the cluster's published policy.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};

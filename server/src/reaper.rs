@@ -17,8 +17,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
+use crate::clock::SharedClock;
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError};
+use crate::ui_sessions::UiSessions;
 
 /// Most leases deleted in one writer transaction: a concurrent checkout
 /// waits at most about one such transaction (≈ 12 ms at 1,000,000 leases).
@@ -87,12 +89,14 @@ pub async fn prune_history_backlog(store: &Store) -> Result<usize, StoreError> {
 /// Delete dashboard sessions that have ended (idle too long or past their
 /// lifetime), every `period`.
 pub async fn run_ui_session_reaper(
-    state: Arc<crate::AppState>,
+    store: Store,
+    sessions: UiSessions,
+    clock: SharedClock,
     period: Duration,
     shutdown: watch::Receiver<bool>,
 ) {
     every(period, shutdown, || async {
-        match crate::http::ui_auth::expire_sessions(&state).await {
+        match sessions.expire(&store, clock.now()).await {
             Ok(0) => {}
             Ok(n) => tracing::debug!("deleted {n} ended dashboard session(s)"),
             Err(e) => tracing::warn!("dashboard sessions: {e}; will retry"),

@@ -17,8 +17,6 @@ use tokio::sync::{Semaphore, watch};
 use warp::filters::BoxedFilter;
 use warp::reply::Response;
 
-use crate::http::PeerAddr;
-
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub header_read_timeout: Duration,
@@ -37,9 +35,13 @@ impl Default for ServeOptions {
     }
 }
 
-/// Records the connection's peer address in each request (for the login
-/// limiter and the trust in forwarding headers, see
-/// [`crate::http::ui_auth`]).
+/// The connection's peer address, recorded in each request's extensions for
+/// the routes: the login limiter counts by it, and forwarding headers are
+/// believed only from a loopback peer.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// Records the connection's [`PeerAddr`] in each request.
 struct WithPeer<S> {
     inner: S,
     peer: SocketAddr,

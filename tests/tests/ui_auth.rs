@@ -1,8 +1,11 @@
 //! The dashboard's server side against the real `leaseholdd`: the viewer
-//! role on the bearer API, sign-in with the session cookie, session expiry
-//! and logout, CSRF on cookie-authenticated changes, the failed-login
-//! limiter, the security headers of `/ui`, and the seats list's filters,
-//! sort and keyset pages. Runs on the store `LEASEHOLD_TEST_STORE` names.
+//! role on the bearer API, sign-in with the session cookie, bad logins,
+//! session expiry and logout, CSRF on cookie-authenticated changes, the
+//! failed-login limiter and the security headers of `/ui`. Runs on the store
+//! `LEASEHOLD_TEST_STORE` names.
+//!
+//! What needs a peer other than loopback, time moved by hand or a look into
+//! the store is tested in-process (`server/src/http/ui_tests.rs`).
 
 use std::time::Duration;
 
@@ -13,7 +16,6 @@ use serde_json::{Value, json};
 #[rustfmt::skip]
 const LICENSES: &str = concat!(
     license_toml!("small", seats = 5, ttl = "60s", skew = "5s", reap_grace = "15s"),
-    license_toml!("big", seats = 1000, ttl = "60s", skew = "5s", reap_grace = "15s"),
 );
 
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
@@ -93,10 +95,6 @@ fn assert_security_headers(resp: &reqwest::Response, what: &str) {
     assert!(h.get("access-control-allow-origin").is_none(), "{what}");
 }
 
-fn seat_count(v: &Value) -> usize {
-    v["seats"].as_array().expect("seats").len()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_viewer_token_reads_every_admin_endpoint_and_cannot_revoke() {
     let server = Server::start(LICENSES).await;
@@ -158,16 +156,21 @@ async fn sign_in_session_and_logout() {
     assert_eq!(resp.status(), 204);
     assert_security_headers(&resp, "204 /ui/login");
     let set = resp.headers()["set-cookie"].to_str().unwrap().to_string();
-    for attr in [
-        "leasehold_session=",
-        "HttpOnly",
-        "SameSite=Strict",
-        "Path=/",
-    ] {
+    let id = set
+        .strip_prefix("leasehold_session=")
+        .and_then(|r| r.split(';').next())
+        .unwrap_or_else(|| panic!("{set}"));
+    assert_eq!(id.len(), 64, "256 bits, hex: {set}");
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/"] {
         assert!(set.contains(attr), "{set}");
     }
+    assert!(!set.contains("Secure"), "plain HTTP: {set}");
     let admin_cookie = cookie_pair(&resp);
-    let s = session(&server, &admin_cookie).await;
+    // Found among other cookies; never cached.
+    let resp = get_with_cookie(&server, "/ui/session", &format!("other=1; {admin_cookie}")).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["cache-control"], "no-store");
+    let s: Value = resp.json().await.unwrap();
     assert_eq!(s["role"], "admin");
     assert_eq!(s["csrf_token"].as_str().unwrap().len(), 64);
     assert!(s["expires_at"].as_str().is_some());
@@ -198,14 +201,21 @@ async fn sign_in_session_and_logout() {
         }
     }
 
-    // Logout (with its CSRF token) deletes the session server-side.
+    // Logout needs the CSRF token; with it, it deletes the session
+    // server-side and clears the cookie.
+    let logout = |cookie: &str| {
+        client()
+            .post(server.url("/ui/logout"))
+            .header("cookie", cookie)
+    };
+    let resp = logout(&admin_cookie).send().await.unwrap();
+    assert_eq!(resp.status(), 403, "no CSRF token");
+    assert_eq!(error_code(resp).await, "csrf_failed");
     let csrf = session(&server, &admin_cookie).await["csrf_token"]
         .as_str()
         .unwrap()
         .to_string();
-    let resp = client()
-        .post(server.url("/ui/logout"))
-        .header("cookie", &admin_cookie)
+    let resp = logout(&admin_cookie)
         .header("x-csrf-token", &csrf)
         .header("origin", format!("http://{}", server.addr))
         .send()
@@ -213,12 +223,80 @@ async fn sign_in_session_and_logout() {
         .unwrap();
     assert_eq!(resp.status(), 204);
     assert_security_headers(&resp, "204 /ui/logout");
+    let set = resp.headers()["set-cookie"].to_str().unwrap();
+    assert!(set.contains("Max-Age=0"), "{set}");
     for path in ["/ui/session", "/v1/admin/seats"] {
         let resp = get_with_cookie(&server, path, &admin_cookie).await;
         assert_eq!(resp.status(), 401, "{path} after logout");
     }
-    // The other session is untouched.
-    assert_eq!(session(&server, &viewer_cookie).await["role"], "viewer");
+    // The other session is untouched, and ends by its own logout (here
+    // vouched for by Sec-Fetch-Site instead of Origin).
+    let s = session(&server, &viewer_cookie).await;
+    assert_eq!(s["role"], "viewer");
+    let resp = logout(&viewer_cookie)
+        .header("x-csrf-token", s["csrf_token"].as_str().unwrap())
+        .header("sec-fetch-site", "same-origin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    let resp = get_with_cookie(&server, "/ui/session", &viewer_cookie).await;
+    assert_eq!(resp.status(), 401, "the viewer's session after its logout");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_logins_are_refused_without_a_cookie() {
+    let server = Server::start(LICENSES).await;
+    let post = |ctype: &str, body: String| {
+        client()
+            .post(server.url("/ui/login"))
+            .header("content-type", ctype)
+            .body(body)
+    };
+    const FORM: &str = "application/x-www-form-urlencoded";
+    // A form is decoded as browsers encode it: other fields are ignored,
+    // `%XX` is a byte.
+    let encoded: String = server
+        .viewer_token()
+        .bytes()
+        .map(|b| format!("%{b:02X}"))
+        .collect();
+    let resp = post(FORM, format!("submit=Sign+in&token={encoded}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        StatusCode::SEE_OTHER,
+        "a percent-encoded token"
+    );
+    assert!(resp.headers().contains_key("set-cookie"));
+
+    for (ctype, body, status) in [
+        ("application/json", r#"{"token": "wrong"}"#, 401),
+        ("application/json", r#"{"token": ""}"#, 400),
+        ("application/json", r#"["x"]"#, 400),
+        ("application/json", r#"{"tok": 1}"#, 400),
+        (FORM, "nope=1", 400),
+        (FORM, "token", 400),
+        ("text/plain", "token=x", 415),
+    ] {
+        let resp = post(ctype, body.to_string()).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{ctype} {body}");
+        assert!(resp.headers().get("set-cookie").is_none(), "{body}");
+        assert_security_headers(&resp, body);
+    }
+    // A page on another site cannot sign a browser in.
+    let resp = client()
+        .post(server.url("/ui/login"))
+        .header("origin", "https://evil.example")
+        .json(&json!({ "token": server.admin_token }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    assert!(resp.headers().get("set-cookie").is_none());
+    assert_eq!(error_code(resp).await, "csrf_failed");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -231,12 +309,10 @@ async fn a_session_survives_a_restart_and_ends_when_idle() {
     .await;
     let cookie = sign_in(&server, &server.admin_token.clone()).await;
     server.restart().await;
-    // Used more often than the timeout, it lives on (past the timeout).
-    for _ in 0..5 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let resp = get_with_cookie(&server, "/v1/admin/licenses", &cookie).await;
-        assert_eq!(resp.status(), 200, "an active session");
-    }
+    let resp = get_with_cookie(&server, "/v1/admin/licenses", &cookie).await;
+    assert_eq!(resp.status(), 200, "the session after a restart");
+    // The flag is honoured (how use keeps a session alive is tested
+    // in-process, on a clock moved by hand).
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let resp = get_with_cookie(&server, "/ui/session", &cookie).await;
     assert_eq!(resp.status(), 401, "idle longer than 2 s");
@@ -275,6 +351,7 @@ async fn a_cookie_revoke_needs_the_csrf_token_and_the_same_origin() {
     for (what, req) in [
         ("no X-CSRF-Token", revoke(None, Some(&origin), None)),
         ("a wrong token", revoke(Some(&wrong), Some(&origin), None)),
+        ("a short token", revoke(Some("0000"), Some(&origin), None)),
         (
             "another Origin",
             revoke(Some(&csrf), Some("http://evil.example"), None),
@@ -371,11 +448,6 @@ async fn failed_logins_are_rate_limited() {
     assert!((1..=60).contains(&wait), "Retry-After {wait}");
     assert_security_headers(&resp, "429 /ui/login");
     assert_eq!(error_code(resp).await, "rate_limited");
-    // Even the right token waits now (on the replica that refused).
-    if replicas(&server) == 1 {
-        let resp = login(&server, &server.admin_token).await;
-        assert_eq!(resp.status(), 429);
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -400,174 +472,9 @@ async fn every_ui_response_carries_the_security_headers() {
         assert_eq!(resp.status().as_u16(), status, "{method} {path}");
         assert_security_headers(&resp, path);
     }
-}
-
-/// Every page of `path` (which has `limit=`), following `next`.
-async fn all_pages(server: &Server, path: &str) -> (Vec<Value>, usize) {
-    let mut seats = Vec::new();
-    let mut pages = 0;
-    let mut url = path.to_string();
-    loop {
-        let v = server.admin_get(&url).await;
-        pages += 1;
-        assert_eq!(v["total"].as_u64(), Some(300), "{url}");
-        seats.extend(v["seats"].as_array().unwrap().iter().cloned());
-        match v["next"].as_str() {
-            Some(next) => url = format!("{path}&after={next}"),
-            None => return (seats, pages),
-        }
-        assert!(pages < 100, "paging does not end: {path}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn seats_are_filtered_sorted_and_paged_by_the_store() {
-    let server = Server::start(LICENSES).await;
-    for i in 0..300 {
-        let holder = if i % 10 == 0 {
-            format!("Alice-{i:03}")
-        } else {
-            format!("user-{:03}", (i * 7) % 300)
-        };
-        let license = if i % 3 == 0 { "small" } else { "big" };
-        if license == "small" && i >= 15 {
-            // small has 5 seats: the rest go to big.
-            server
-                .take_seat(
-                    "big",
-                    "big-key",
-                    json!({"holder": holder, "fingerprint": format!("fp-{i}")}),
-                )
-                .await;
-            continue;
-        }
-        server
-            .take_seat(
-                license,
-                &format!("{license}-key"),
-                json!({"holder": holder, "fingerprint": format!("fp-{i}")}),
-            )
-            .await;
-    }
-
-    // Without limit: everything, as before, plus total and next.
-    let all = server.admin_get("/v1/admin/seats").await;
-    assert_eq!(seat_count(&all), 300);
-    assert_eq!(all["total"], 300);
-    assert!(all["next"].is_null());
-    let all: Vec<Value> = all["seats"].as_array().unwrap().clone();
-
-    let key = |s: &Value, sort: &str| -> (String, i64, String) {
-        let ms = |f: &str| {
-            leasehold_common::Timestamp::parse_rfc3339(s[f].as_str().unwrap())
-                .unwrap()
-                .as_millis()
-        };
-        let id = s["seat_id"].as_str().unwrap().to_string();
-        match sort {
-            "license" => (
-                s["license_id"].as_str().unwrap().into(),
-                ms("checked_out_at"),
-                id,
-            ),
-            "holder" => (s["holder"].as_str().unwrap().into(), 0, id),
-            "expires_at" => (String::new(), ms("expires_at"), id),
-            _ => (String::new(), ms("checked_out_at"), id),
-        }
-    };
-    let ids = |v: &[Value]| -> Vec<String> {
-        v.iter()
-            .map(|s| s["seat_id"].as_str().unwrap().to_string())
-            .collect()
-    };
-    {
-        let mut expected = all.clone();
-        expected.sort_by_key(|s| key(s, "license"));
-        assert_eq!(ids(&all), ids(&expected), "the order without sort");
-    }
-    for sort in ["license", "holder", "expires_at", "checked_out_at"] {
-        for order in ["asc", "desc"] {
-            let mut expected = all.clone();
-            expected.sort_by_key(|s| key(s, sort));
-            if order == "desc" {
-                expected.reverse();
-            }
-            let (got, pages) = all_pages(
-                &server,
-                &format!("/v1/admin/seats?sort={sort}&order={order}&limit=37"),
-            )
-            .await;
-            assert_eq!(pages, 9, "{sort} {order}");
-            assert_eq!(ids(&got), ids(&expected), "{sort} {order}");
-        }
-    }
-
-    // Filters: q (case-insensitive, holder / fingerprint / license id /
-    // seat id) and license, with total counting the matches.
-    let v = server.admin_get("/v1/admin/seats?q=aLiCe&limit=7").await;
-    assert_eq!(v["total"], 30);
-    assert_eq!(seat_count(&v), 7);
-    assert!(v["next"].is_string());
-    let v = server.admin_get("/v1/admin/seats?q=FP-29").await;
-    // fp-29, fp-290..fp-299
-    assert_eq!(v["total"], 11);
-    let one = all[123]["seat_id"].as_str().unwrap();
-    let v = server
-        .admin_get(&format!("/v1/admin/seats?q={}", &one[..16].to_uppercase()))
-        .await;
-    assert_eq!(v["total"], 1);
-    assert_eq!(v["seats"][0]["seat_id"], one);
-    let v = server
-        .admin_get("/v1/admin/seats?license=small&sort=holder&limit=2")
-        .await;
-    assert_eq!(v["total"], 5);
-    assert_eq!(seat_count(&v), 2);
-    // No holder, fingerprint or (hex) seat id contains "small": the
-    // license id's five seats.
-    let v = server.admin_get("/v1/admin/seats?q=SmAlL").await;
-    assert_eq!(v["total"], 5);
-    assert!(
-        v["seats"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|s| s["license_id"] == "small")
-    );
-    let v = server.admin_get("/v1/admin/seats?q=nobody-at-all").await;
-    assert_eq!(v["total"], 0);
-    assert_eq!(seat_count(&v), 0);
-    assert!(v["next"].is_null());
-    let v = server.admin_get("/v1/admin/seats?limit=10000").await;
-    assert_eq!(seat_count(&v), 300);
-    assert!(v["next"].is_null());
-
-    // Bad input: 400, invalid_request.
-    let holder_cursor = server
-        .admin_get("/v1/admin/seats?sort=holder&limit=1")
-        .await["next"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    for bad in [
-        "sort=name".to_string(),
-        "sort=".to_string(),
-        "order=up".to_string(),
-        "limit=0".to_string(),
-        "limit=10001".to_string(),
-        "limit=-1".to_string(),
-        "limit=ten".to_string(),
-        "after=not-a-cursor".to_string(),
-        "after=7b7d".to_string(),
-        format!("sort=expires_at&limit=5&after={holder_cursor}"),
-        format!("sort=holder&order=desc&limit=5&after={holder_cursor}"),
-        format!("q={}", "x".repeat(300)),
-    ] {
-        let resp = server
-            .admin(Method::GET, &format!("/v1/admin/seats?{bad}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 400, "{bad}");
-        assert_eq!(error_code(resp).await, "invalid_request", "{bad}");
-    }
+    // The API itself is left as it was.
+    let resp = client().get(server.url("/healthz")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("content-security-policy").is_none());
+    assert!(resp.headers().get("access-control-allow-origin").is_none());
 }

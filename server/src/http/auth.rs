@@ -22,65 +22,17 @@ use warp::{Filter, Rejection};
 
 use super::State;
 use super::error::ApiError;
+use super::role::Role;
 use super::ui_auth::{self, RequestMeta};
 use crate::AppState;
 use crate::keys::key_matches;
 
-/// What a bearer of the admin API may do. Variants go from least to most
-/// powerful, and a role may do everything the roles before it may.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
-    /// Reads everything (the `GET` routes), changes nothing.
-    Viewer,
-    Admin,
-}
-
-impl Role {
-    /// The role `secret` grants, if any.
-    fn of(state: &AppState, secret: &str) -> Option<Role> {
-        if state.admin_token.matches(secret) {
-            Some(Role::Admin)
-        } else if state.ui.viewer_token.matches(secret) {
-            Some(Role::Viewer)
-        } else {
-            None
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Admin => "admin",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Role> {
-        match s {
-            "viewer" => Some(Role::Viewer),
-            "admin" => Some(Role::Admin),
-            _ => None,
-        }
-    }
-
-    fn unauthorized(self) -> ApiError {
-        ApiError::unauthorized(
-            "admin endpoints need 'Authorization: Bearer <admin or viewer token>' \
-             or a dashboard session (POST /ui/login)",
-        )
-    }
-
-    /// `held` may do what needs `self`, or 403.
-    fn permits(self, held: Role) -> Result<(), ApiError> {
-        if held >= self {
-            Ok(())
-        } else {
-            Err(ApiError::forbidden(format!(
-                "the {} role may only read; this needs the {} role",
-                held.as_str(),
-                self.as_str()
-            )))
-        }
-    }
+/// No credential, or a wrong one.
+fn unauthorized() -> ApiError {
+    ApiError::unauthorized(
+        "admin endpoints need 'Authorization: Bearer <admin or viewer token>' \
+         or a dashboard session (POST /ui/login)",
+    )
 }
 
 /// Passes only a request whose bearer token or session holds at least
@@ -108,11 +60,11 @@ async fn authorize(state: &AppState, needed: Role, meta: &RequestMeta) -> Result
             .ok()
             .and_then(|a| bearer(Some(a)))
             .and_then(|s| Role::of(state, s))
-            .ok_or_else(|| needed.unauthorized())?;
+            .ok_or_else(unauthorized)?;
         return needed.permits(held);
     }
     if meta.session_cookie().is_none() {
-        return Err(needed.unauthorized());
+        return Err(unauthorized());
     }
     let mut session = ui_auth::session_of(state, meta).await?;
     needed.permits(session.role)?;

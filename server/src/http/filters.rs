@@ -8,15 +8,13 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 
-use bytes::{Buf, Bytes, BytesMut};
-use futures_util::StreamExt;
+use warp::Filter;
 use warp::filters::BoxedFilter;
 use warp::reply::{Reply, Response};
-use warp::{Filter, Rejection};
 
 use super::auth::{self, admin_auth, admin_read};
 use super::error::ApiError;
-use super::{MAX_BODY, State, handlers, history};
+use super::{State, body, handlers, history};
 
 /// A route, or a group of routes, that answers with a response.
 pub type Route = BoxedFilter<(Response,)>;
@@ -94,7 +92,7 @@ fn checkout(state: &State) -> Route {
         .and(auth::authorization())
         .and(warp::header::optional::<String>("idempotency-key"))
         .and(query())
-        .and(json_body())
+        .and(body::limited())
         .and(with_state(state.clone()))
         .then(|license, auth, key, q, body, s: State| async move {
             reply(handlers::checkout(&s, license, auth, key, q, body).await)
@@ -149,7 +147,7 @@ fn admin_revoke(state: &State) -> Route {
     // token is checked, as the contract says.
     warp::path!("v1" / "admin" / "seats" / String)
         .and(warp::delete())
-        .and(json_body())
+        .and(body::limited())
         .and(admin_auth(state.clone()))
         .and(with_state(state.clone()))
         .then(|seat, body, s: State| async move {
@@ -214,42 +212,6 @@ fn with_state(state: State) -> impl Filter<Extract = (State,), Error = Infallibl
 fn query() -> impl Filter<Extract = (HashMap<String, String>,), Error = Infallible> + Clone {
     warp::query::<HashMap<String, String>>()
         .or_else(|_| async { Ok::<_, Infallible>((HashMap::new(),)) })
-}
-
-/// The raw body, at most [`MAX_BODY`] bytes, whether or not the client sent
-/// a Content-Length (chunked bodies are counted as they arrive). Handlers
-/// parse it, so an empty body can get its own message.
-pub(super) fn json_body() -> impl Filter<Extract = (Bytes,), Error = Rejection> + Clone {
-    warp::header::optional::<u64>("content-length")
-        .and(warp::body::stream())
-        .and_then(collect_limited)
-}
-
-async fn collect_limited<S, B>(length: Option<u64>, stream: S) -> Result<Bytes, Rejection>
-where
-    S: futures_util::Stream<Item = Result<B, warp::Error>>,
-    B: Buf,
-{
-    if length.is_some_and(|l| l > MAX_BODY as u64) {
-        return Err(warp::reject::custom(ApiError::too_large(MAX_BODY)));
-    }
-    let mut stream = std::pin::pin!(stream);
-    let mut body = BytesMut::new();
-    while let Some(chunk) = stream.next().await {
-        let mut chunk = chunk.map_err(|e| {
-            warp::reject::custom(ApiError::invalid(format!("could not read the body: {e}")))
-        })?;
-        if body.len() + chunk.remaining() > MAX_BODY {
-            return Err(warp::reject::custom(ApiError::too_large(MAX_BODY)));
-        }
-        while chunk.has_remaining() {
-            let part = chunk.chunk();
-            let n = part.len();
-            body.extend_from_slice(part);
-            chunk.advance(n);
-        }
-    }
-    Ok(body.freeze())
 }
 
 fn reply(r: handlers::Result<Response>) -> Response {

@@ -1,14 +1,21 @@
 //! HTTP routes (warp filters). [`filters`] builds each route (path + method +
 //! what it reads) and hands it to a function of [`handlers`]; [`auth`] guards
-//! the admin routes. Every error, including warp's own rejections, leaves as
-//! the JSON error shape of [`error`].
+//! the admin routes with the [`role`] a bearer token or a dashboard session
+//! ([`ui_auth`]) holds. Every error, including warp's own rejections, leaves
+//! as the JSON error shape of [`error`].
+//!
+//! The modules form layers, each using only those below it: [`error`],
+//! [`body`] and [`role`] at the bottom; then [`ui_auth`]; [`auth`];
+//! [`handlers`] (with [`sse`]) and [`history`] (with [`csv`]); [`filters`].
 
 mod auth;
+mod body;
 mod csv;
 mod error;
 mod filters;
 pub mod handlers;
 mod history;
+mod role;
 pub mod security_headers;
 mod sse;
 #[cfg(test)]
@@ -25,7 +32,7 @@ use warp::filters::BoxedFilter;
 use warp::reply::{Reply, Response};
 
 pub use error::ApiError;
-pub use ui_auth::{PeerAddr, UiAuth};
+pub use ui_auth::UiAuth;
 
 use crate::AppState;
 

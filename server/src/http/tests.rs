@@ -3,16 +3,17 @@
 //! waiting line in the admin and metrics views.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use leasehold_common::Licenses;
 use leasehold_common::token::TokenSigner;
+use leasehold_common::{Licenses, Timestamp};
 use serde_json::Value;
 use tokio::sync::watch;
 use warp::http::StatusCode;
 
 use super::{MAX_BODY, routes};
 use crate::AppState;
-use crate::clock::{SharedClock, SystemClock};
+use crate::clock::{ManualClock, SharedClock, SystemClock};
 use crate::keys::AdminToken;
 use crate::licenses::LicensesHandle;
 use crate::metrics::Metrics;
@@ -31,6 +32,8 @@ reap_grace = "15s"
 const ADMIN: &str = "Bearer the-admin-token";
 pub(super) const ADMIN_TOKEN: &str = "the-admin-token";
 pub(super) const VIEWER_TOKEN: &str = "the-viewer-token";
+/// How long a dashboard session lasts, however active.
+pub(super) const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
 /// Every admin route, with a path that reaches it.
 pub(super) const ADMIN_ROUTES: [(&str, &str); 7] = [
@@ -52,13 +55,19 @@ pub(super) struct Harness {
 
 impl Harness {
     pub(super) fn new() -> Harness {
-        Harness::with_idle_timeout(std::time::Duration::from_secs(1800))
+        Harness::with_clock(Arc::new(SystemClock), Duration::from_secs(1800))
     }
 
-    pub(super) fn with_idle_timeout(idle: std::time::Duration) -> Harness {
+    /// On a clock the test moves by hand, with sessions idling out after
+    /// `idle`.
+    pub(super) fn with_manual_clock(idle: Duration) -> (Harness, Arc<ManualClock>) {
+        let clock = ManualClock::new(Timestamp::from_millis(1_700_000_000_000));
+        (Harness::with_clock(clock.clone(), idle), clock)
+    }
+
+    fn with_clock(clock: SharedClock, idle: Duration) -> Harness {
         let dir = tempfile::tempdir().expect("temp dir");
         let licenses = LicensesHandle::new(Licenses::parse(LICENSES).expect("licenses"));
-        let clock: SharedClock = Arc::new(SystemClock);
         let store = Store::open(
             &store::database_path(dir.path()),
             licenses.clone(),
@@ -76,11 +85,7 @@ impl Harness {
             clock,
             shutdown,
             queues: Arc::new(WaitQueues::default()),
-            ui: super::UiAuth::new(
-                AdminToken::new(VIEWER_TOKEN),
-                idle,
-                std::time::Duration::from_secs(12 * 3600),
-            ),
+            ui: super::UiAuth::new(AdminToken::new(VIEWER_TOKEN), idle, SESSION_LIFETIME),
         });
         Harness {
             state,

@@ -1,0 +1,59 @@
+//! Dashboard sign-in over HTTP: `POST /ui/login`, `GET /ui/session`,
+//! `POST /ui/logout` ([`routes`]), the session cookie ([`sessions`]), the
+//! CSRF and same-origin checks ([`csrf`]), the failed-login limiter
+//! ([`limiter`]) and what they read from a request ([`request_meta`]).
+//! The sessions themselves live in [`crate::ui_sessions`].
+//!
+//! - **Cookie.** A sign-in with the admin or the viewer token sends the new
+//!   session's id once as the `leasehold_session` cookie (`HttpOnly;
+//!   SameSite=Strict; Path=/`, plus `Secure` when the request came over
+//!   HTTPS). Logout deletes the session at once.
+//! - **HTTPS.** The server speaks plain HTTP; behind a TLS-terminating proxy
+//!   on the same host, `X-Forwarded-Proto: https` marks a request as HTTPS.
+//!   Forwarding headers are trusted only from loopback peers (anyone else
+//!   could send them); `X-Forwarded-For` likewise names the client for the
+//!   login limiter only when the peer is loopback.
+//! - **CSRF.** A state change authenticated by the cookie needs the
+//!   session's CSRF token and must come from the same origin; bearer
+//!   requests are not affected.
+//! - **Failed logins** are limited per client address, per server process.
+
+mod csrf;
+mod limiter;
+mod request_meta;
+mod routes;
+mod sessions;
+
+pub use csrf::check_csrf;
+pub use request_meta::{RequestMeta, request_meta};
+pub use routes::routes;
+pub use sessions::{Session, session_of, touch};
+
+use std::time::Duration;
+
+use crate::keys::AdminToken;
+use crate::ui_sessions::UiSessions;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "leasehold_session";
+
+/// Sign-in settings and state of one server.
+pub struct UiAuth {
+    pub viewer_token: AdminToken,
+    /// How long sessions last.
+    pub sessions: UiSessions,
+    limiter: limiter::LoginLimiter,
+}
+
+impl UiAuth {
+    pub fn new(viewer_token: AdminToken, idle_timeout: Duration, lifetime: Duration) -> Self {
+        UiAuth {
+            viewer_token,
+            sessions: UiSessions {
+                idle_timeout,
+                lifetime,
+            },
+            limiter: limiter::LoginLimiter::default(),
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! What the auth checks read from a request: method, headers and the
+//! connection's peer, and what follows from them (HTTPS, the client's
+//! address, the session cookie).
+
+use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use warp::Filter;
+use warp::http::{HeaderMap, Method};
+
+use super::COOKIE;
+use crate::serve::PeerAddr;
+
+/// What the auth checks read from a request.
+#[derive(Debug, Clone)]
+pub struct RequestMeta {
+    pub method: Method,
+    pub headers: HeaderMap,
+    pub peer: Option<SocketAddr>,
+}
+
+/// The request's method, headers and peer (as the accept loop recorded it,
+/// else as warp knows it).
+pub fn request_meta() -> impl Filter<Extract = (RequestMeta,), Error = Infallible> + Clone {
+    warp::method()
+        .and(warp::header::headers_cloned())
+        .and(warp::ext::optional::<PeerAddr>())
+        .and(warp::addr::remote())
+        .map(
+            |method, headers, peer: Option<PeerAddr>, remote: Option<SocketAddr>| RequestMeta {
+                method,
+                headers,
+                peer: peer.map(|p| p.0).or(remote),
+            },
+        )
+}
+
+impl RequestMeta {
+    /// A header's value, trimmed; one that is not text counts as absent.
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    }
+
+    fn peer_is_loopback(&self) -> bool {
+        self.peer.is_some_and(|p| p.ip().is_loopback())
+    }
+
+    /// Did the request come over HTTPS? Only a loopback peer (a proxy on
+    /// this host) is believed about it.
+    pub fn is_https(&self) -> bool {
+        self.peer_is_loopback()
+            && self
+                .header("x-forwarded-proto")
+                .and_then(|v| v.split(',').next())
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
+    }
+
+    /// The client's address: the peer, or, from a loopback proxy, the last
+    /// address it appended to `X-Forwarded-For`.
+    pub fn client_ip(&self) -> IpAddr {
+        let peer = self
+            .peer
+            .map(|p| p.ip())
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        if self.peer_is_loopback()
+            && let Some(ip) = self
+                .header("x-forwarded-for")
+                .and_then(|v| v.rsplit(',').next())
+                .and_then(|v| v.trim().parse::<IpAddr>().ok())
+        {
+            return ip;
+        }
+        peer
+    }
+
+    /// The session id of the `leasehold_session` cookie, if one was sent.
+    pub fn session_cookie(&self) -> Option<&str> {
+        self.headers
+            .get_all("cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(name, _)| name.trim() == COOKIE)
+            .map(|(_, value)| value.trim())
+    }
+
+    /// GET and HEAD change nothing; everything else does.
+    pub fn changes_state(&self) -> bool {
+        !matches!(self.method, Method::GET | Method::HEAD | Method::OPTIONS)
+    }
+
+    /// This server's origin as the client addressed it.
+    pub(super) fn own_origin(&self) -> Option<String> {
+        let host = self.header("host")?;
+        let scheme = if self.is_https() { "https" } else { "http" };
+        Some(format!("{scheme}://{host}"))
+    }
+}
