@@ -59,12 +59,6 @@ impl LicensesHandle {
     }
 }
 
-/// Read and validate the licenses file; the error names the file, its
-/// `source` the problem.
-pub fn load_file(path: &Path) -> Result<Licenses, LicensesError> {
-    parse_file(path, &read_file(path)?)
-}
-
 /// The licenses file's text (replicas on PostgreSQL publish it as is).
 pub fn read_file(path: &Path) -> Result<String, LicensesError> {
     std::fs::read_to_string(path).map_err(|source| LicensesError::Unreadable {
