@@ -4,7 +4,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::{Server, leasehold_bin};
+use crate::server::Server;
+use crate::tools::leasehold_bin;
 
 /// What a finished `leasehold` run printed.
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leasehold_common::api::Lease;
 
-use crate::Server;
+use crate::server::Server;
 
 impl Server {
     /// A `/metrics` counter summed over every replica.

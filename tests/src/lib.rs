@@ -11,7 +11,7 @@
 //! - `server.rs`: [`Server`] and [`ServerOptions`], the process's lifecycle.
 //! - `http.rs`: [`Server`]'s HTTP helpers, and [`read_sse`].
 //! - `process.rs`: [`spawn_until_listening`],
-//!   [`run_leaseholdd_expecting_exit`], signals.
+//!   [`run_leaseholdd_expecting_exit`], signals; knows no [`Server`].
 //! - `store.rs`: [`TestStore`], SQLite or PostgreSQL from the environment.
 //! - `tools.rs`: where the built binaries are; [`require_tool`] for the rest.
 //! - `cli.rs`: [`run_leasehold`], the `leasehold` command line.

@@ -2,57 +2,17 @@
 //! "listening on" line, run it to its exit, send it signals.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::{ServerOptions, leaseholdd_bin};
+use crate::tools::leaseholdd_bin;
 
 pub(crate) fn signal(pid: u32, name: &str) {
     let _ = Command::new("kill")
         .arg(format!("-{name}"))
         .arg(pid.to_string())
         .status();
-}
-
-/// Spawn `leaseholdd` in `dir` and wait for its "listening on" line.
-pub(crate) fn spawn_leaseholdd(
-    dir: &Path,
-    data_dir: &Path,
-    listen: &str,
-    options: &ServerOptions,
-    database: Option<&str>,
-    log: Arc<Mutex<String>>,
-) -> Result<(Child, String), String> {
-    let mut cmd = Command::new(leaseholdd_bin());
-    if let Some(url) = database {
-        cmd.arg("--database").arg(url);
-    }
-    cmd.arg("--listen")
-        .arg(listen)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .arg("--licenses")
-        .arg(dir.join("licenses.toml"))
-        .args(&options.args)
-        .env_remove("LEASEHOLD_ADMIN_TOKEN")
-        .env_remove("LEASEHOLD_VIEWER_TOKEN")
-        .env_remove("LEASEHOLD_LISTEN")
-        .env_remove("LEASEHOLD_DATA_DIR")
-        .env_remove("LEASEHOLD_LICENSES")
-        .env_remove("LEASEHOLD_DATABASE")
-        .env("LEASEHOLD_LOG", "info")
-        .envs(options.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    spawn_until_listening(&mut cmd, Duration::from_secs(30), move |line| {
-        if let Ok(mut l) = log.lock() {
-            l.push_str(line);
-            l.push('\n');
-        }
-    })
 }
 
 /// Spawn `cmd` (a `leaseholdd`) with stderr piped and wait until it logs

@@ -1,18 +1,19 @@
 //! A `leaseholdd` under test: started on a free port with a temp data dir
 //! (on PostgreSQL, a fresh database; with two replicas, behind a
 //! round-robin proxy), restarted, signalled, killed on drop. Its HTTP
-//! helpers are in `http.rs`; spawning the process is in `process.rs`.
+//! helpers are in `http.rs`.
 
-use std::path::PathBuf;
-use std::process::{Child, ExitStatus};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::process::{signal, spawn_leaseholdd};
+use crate::process::{signal, spawn_until_listening};
 use crate::round_robin;
 use crate::store::TestStore;
+use crate::tools::leaseholdd_bin;
 
 /// How to start a server.
 #[derive(Debug, Clone)]
@@ -314,4 +315,43 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// Spawn `leaseholdd` in `dir` and wait for its "listening on" line.
+fn spawn_leaseholdd(
+    dir: &Path,
+    data_dir: &Path,
+    listen: &str,
+    options: &ServerOptions,
+    database: Option<&str>,
+    log: Arc<Mutex<String>>,
+) -> Result<(Child, String), String> {
+    let mut cmd = Command::new(leaseholdd_bin());
+    if let Some(url) = database {
+        cmd.arg("--database").arg(url);
+    }
+    cmd.arg("--listen")
+        .arg(listen)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--licenses")
+        .arg(dir.join("licenses.toml"))
+        .args(&options.args)
+        .env_remove("LEASEHOLD_ADMIN_TOKEN")
+        .env_remove("LEASEHOLD_VIEWER_TOKEN")
+        .env_remove("LEASEHOLD_LISTEN")
+        .env_remove("LEASEHOLD_DATA_DIR")
+        .env_remove("LEASEHOLD_LICENSES")
+        .env_remove("LEASEHOLD_DATABASE")
+        .env("LEASEHOLD_LOG", "info")
+        .envs(options.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    spawn_until_listening(&mut cmd, Duration::from_secs(30), move |line| {
+        if let Ok(mut l) = log.lock() {
+            l.push_str(line);
+            l.push('\n');
+        }
+    })
 }
