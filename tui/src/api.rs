@@ -276,8 +276,8 @@ impl AdminClient {
 
     /// Open `GET /v1/admin/events/stream`, resuming after `last_event_id`.
     /// The returned stream yields each event as it arrives and ends (with an
-    /// error item or simply) when the connection does; reconnecting is the
-    /// caller's job (see [`crate::console`]).
+    /// error item or simply) when the connection does; reconnecting and
+    /// resuming is the caller's job (the `stream` module, a layer above).
     pub async fn event_stream(
         &self,
         last_event_id: Option<i64>,

@@ -155,81 +155,6 @@ const REVOKE_INDENT: usize = 15;
 
 pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal) {
     let bold = Style::new().add_modifier(Modifier::BOLD);
-    // A labelled value, wrapped under itself: shown whole, never cut.
-    let field = |label: &str, value: &str, style: Style| -> Vec<Line<'static>> {
-        let room = REVOKE_WIDTH as usize - 2 - REVOKE_INDENT;
-        wrap_cells(value, room)
-            .into_iter()
-            .enumerate()
-            .map(|(i, part)| {
-                let head = if i == 0 { label } else { "" };
-                Line::from(vec![
-                    Span::raw(format!("  {head:<w$}", w = REVOKE_INDENT - 2)),
-                    Span::styled(part, style),
-                ])
-            })
-            .collect()
-    };
-    let editing = theme.fg(Color::Yellow).add_modifier(Modifier::UNDERLINED);
-    let reason_style = if m.editing_reason() {
-        editing
-    } else {
-        theme.dim()
-    };
-    let reason = if m.editing_reason() {
-        format!("{}▏", m.reason)
-    } else if m.reason.is_empty() {
-        "(none — Tab to type one)".to_string()
-    } else {
-        m.reason.clone()
-    };
-    // The chosen block in brackets as well as bold: readable without colour.
-    let mut block = vec![Span::raw("  block        ")];
-    for (label, chosen) in m.block_choices() {
-        block.push(if chosen {
-            Span::styled(format!("[{label}]"), bold.add_modifier(Modifier::REVERSED))
-        } else {
-            Span::styled(format!(" {label} "), theme.dim())
-        });
-        block.push(Span::raw(" "));
-    }
-    let mut custom = vec![Span::raw("  custom       ")];
-    if m.custom_chosen() {
-        let (text, style) = if m.editing_custom() {
-            (format!("{}▏", m.custom), editing)
-        } else {
-            (m.custom.clone(), bold)
-        };
-        custom.push(Span::styled(text, style));
-        custom.push(Span::styled("  e.g. 90m, 2h, 1d", theme.dim()));
-    } else {
-        custom.push(Span::styled(
-            "(choose custom to type a duration)",
-            theme.dim(),
-        ));
-    }
-    let outcome = match (&m.error, m.block_s()) {
-        (Some(e), _) => Line::from(Span::styled(
-            format!("  {e}"),
-            theme.fg(Color::Red).add_modifier(Modifier::BOLD),
-        )),
-        (None, Ok(None)) => Line::styled("  the holder may check out again at once", theme.dim()),
-        (None, Ok(Some(s))) => Line::styled(
-            format!(
-                "  the same holder and fingerprint are refused a seat for {}",
-                leasehold_common::policy::format_duration(std::time::Duration::from_secs(s))
-            ),
-            theme.dim(),
-        ),
-        (None, Err(_)) => Line::styled("  type how long, e.g. 90m", theme.dim()),
-    };
-    let hints = if m.editing_reason() {
-        "  Enter revoke   Esc cancel   Tab next field"
-    } else if m.editing_custom() {
-        "  Enter revoke   Esc cancel   ← → block   Tab next field"
-    } else {
-        "  y/Enter revoke   n/Esc cancel   b ← → block   Tab type a reason"
-    };
     let mut lines = vec![
         Line::from(Span::styled(
             "  Revoke this seat? Its holder loses it at the next heartbeat.",
@@ -237,22 +162,22 @@ pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal) {
         )),
         Line::raw(""),
     ];
-    lines.extend(field("holder", &m.holder, bold));
-    lines.extend(field("license", &m.license_id, bold));
-    lines.extend(field("seat", &m.seat_id, bold));
-    lines.extend(field(
+    lines.extend(revoke_field("holder", &m.holder, bold));
+    lines.extend(revoke_field("license", &m.license_id, bold));
+    lines.extend(revoke_field("seat", &m.seat_id, bold));
+    lines.extend(revoke_field(
         "fingerprint",
         m.fingerprint.as_deref().unwrap_or("—"),
         bold,
     ));
     lines.push(Line::raw(""));
-    lines.extend(field("reason", &reason, reason_style));
+    lines.extend(reason_field(theme, m));
     lines.extend([
-        Line::from(block),
-        Line::from(custom),
-        outcome,
+        block_choices_line(theme, m),
+        custom_block_line(theme, m),
+        block_outcome_line(theme, m),
         Line::raw(""),
-        Line::from(Span::styled(hints, theme.fg(Color::Cyan))),
+        Line::from(Span::styled(revoke_hints(m), theme.fg(Color::Cyan))),
     ]);
     let area = popup(frame, REVOKE_WIDTH, lines.len() as u16 + 2);
     let block = Block::bordered()
@@ -268,4 +193,103 @@ pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal) {
             .wrap(Wrap { trim: false }),
         area,
     );
+}
+
+/// The style of the field being typed into.
+fn editing_style(theme: Theme) -> Style {
+    theme.fg(Color::Yellow).add_modifier(Modifier::UNDERLINED)
+}
+
+/// A labelled value, wrapped under itself: shown whole, never cut.
+fn revoke_field(label: &str, value: &str, style: Style) -> Vec<Line<'static>> {
+    let room = REVOKE_WIDTH as usize - 2 - REVOKE_INDENT;
+    wrap_cells(value, room)
+        .into_iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let head = if i == 0 { label } else { "" };
+            Line::from(vec![
+                Span::raw(format!("  {head:<w$}", w = REVOKE_INDENT - 2)),
+                Span::styled(part, style),
+            ])
+        })
+        .collect()
+}
+
+/// The reason: with a cursor while typed, else dim (or how to type one).
+fn reason_field(theme: Theme, m: &RevokeModal) -> Vec<Line<'static>> {
+    let (reason, style) = if m.editing_reason() {
+        (format!("{}▏", m.reason), editing_style(theme))
+    } else if m.reason.is_empty() {
+        ("(none — Tab to type one)".to_string(), theme.dim())
+    } else {
+        (m.reason.clone(), theme.dim())
+    };
+    revoke_field("reason", &reason, style)
+}
+
+/// The block choices, the chosen one in brackets as well as bold: readable
+/// without colour.
+fn block_choices_line(theme: Theme, m: &RevokeModal) -> Line<'static> {
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let mut spans = vec![Span::raw("  block        ")];
+    for (label, chosen) in m.block_choices() {
+        spans.push(if chosen {
+            Span::styled(format!("[{label}]"), bold.add_modifier(Modifier::REVERSED))
+        } else {
+            Span::styled(format!(" {label} "), theme.dim())
+        });
+        spans.push(Span::raw(" "));
+    }
+    Line::from(spans)
+}
+
+/// The custom block duration: typed, shown, or how to get to it.
+fn custom_block_line(theme: Theme, m: &RevokeModal) -> Line<'static> {
+    let mut spans = vec![Span::raw("  custom       ")];
+    if m.custom_chosen() {
+        let (text, style) = if m.editing_custom() {
+            (format!("{}▏", m.custom), editing_style(theme))
+        } else {
+            (m.custom.clone(), Style::new().add_modifier(Modifier::BOLD))
+        };
+        spans.push(Span::styled(text, style));
+        spans.push(Span::styled("  e.g. 90m, 2h, 1d", theme.dim()));
+    } else {
+        spans.push(Span::styled(
+            "(choose custom to type a duration)",
+            theme.dim(),
+        ));
+    }
+    Line::from(spans)
+}
+
+/// What the chosen block will do, or why it cannot be used.
+fn block_outcome_line(theme: Theme, m: &RevokeModal) -> Line<'static> {
+    match (&m.error, m.block_s()) {
+        (Some(e), _) => Line::from(Span::styled(
+            format!("  {e}"),
+            theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+        )),
+        (None, Ok(None)) => Line::styled("  the holder may check out again at once", theme.dim()),
+        (None, Ok(Some(s))) => Line::styled(
+            format!(
+                "  the same holder and fingerprint are refused a seat for {}",
+                leasehold_common::policy::format_duration(std::time::Duration::from_secs(s))
+            ),
+            theme.dim(),
+        ),
+        (None, Err(_)) => Line::styled("  type how long, e.g. 90m", theme.dim()),
+    }
+}
+
+/// The keys that work in the field being edited.
+fn revoke_hints(m: &RevokeModal) -> &'static str {
+    if m.editing_reason() {
+        "  Enter revoke   Esc cancel   Tab next field"
+    } else if m.editing_custom() {
+        "  Enter revoke   Esc cancel   ← → block   Tab next field"
+    } else {
+        "  y/Enter revoke   n/Esc cancel   b ← → block   Tab type a reason"
+    }
 }
