@@ -1,10 +1,9 @@
 //! What a store does outside its writer: the reads of admin views and
 //! `/healthz`, the dashboard's sign-in sessions, and on PostgreSQL the
 //! waiting line and policy every replica shares. None of it is a lease
-//! rule, and none of it waits for the writer. SQLite
-//! ([`super::sqlite::SqliteBackend`]) and PostgreSQL
-//! ([`super::pg::PgBackend`]) each implement it; lease changes go through
-//! the writer's command queue (see [`super::batch`]).
+//! rule, and none of it waits for the writer. SQLite (`SqliteBackend`) and
+//! PostgreSQL (`PgBackend`) each implement it; lease changes go through the
+//! writer's command queue (see [`super::batch`]).
 
 use futures_util::future::BoxFuture;
 use leasehold_common::api::{Event, SessionView};
