@@ -20,6 +20,8 @@ pub mod history;
 mod memory;
 pub mod pg;
 pub mod rules;
+#[cfg(test)]
+mod rules_props;
 pub mod seat_query;
 pub mod sqlite;
 pub mod ui_sessions;
