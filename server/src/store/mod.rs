@@ -21,6 +21,8 @@ mod lease_tx;
 mod memory;
 pub mod pg;
 pub mod rules;
+#[cfg(test)]
+mod rules_props;
 pub mod seat_query;
 pub mod sqlite;
 pub mod ui_sessions;

@@ -1,0 +1,1668 @@
+//! Fast tests of the lease rules ([`Rules`]) on the in-memory store
+//! ([`MemoryStore`]): a property test of random operation sequences against
+//! a small reference model, and named unit tests of the checkout steps, the
+//! outage rule and the pool-size history.
+//!
+//! The property test drives the rules directly (no writer thread, no
+//! database), so 1,000 sequences of up to 60 operations run in about a
+//! second in a debug build (measured 0.8-1.3 s wall, ~1.1 s CPU, for
+//! `rules_match_the_model` on a loaded 2-core box; the whole file in
+//! ~1.5 s). The real stores are held to the same answers by the slower
+//! model test in `server/tests/model.rs`.
+//!
+//! The model restates each rule from the one predicate
+//! (`leasehold_common::liveness`), never by calling the rules; after every
+//! operation it checks the answer, the events, the sessions, the denial
+//! count and the blocks against the model, and these invariants against
+//! the store's own state:
+//!
+//! - live (by `is_live`) ≤ seats for every license, and `live_counts` says
+//!   the same; a fresh grant only when `live + ahead < seats`;
+//! - `Full` only when `live + ahead >= seats` and the caller had no live
+//!   seat to get back (by key or fingerprint); `retry_after` is the time
+//!   until the earliest live lease lapses (`lapses_at`);
+//! - a replay or re-claim returns the caller's seat, renewed, and adds no
+//!   lease;
+//! - reap takes exactly the reapable leases (`is_reapable`), oldest first,
+//!   up to the limit, never a live one;
+//! - every seat that left has exactly one session, ended as the rules say
+//!   (`Lapse` at `live_until` for a lapsed seat, else `Release`/`Revoke`
+//!   at now), and no seat in the table has one;
+//! - event ids strictly increase, and the events the rules return are the
+//!   ones the store appended;
+//! - one live seat per fingerprint and one lease per Idempotency-Key.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::time::Duration;
+
+use leasehold_common::api::{Event, EventKind, SessionEnd};
+use leasehold_common::liveness::{lapses_at, live_until};
+use leasehold_common::{Licenses, Timestamp, is_live, is_reapable};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+
+use super::memory::{MemoryStore, StoredLease, StoredSession};
+use super::rules::{EventThrottle, LeaseTx, Rules, reap_detail};
+use super::{CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow};
+
+// ---------------------------------------------------------------------------
+// A world: a store, the policies, the writer's throttle and the time
+// ---------------------------------------------------------------------------
+
+/// An arbitrary start, far from zero so nothing saturates.
+const T0: i64 = 1_700_000_000_000;
+/// Events kept by a reap's prune: more than any test appends.
+const RETENTION: i64 = 1_000_000;
+/// The writer's throttle window for denied and lost events (restated).
+const THROTTLE_MS: i64 = 10_000;
+
+fn at(ms_since_t0: i64) -> Timestamp {
+    Timestamp::from_millis(T0 + ms_since_t0)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn license_toml(id: &str, seats: u32, ttl_ms: u64, skew_ms: u64, grace_ms: u64) -> String {
+    format!(
+        "[[license]]\nid = \"{id}\"\nkey = \"{id}-key\"\nseats = {seats}\n\
+         ttl = \"{ttl_ms}ms\"\nskew = \"{skew_ms}ms\"\nreap_grace = \"{grace_ms}ms\"\n"
+    )
+}
+
+/// A time as an offset from T0, for readable failures.
+struct Rel(Timestamp);
+
+impl fmt::Display for Rel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0.as_millis() - T0;
+        write!(f, "T0{:+}ms", d)
+    }
+}
+
+struct World {
+    store: MemoryStore,
+    licenses: Licenses,
+    throttle: EventThrottle,
+    now: Timestamp,
+}
+
+impl World {
+    fn new(toml: &str) -> Self {
+        World {
+            store: MemoryStore::default(),
+            licenses: Licenses::parse(toml).expect("test policy"),
+            throttle: EventThrottle::default(),
+            now: at(0),
+        }
+    }
+
+    /// One command: the rules over the store at `now`; its answer and the
+    /// events the rules say they wrote.
+    fn run<R>(&mut self, f: impl FnOnce(&mut Rules<'_, MemoryStore>) -> R) -> (R, Vec<Event>) {
+        let mut rules = Rules::new(
+            &mut self.store,
+            self.now,
+            &self.licenses,
+            &mut self.throttle,
+        );
+        let r = f(&mut rules);
+        (r, rules.events)
+    }
+
+    fn checkout(&mut self, req: &CheckoutRequest, ahead: u32) -> CheckoutOutcome {
+        self.run(|r| r.checkout(req, ahead, true)).0.unwrap()
+    }
+
+    fn heartbeat(&mut self, license: &str, seat: &str) -> HeartbeatOutcome {
+        self.run(|r| r.heartbeat(license, seat)).0.unwrap()
+    }
+
+    fn advance(&mut self, d: u64) {
+        self.now = self.now.saturating_add(ms(d));
+    }
+}
+
+fn req(license: &str, holder: &str, fp: Option<&str>, key: Option<&str>) -> CheckoutRequest {
+    CheckoutRequest {
+        license_id: license.into(),
+        holder: holder.into(),
+        fingerprint: fp.map(str::to_string),
+        idempotency_key: key.map(str::to_string),
+    }
+}
+
+fn granted(outcome: CheckoutOutcome) -> (LeaseRow, bool) {
+    match outcome {
+        CheckoutOutcome::Granted { lease, reused } => (lease, reused),
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Generated input
+// ---------------------------------------------------------------------------
+
+/// License ids, in the order the rules iterate them (id order).
+const LICENSE_IDS: [&str; 2] = ["a", "b"];
+
+/// One license's policy in milliseconds (reap_grace > skew, as validation
+/// demands).
+#[derive(Debug, Clone, Copy)]
+struct Pol {
+    seats: u32,
+    ttl_ms: u64,
+    skew_ms: u64,
+    grace_ms: u64,
+}
+
+impl Pol {
+    fn ttl(&self) -> Duration {
+        ms(self.ttl_ms)
+    }
+    fn skew(&self) -> Duration {
+        ms(self.skew_ms)
+    }
+    fn grace(&self) -> Duration {
+        ms(self.grace_ms)
+    }
+}
+
+fn pol() -> impl Strategy<Value = Pol> {
+    (
+        1u32..=4,
+        prop_oneof![(1u64..=10).prop_map(|s| s * 1000), 1_000u64..=10_000],
+        prop_oneof![(0u64..=2).prop_map(|s| s * 1000), 0u64..=2_000],
+        // reap_grace - skew: 1 ms (the tightest legal policy) or up to 5 s.
+        prop_oneof![
+            1 => Just(1u64),
+            2 => (1u64..=5).prop_map(|s| s * 1000),
+            2 => 1u64..=5_000,
+        ],
+    )
+        .prop_map(|(seats, ttl_ms, skew_ms, extra)| Pol {
+            seats,
+            ttl_ms,
+            skew_ms,
+            grace_ms: skew_ms + extra,
+        })
+}
+
+/// Which license a checkout names.
+#[derive(Debug, Clone, Copy)]
+enum Lic {
+    /// The n-th license (mod the number of licenses).
+    Known(usize),
+    /// A license that is not in the policy.
+    Unknown,
+    /// As the license, holder and fingerprint of the n-th (mod) block ever
+    /// set (ended or not); `Known(n)` if there is none.
+    Blocked(usize),
+}
+
+/// Which seat a heartbeat, release or revoke names.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// The n-th (mod) live seat in issue order (a held one if none is live).
+    Live(usize),
+    /// The n-th (mod) seat in the table, live or lapsed.
+    Held(usize),
+    /// The n-th (mod) seat ever granted (maybe gone since).
+    Issued(usize),
+    /// The n-th (mod) seat ever granted, under the wrong license.
+    Foreign(usize),
+    /// A seat id that was never issued.
+    Never,
+}
+
+/// A boundary of a held lease to move the clock exactly onto.
+#[derive(Debug, Clone, Copy)]
+enum Edge {
+    /// `expires_at + skew`: the last live millisecond.
+    LastLive,
+    /// The first lapsed millisecond.
+    FirstLapsed,
+    /// `expires_at + reap_grace`: the last millisecond it is kept.
+    LastKept,
+    /// The first reapable millisecond.
+    FirstReapable,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Checkout {
+        license: Lic,
+        holder: u8,
+        fingerprint: Option<u8>,
+        key: Option<u8>,
+        ahead: u32,
+        counted: bool,
+    },
+    Heartbeat(Target),
+    Release(Target),
+    Revoke {
+        target: Target,
+        reason: bool,
+        block_ms: Option<u64>,
+    },
+    Reap {
+        limit: usize,
+    },
+    Advance {
+        ms: u64,
+    },
+    /// Move the clock onto a boundary of the n-th (mod) held lease whose
+    /// boundary is not yet past.
+    ToEdge {
+        lease: usize,
+        edge: Edge,
+    },
+    /// Move the clock to the last blocked millisecond of the n-th (mod)
+    /// block in force, or to the first free one.
+    ToBlockEnd {
+        block: usize,
+        ended: bool,
+    },
+    /// Nobody could renew for `gap_ms`: jump the clock and apply the
+    /// outage rule with `last_alive` = the time before the jump.
+    Outage {
+        gap_ms: u64,
+    },
+}
+
+fn target() -> impl Strategy<Value = Target> {
+    prop_oneof![
+        4 => (0usize..8).prop_map(Target::Live),
+        3 => (0usize..8).prop_map(Target::Held),
+        2 => (0usize..16).prop_map(Target::Issued),
+        1 => (0usize..16).prop_map(Target::Foreign),
+        1 => Just(Target::Never),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (
+            prop_oneof![
+                12 => (0usize..2).prop_map(Lic::Known),
+                1 => Just(Lic::Unknown),
+                2 => (0usize..4).prop_map(Lic::Blocked),
+            ],
+            0u8..3,
+            proptest::option::weighted(0.6, 0u8..3),
+            proptest::option::weighted(0.4, 0u8..3),
+            prop_oneof![4 => Just(0u32), 1 => 1u32..=2],
+            any::<bool>(),
+        )
+            .prop_map(|(license, holder, fingerprint, key, ahead, counted)| Op::Checkout {
+                license,
+                holder,
+                fingerprint,
+                key,
+                ahead,
+                counted,
+            }),
+        5 => target().prop_map(Op::Heartbeat),
+        2 => target().prop_map(Op::Release),
+        2 => (
+            target(),
+            any::<bool>(),
+            prop_oneof![
+                Just(None),
+                Just(Some(0)),
+                (1u64..=30).prop_map(|s| Some(s * 1000)),
+                (1u64..=30_000).prop_map(Some),
+            ],
+        )
+            .prop_map(|(target, reason, block_ms)| Op::Revoke { target, reason, block_ms }),
+        2 => (0usize..5).prop_map(|limit| Op::Reap { limit }),
+        4 => (0u64..=2_000).prop_map(|ms| Op::Advance { ms }),
+        1 => (2_000u64..=60_000).prop_map(|ms| Op::Advance { ms }),
+        3 => (
+            0usize..8,
+            prop_oneof![
+                Just(Edge::LastLive),
+                Just(Edge::FirstLapsed),
+                Just(Edge::LastKept),
+                Just(Edge::FirstReapable),
+            ],
+        )
+            .prop_map(|(lease, edge)| Op::ToEdge { lease, edge }),
+        1 => (0usize..4, any::<bool>()).prop_map(|(block, ended)| Op::ToBlockEnd { block, ended }),
+        1 => prop_oneof![0u64..=3_000, 3_000u64..=60_000].prop_map(|gap_ms| Op::Outage { gap_ms }),
+    ]
+}
+
+// ---------------------------------------------------------------------------
+// The reference model
+// ---------------------------------------------------------------------------
+
+/// What the model says a checkout must answer.
+#[derive(Debug)]
+enum Expect {
+    /// A new seat (its id comes from the rules).
+    Fresh(LeaseRow),
+    Reused(LeaseRow),
+    Full {
+        seats: u32,
+        live: u32,
+        retry_after: Duration,
+    },
+    Blocked {
+        until: Timestamp,
+    },
+    UnknownLicense,
+}
+
+/// An event the model expects; `detail: None` leaves the wording of
+/// throttled denied/lost events unchecked.
+#[derive(Debug)]
+struct WantEvent {
+    kind: EventKind,
+    license: Option<String>,
+    seat: Option<String>,
+    holder: Option<String>,
+    detail: Option<Option<String>>,
+}
+
+impl WantEvent {
+    fn matches(&self, e: &Event, now: Timestamp) -> bool {
+        e.kind == self.kind
+            && e.at == now
+            && e.license_id == self.license
+            && e.seat_id == self.seat
+            && e.holder == self.holder
+            && self.detail.as_ref().is_none_or(|d| e.detail == *d)
+    }
+}
+
+struct Model {
+    now: Timestamp,
+    pols: Vec<(String, Pol)>,
+    /// Every lease in the table, by seat id, with its Idempotency-Key.
+    leases: BTreeMap<String, StoredLease>,
+    /// (license, holder, fingerprint or "") → blocked until (exclusive).
+    blocks: BTreeMap<(String, String, String), Timestamp>,
+    /// Every seat ever granted, in issue order: (license, seat).
+    issued: Vec<(String, String)>,
+    /// Seats released, revoked or reaped.
+    gone: BTreeSet<String>,
+    /// Throttle key → when an event for it was last logged.
+    logged: HashMap<String, i64>,
+}
+
+impl Model {
+    fn pol(&self, license: &str) -> Option<Pol> {
+        self.pols
+            .iter()
+            .find(|(id, _)| id == license)
+            .map(|(_, p)| *p)
+    }
+
+    fn live(&self, row: &LeaseRow) -> bool {
+        let pol = self.pol(&row.license_id).unwrap();
+        is_live(row.expires_at, self.now, pol.skew())
+    }
+
+    fn live_count(&self, license: &str) -> u32 {
+        self.leases
+            .values()
+            .filter(|s| s.lease.license_id == license && self.live(&s.lease))
+            .count() as u32
+    }
+
+    /// Once per key per throttle window, as the writer logs denied and lost
+    /// events (the clock only moves forward here).
+    fn first_in_window(&mut self, key: String) -> bool {
+        let now = self.now.as_millis();
+        match self.logged.get(&key) {
+            Some(&t) if now - t < THROTTLE_MS => false,
+            _ => {
+                self.logged.insert(key, now);
+                true
+            }
+        }
+    }
+
+    fn held(&self) -> Vec<&LeaseRow> {
+        self.issued
+            .iter()
+            .filter_map(|(_, seat)| self.leases.get(seat).map(|s| &s.lease))
+            .collect()
+    }
+
+    /// (license, seat id) a target names.
+    fn resolve(&self, target: Target) -> (String, String) {
+        let never = || (self.pols[0].0.clone(), "0".repeat(32));
+        match target {
+            Target::Live(n) | Target::Held(n) => {
+                let mut held = self.held();
+                if matches!(target, Target::Live(_)) && held.iter().any(|l| self.live(l)) {
+                    held.retain(|l| self.live(l));
+                }
+                if held.is_empty() {
+                    return never();
+                }
+                let row = held[n % held.len()];
+                (row.license_id.clone(), row.seat_id.clone())
+            }
+            Target::Issued(n) | Target::Foreign(n) => {
+                if self.issued.is_empty() {
+                    return never();
+                }
+                let (license, seat) = self.issued[n % self.issued.len()].clone();
+                if matches!(target, Target::Foreign(_)) {
+                    let i = self.pols.iter().position(|(id, _)| *id == license).unwrap();
+                    let other = if self.pols.len() > 1 {
+                        self.pols[(i + 1) % self.pols.len()].0.clone()
+                    } else {
+                        "zz".to_string()
+                    };
+                    return (other, seat);
+                }
+                (license, seat)
+            }
+            Target::Never => never(),
+        }
+    }
+
+    fn renew(&mut self, seat: &str) -> LeaseRow {
+        let ttl = self.pol(&self.leases[seat].lease.license_id).unwrap().ttl();
+        let now = self.now;
+        let s = self.leases.get_mut(seat).unwrap();
+        s.lease.issued_at = now;
+        s.lease.expires_at = now.saturating_add(ttl);
+        s.lease.clone()
+    }
+
+    /// Decide a checkout and apply its effects (renewal, a freed key), but
+    /// not the insertion of a fresh seat: see [`Model::insert`].
+    fn checkout(&mut self, req: &CheckoutRequest, ahead: u32) -> Expect {
+        let Some(pol) = self.pol(&req.license_id) else {
+            return Expect::UnknownLicense;
+        };
+        let block = (
+            req.license_id.clone(),
+            req.holder.clone(),
+            req.fingerprint.clone().unwrap_or_default(),
+        );
+        if let Some(&until) = self.blocks.get(&block)
+            && until > self.now
+        {
+            return Expect::Blocked { until };
+        }
+        if let Some(key) = &req.idempotency_key {
+            let seat = self
+                .leases
+                .iter()
+                .find(|(_, s)| {
+                    s.lease.license_id == req.license_id && s.idempotency_key.as_ref() == Some(key)
+                })
+                .map(|(seat, _)| seat.clone());
+            if let Some(seat) = seat {
+                if self.live(&self.leases[&seat].lease) {
+                    return Expect::Reused(self.renew(&seat));
+                }
+                self.leases.get_mut(&seat).unwrap().idempotency_key = None;
+            }
+        }
+        if let Some(fp) = &req.fingerprint {
+            let seat = self
+                .leases
+                .iter()
+                .filter(|(_, s)| {
+                    s.lease.license_id == req.license_id
+                        && s.lease.fingerprint.as_ref() == Some(fp)
+                        && self.live(&s.lease)
+                })
+                .max_by_key(|(_, s)| s.lease.expires_at)
+                .map(|(seat, _)| seat.clone());
+            if let Some(seat) = seat {
+                return Expect::Reused(self.renew(&seat));
+            }
+        }
+        let live = self.live_count(&req.license_id);
+        if u64::from(live) + u64::from(ahead) >= u64::from(pol.seats) {
+            let retry_after = self
+                .leases
+                .values()
+                .filter(|s| s.lease.license_id == req.license_id && self.live(&s.lease))
+                .map(|s| lapses_at(s.lease.expires_at, pol.skew()).millis_since(self.now))
+                .min()
+                .unwrap_or(pol.ttl_ms as i64);
+            return Expect::Full {
+                seats: pol.seats,
+                live,
+                retry_after: ms(retry_after.max(0) as u64),
+            };
+        }
+        Expect::Fresh(LeaseRow {
+            seat_id: String::new(),
+            license_id: req.license_id.clone(),
+            holder: req.holder.clone(),
+            fingerprint: req.fingerprint.clone(),
+            checked_out_at: self.now,
+            issued_at: self.now,
+            expires_at: self.now.saturating_add(pol.ttl()),
+        })
+    }
+
+    fn insert(&mut self, lease: LeaseRow, idempotency_key: Option<String>) {
+        self.issued
+            .push((lease.license_id.clone(), lease.seat_id.clone()));
+        self.leases.insert(
+            lease.seat_id.clone(),
+            StoredLease {
+                lease,
+                idempotency_key,
+            },
+        );
+    }
+
+    /// The session a seat leaving the table now gets.
+    fn ended(&self, lease: LeaseRow, end: SessionEnd) -> StoredSession {
+        let skew = self.pol(&lease.license_id).unwrap().skew();
+        if is_live(lease.expires_at, self.now, skew) {
+            StoredSession {
+                lease,
+                end,
+                at: self.now,
+            }
+        } else {
+            let at = live_until(lease.expires_at, skew);
+            StoredSession {
+                lease,
+                end: SessionEnd::Lapse,
+                at,
+            }
+        }
+    }
+
+    fn remove(&mut self, seat: &str) -> LeaseRow {
+        self.gone.insert(seat.to_string());
+        self.leases.remove(seat).unwrap().lease
+    }
+
+    /// The leases a reap with `limit` takes, in the order taken: licenses
+    /// in id order, each earliest expiry first (then seat id).
+    fn reapable(&self, limit: usize) -> Vec<LeaseRow> {
+        let mut out = Vec::new();
+        for (id, pol) in &self.pols {
+            let mut mine: Vec<LeaseRow> = self
+                .leases
+                .values()
+                .map(|s| &s.lease)
+                .filter(|l| &l.license_id == id && is_reapable(l.expires_at, self.now, pol.grace()))
+                .cloned()
+                .collect();
+            mine.sort_by(|a, b| (a.expires_at, &a.seat_id).cmp(&(b.expires_at, &b.seat_id)));
+            out.extend(mine.into_iter().take(limit - out.len()));
+        }
+        out
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Driving the rules
+// ---------------------------------------------------------------------------
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+
+macro_rules! ensure_eq {
+    ($got:expr, $want:expr, $($fmt:tt)+) => {{
+        let (g, w) = (&$got, &$want);
+        if g != w {
+            return Err(format!("{}\n  rules: {:?}\n  model: {:?}", format!($($fmt)+), g, w));
+        }
+    }};
+}
+
+struct Run {
+    w: World,
+    m: Model,
+    /// How often each rule step was taken, to show the generator reaches
+    /// them all.
+    stats: BTreeMap<&'static str, usize>,
+}
+
+/// What one operation must leave behind besides its answer.
+#[derive(Default)]
+struct Effects {
+    events: Vec<WantEvent>,
+    sessions: Vec<StoredSession>,
+    denials: u32,
+}
+
+impl Run {
+    fn new(pols: &[Pol]) -> Self {
+        let toml: String = pols
+            .iter()
+            .zip(LICENSE_IDS)
+            .map(|(p, id)| license_toml(id, p.seats, p.ttl_ms, p.skew_ms, p.grace_ms))
+            .collect();
+        Run {
+            stats: BTreeMap::new(),
+            w: World::new(&toml),
+            m: Model {
+                now: at(0),
+                pols: pols
+                    .iter()
+                    .zip(LICENSE_IDS)
+                    .map(|(p, id)| (id.to_string(), *p))
+                    .collect(),
+                leases: BTreeMap::new(),
+                blocks: BTreeMap::new(),
+                issued: Vec::new(),
+                gone: BTreeSet::new(),
+                logged: HashMap::new(),
+            },
+        }
+    }
+
+    fn note(&mut self, what: &'static str) {
+        *self.stats.entry(what).or_default() += 1;
+    }
+
+    fn set_now(&mut self, t: Timestamp) {
+        assert!(t >= self.m.now, "the clock only moves forward here");
+        self.m.now = t;
+        self.w.now = t;
+    }
+
+    /// Live leases of a license in the store, by the one predicate.
+    fn stored_live(&self, license: &str) -> Vec<&LeaseRow> {
+        let skew = self.m.pol(license).unwrap().skew();
+        self.w
+            .store
+            .leases
+            .values()
+            .map(|s| &s.lease)
+            .filter(|l| l.license_id == license && is_live(l.expires_at, self.w.now, skew))
+            .collect()
+    }
+
+    fn step(&mut self, op: &Op) -> std::result::Result<(), String> {
+        let events_before = self.w.store.events.len();
+        let sessions_before = self.w.store.sessions.len();
+        let denials_before: u32 = self.w.store.denials.values().sum();
+        let mut fx = Effects::default();
+        let returned = match *op {
+            Op::Checkout {
+                license,
+                holder,
+                fingerprint,
+                key,
+                ahead,
+                counted,
+            } => self.checkout(license, holder, fingerprint, key, ahead, counted, &mut fx)?,
+            Op::Heartbeat(target) => self.heartbeat(target, &mut fx)?,
+            Op::Release(target) => {
+                let (license, seat) = self.m.resolve(target);
+                let (got, events) = self.w.run(|r| r.release(&license, &seat));
+                let got = got.map_err(|e| e.to_string())?;
+                let present = self
+                    .m
+                    .leases
+                    .get(&seat)
+                    .is_some_and(|s| s.lease.license_id == license);
+                ensure_eq!(got, present, "release {license}/{seat}");
+                if got {
+                    let row = self.m.remove(&seat);
+                    fx.events.push(WantEvent {
+                        kind: EventKind::Release,
+                        license: Some(license),
+                        seat: Some(seat),
+                        holder: Some(row.holder.clone()),
+                        detail: Some(None),
+                    });
+                    fx.sessions.push(self.m.ended(row, SessionEnd::Release));
+                }
+                events
+            }
+            Op::Revoke {
+                target,
+                reason,
+                block_ms,
+            } => {
+                let (_, seat) = self.m.resolve(target);
+                let reason_text = reason.then(|| "by the test".to_string());
+                let block = block_ms.map(ms);
+                let (got, events) = self.w.run(|r| r.revoke(&seat, reason_text.clone(), block));
+                let got = got.map_err(|e| e.to_string())?;
+                let want = self.m.leases.get(&seat).map(|s| s.lease.clone());
+                ensure_eq!(got, want, "revoke {seat}");
+                if let Some(row) = got {
+                    self.m.remove(&seat);
+                    let mut detail = reason_text.unwrap_or_default();
+                    if let Some(block) = block.filter(|b| !b.is_zero()) {
+                        let until = self.m.now.saturating_add(block);
+                        self.m.blocks.insert(
+                            (
+                                row.license_id.clone(),
+                                row.holder.clone(),
+                                row.fingerprint.clone().unwrap_or_default(),
+                            ),
+                            until,
+                        );
+                        if !detail.is_empty() {
+                            detail.push_str("; ");
+                        }
+                        detail.push_str(&format!("re-checkout blocked until {until}"));
+                        self.note("revoke: blocked");
+                    }
+                    fx.events.push(WantEvent {
+                        kind: EventKind::Revoke,
+                        license: Some(row.license_id.clone()),
+                        seat: Some(seat),
+                        holder: Some(row.holder.clone()),
+                        detail: Some((!detail.is_empty()).then_some(detail)),
+                    });
+                    fx.sessions.push(self.m.ended(row, SessionEnd::Revoke));
+                }
+                events
+            }
+            Op::Reap { limit } => {
+                let want = self.m.reapable(limit);
+                let (got, events) = self.w.run(|r| r.reap(limit, RETENTION));
+                let got = got.map_err(|e| e.to_string())?;
+                ensure_eq!(got, want.len(), "reap({limit}) count");
+                for row in want {
+                    let pol = self.m.pol(&row.license_id).unwrap();
+                    ensure!(
+                        !is_live(row.expires_at, self.m.now, pol.skew()),
+                        "a reapable lease is live: {row:?}"
+                    );
+                    self.m.remove(&row.seat_id);
+                    fx.events.push(WantEvent {
+                        kind: EventKind::Reap,
+                        license: Some(row.license_id.clone()),
+                        seat: Some(row.seat_id.clone()),
+                        holder: Some(row.holder.clone()),
+                        detail: Some(Some(reap_detail(row.expires_at))),
+                    });
+                    let at = live_until(row.expires_at, pol.skew());
+                    fx.sessions.push(StoredSession {
+                        lease: row,
+                        end: SessionEnd::Lapse,
+                        at,
+                    });
+                }
+                // The prune drops blocks that ended.
+                let now = self.m.now;
+                self.m.blocks.retain(|_, until| *until > now);
+                events
+            }
+            Op::Advance { ms: d } => {
+                self.set_now(self.m.now.saturating_add(ms(d)));
+                Vec::new()
+            }
+            Op::ToEdge { lease, edge } => {
+                let now = self.m.now;
+                let targets: Vec<Timestamp> = self
+                    .m
+                    .held()
+                    .into_iter()
+                    .map(|l| {
+                        let pol = self.m.pol(&l.license_id).unwrap();
+                        match edge {
+                            Edge::LastLive => live_until(l.expires_at, pol.skew()),
+                            Edge::FirstLapsed => lapses_at(l.expires_at, pol.skew()),
+                            Edge::LastKept => l.expires_at.saturating_add(pol.grace()),
+                            Edge::FirstReapable => l
+                                .expires_at
+                                .saturating_add(pol.grace())
+                                .saturating_add(ms(1)),
+                        }
+                    })
+                    .filter(|&t| t >= now)
+                    .collect();
+                if !targets.is_empty() {
+                    self.set_now(targets[lease % targets.len()]);
+                }
+                Vec::new()
+            }
+            Op::ToBlockEnd { block, ended } => {
+                let now = self.m.now;
+                let ends: Vec<Timestamp> = self
+                    .m
+                    .blocks
+                    .values()
+                    .copied()
+                    .filter(|&until| until > now)
+                    .collect();
+                if !ends.is_empty() {
+                    let until = ends[block % ends.len()];
+                    self.set_now(if ended {
+                        until
+                    } else {
+                        until.saturating_sub(ms(1))
+                    });
+                }
+                Vec::new()
+            }
+            Op::Outage { gap_ms } => self.outage(gap_ms)?,
+        };
+
+        // The events: what the store appended is what the rules returned,
+        // and what the model expects.
+        let appended = &self.w.store.events[events_before..];
+        ensure_eq!(appended, returned.as_slice(), "events appended vs returned");
+        ensure!(
+            appended.len() == fx.events.len()
+                && appended
+                    .iter()
+                    .zip(&fx.events)
+                    .all(|(e, want)| want.matches(e, self.m.now)),
+            "events at {}\n  rules: {appended:#?}\n  model: {:#?}",
+            Rel(self.m.now),
+            fx.events
+        );
+        ensure_eq!(
+            &self.w.store.sessions[sessions_before..],
+            fx.sessions.as_slice(),
+            "sessions recorded"
+        );
+        let denials: u32 = self.w.store.denials.values().sum();
+        ensure_eq!(denials - denials_before, fx.denials, "denials counted");
+        for e in &fx.events {
+            self.note(match e.kind {
+                EventKind::Checkout => "event: checkout",
+                EventKind::Release => "event: release",
+                EventKind::Revoke => "event: revoke",
+                EventKind::Reap => "event: reap",
+                EventKind::Denied => "event: denied",
+                EventKind::Lost => "event: lost",
+                EventKind::Config => "event: config",
+            });
+        }
+        for s in &fx.sessions {
+            self.note(match s.end {
+                SessionEnd::Release => "session: release",
+                SessionEnd::Revoke => "session: revoke",
+                SessionEnd::Lapse => "session: lapse",
+            });
+        }
+        self.invariants()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn checkout(
+        &mut self,
+        license: Lic,
+        holder: u8,
+        fingerprint: Option<u8>,
+        key: Option<u8>,
+        ahead: u32,
+        counted: bool,
+        fx: &mut Effects,
+    ) -> std::result::Result<Vec<Event>, String> {
+        let blocks: Vec<_> = self.m.blocks.keys().cloned().collect();
+        let (license_id, holder, fingerprint) = match license {
+            Lic::Blocked(n) if !blocks.is_empty() => {
+                let (license, holder, fp) = blocks[n % blocks.len()].clone();
+                (license, holder, Some(fp).filter(|f| !f.is_empty()))
+            }
+            Lic::Known(n) | Lic::Blocked(n) => (
+                self.m.pols[n % self.m.pols.len()].0.clone(),
+                format!("h{holder}"),
+                fingerprint.map(|f| format!("f{f}")),
+            ),
+            Lic::Unknown => (
+                "zz".to_string(),
+                format!("h{holder}"),
+                fingerprint.map(|f| format!("f{f}")),
+            ),
+        };
+        let req = CheckoutRequest {
+            license_id: license_id.clone(),
+            holder,
+            fingerprint,
+            idempotency_key: key.map(|k| format!("k{k}")),
+        };
+        let known = self.m.pol(&license_id);
+        // The store's view before the checkout, for the direct checks.
+        let live_before: Vec<LeaseRow> = match known {
+            Some(_) => self.stored_live(&license_id).into_iter().cloned().collect(),
+            None => Vec::new(),
+        };
+        let leases_before = self.w.store.leases.len();
+        let expect = self.m.checkout(&req, ahead);
+        let (got, events) = self.w.run(|r| r.checkout(&req, ahead, counted));
+        let got = got.map_err(|e| e.to_string())?;
+        let ctx = format!("checkout {req:?} ahead {ahead}");
+        match (got, expect) {
+            (
+                CheckoutOutcome::Granted {
+                    lease,
+                    reused: false,
+                },
+                Expect::Fresh(mut want),
+            ) => {
+                let seats = known.unwrap().seats;
+                ensure!(
+                    live_before.len() as u64 + u64::from(ahead) < u64::from(seats),
+                    "{ctx}: fresh grant with {} live + {ahead} ahead of {seats} seats",
+                    live_before.len()
+                );
+                ensure!(
+                    lease.seat_id.len() == 32
+                        && !self.m.issued.iter().any(|(_, s)| *s == lease.seat_id),
+                    "{ctx}: seat id {} is not new",
+                    lease.seat_id
+                );
+                want.seat_id = lease.seat_id.clone();
+                ensure_eq!(lease, want, "{ctx}: fresh seat");
+                fx.events.push(WantEvent {
+                    kind: EventKind::Checkout,
+                    license: Some(license_id),
+                    seat: Some(lease.seat_id.clone()),
+                    holder: Some(lease.holder.clone()),
+                    detail: Some(
+                        lease
+                            .fingerprint
+                            .as_ref()
+                            .map(|f| format!("fingerprint {f}")),
+                    ),
+                });
+                self.m.insert(lease, req.idempotency_key.clone());
+            }
+            (
+                CheckoutOutcome::Granted {
+                    lease,
+                    reused: true,
+                },
+                Expect::Reused(want),
+            ) => {
+                ensure_eq!(lease, want, "{ctx}: replay or re-claim");
+                ensure!(
+                    live_before.iter().any(|l| l.seat_id == lease.seat_id),
+                    "{ctx}: reused seat {} was not live",
+                    lease.seat_id
+                );
+                ensure_eq!(
+                    self.w.store.leases.len(),
+                    leases_before,
+                    "{ctx}: a replay or re-claim added a lease"
+                );
+                let stored = &self.w.store.leases[&lease.seat_id];
+                ensure!(
+                    (req.idempotency_key.is_some()
+                        && stored.idempotency_key == req.idempotency_key)
+                        || (req.fingerprint.is_some() && lease.fingerprint == req.fingerprint),
+                    "{ctx}: reused {stored:?}, which is neither its key's nor its machine's"
+                );
+                if req.idempotency_key.is_some() && stored.idempotency_key == req.idempotency_key {
+                    self.note("checkout: replay");
+                } else {
+                    self.note("checkout: re-claim");
+                }
+            }
+            (
+                got @ CheckoutOutcome::Full {
+                    seats,
+                    live,
+                    retry_after,
+                },
+                Expect::Full {
+                    seats: ws,
+                    live: wl,
+                    retry_after: wr,
+                },
+            ) => {
+                ensure_eq!(
+                    (seats, live, retry_after),
+                    (ws, wl, wr),
+                    "{ctx}: full answer"
+                );
+                self.note(if live < seats {
+                    "checkout: full by waiters ahead"
+                } else {
+                    "checkout: full"
+                });
+                // Directly on the store: really full, nothing to get back.
+                ensure!(
+                    live as usize == live_before.len()
+                        && u64::from(live) + u64::from(ahead) >= u64::from(seats),
+                    "{ctx}: {got:?} with {} live",
+                    live_before.len()
+                );
+                let mine = live_before.iter().find(|l| {
+                    (req.fingerprint.is_some() && l.fingerprint == req.fingerprint)
+                        || (req.idempotency_key.is_some()
+                            && self.w.store.leases[&l.seat_id].idempotency_key
+                                == req.idempotency_key)
+                });
+                ensure!(
+                    mine.is_none(),
+                    "{ctx}: {got:?} though the caller holds {mine:?}"
+                );
+                let earliest = live_before
+                    .iter()
+                    .map(|l| lapses_at(l.expires_at, known.unwrap().skew()))
+                    .min();
+                if let Some(e) = earliest {
+                    ensure_eq!(
+                        retry_after,
+                        ms(e.millis_since(self.m.now) as u64),
+                        "{ctx}: retry_after"
+                    );
+                }
+                self.denied(&req, counted, fx);
+            }
+            (CheckoutOutcome::Blocked { until }, Expect::Blocked { until: want }) => {
+                ensure_eq!(until, want, "{ctx}: blocked until");
+                self.note("checkout: blocked");
+                ensure!(until > self.m.now, "{ctx}: a block that ended refused");
+                self.denied(&req, counted, fx);
+            }
+            (CheckoutOutcome::UnknownLicense, Expect::UnknownLicense) => {
+                self.note("checkout: unknown license");
+            }
+            (got, want) => {
+                return Err(format!("{ctx}\n  rules: {got:?}\n  model: {want:?}"));
+            }
+        }
+        Ok(events)
+    }
+
+    /// A refused checkout: counted if the client sees it; logged once per
+    /// holder per window.
+    fn denied(&mut self, req: &CheckoutRequest, counted: bool, fx: &mut Effects) {
+        fx.denials += u32::from(counted);
+        if self
+            .m
+            .first_in_window(format!("denied {} {}", req.license_id, req.holder))
+        {
+            fx.events.push(WantEvent {
+                kind: EventKind::Denied,
+                license: Some(req.license_id.clone()),
+                seat: None,
+                holder: Some(req.holder.clone()),
+                detail: None,
+            });
+        }
+    }
+
+    fn heartbeat(
+        &mut self,
+        target: Target,
+        fx: &mut Effects,
+    ) -> std::result::Result<Vec<Event>, String> {
+        let (license, seat) = self.m.resolve(target);
+        let live_before: Vec<usize> = self
+            .m
+            .pols
+            .iter()
+            .map(|(id, _)| self.stored_live(id).len())
+            .collect();
+        let (got, events) = self.w.run(|r| r.heartbeat(&license, &seat));
+        let got = got.map_err(|e| e.to_string())?;
+        let ctx = format!("heartbeat {license}/{seat}");
+        let here = self
+            .m
+            .leases
+            .get(&seat)
+            .filter(|s| s.lease.license_id == license && self.m.pol(&license).is_some())
+            .map(|s| s.lease.clone());
+        match here {
+            Some(row) if self.m.live(&row) => {
+                let want = self.m.renew(&seat);
+                let ttl = self.m.pol(&license).unwrap().ttl();
+                ensure_eq!(
+                    want.expires_at,
+                    self.m.now.saturating_add(ttl),
+                    "{ctx}: renewed expiry"
+                );
+                ensure_eq!(got, HeartbeatOutcome::Renewed(want), "{ctx}");
+                self.note("heartbeat: renewed");
+            }
+            Some(row) => {
+                ensure_eq!(got, HeartbeatOutcome::Lost, "{ctx} (lapsed)");
+                self.note("heartbeat: lapsed");
+                if self.m.first_in_window(format!("lost {seat}")) {
+                    fx.events.push(WantEvent {
+                        kind: EventKind::Lost,
+                        license: Some(license),
+                        seat: Some(seat),
+                        holder: Some(row.holder),
+                        detail: None,
+                    });
+                }
+            }
+            None => ensure_eq!(got, HeartbeatOutcome::Lost, "{ctx} (not here)"),
+        }
+        let live_after: Vec<usize> = self
+            .m
+            .pols
+            .iter()
+            .map(|(id, _)| self.stored_live(id).len())
+            .collect();
+        ensure_eq!(live_after, live_before, "{ctx}: changed the live counts");
+        Ok(events)
+    }
+
+    fn outage(&mut self, gap_ms: u64) -> std::result::Result<Vec<Event>, String> {
+        let last_alive = self.m.now;
+        self.set_now(last_alive.saturating_add(ms(gap_ms)));
+        let now = self.m.now;
+        let mut want = 0;
+        for (id, pol) in self.m.pols.clone() {
+            let until = now.saturating_add(pol.ttl());
+            for s in self.m.leases.values_mut() {
+                let l = &mut s.lease;
+                if l.license_id == id
+                    && is_live(l.expires_at, last_alive, pol.skew())
+                    && l.expires_at < until
+                {
+                    l.expires_at = until;
+                    want += 1;
+                }
+            }
+        }
+        let (got, events) = self.w.run(|r| r.outage(last_alive));
+        ensure_eq!(got, want, "outage after {gap_ms} ms: leases extended");
+        if got > 0 {
+            self.note("outage: extended");
+        }
+        // Everything live when the gap began is live for a TTL from now.
+        for l in self.w.store.leases.values().map(|s| &s.lease) {
+            let pol = self.m.pol(&l.license_id).unwrap();
+            if is_live(l.expires_at, last_alive, pol.skew()) {
+                ensure!(
+                    l.expires_at >= now.saturating_add(pol.ttl()),
+                    "outage left {l:?} short"
+                );
+            }
+        }
+        Ok(events)
+    }
+
+    /// The invariants, on the store's own state.
+    fn invariants(&mut self) -> std::result::Result<(), String> {
+        let now = self.m.now;
+        // Field for field, the store is the model.
+        ensure_eq!(self.w.store.leases, self.m.leases, "leases table");
+        let blocks: BTreeMap<_, _> = self
+            .w
+            .store
+            .blocks
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        ensure_eq!(
+            blocks,
+            self.m.blocks,
+            "blocks (a reap prunes the ended ones)"
+        );
+
+        // live ≤ seats, and the rules count what the predicate counts.
+        let (counts, events) = self.w.run(|r| r.live_counts());
+        let counts = counts.map_err(|e| e.to_string())?;
+        ensure!(events.is_empty(), "live_counts logged {events:?}");
+        let mut by_predicate = Vec::new();
+        for (id, pol) in &self.m.pols {
+            let n = self.stored_live(id).len() as u32;
+            ensure!(
+                n <= pol.seats,
+                "over-grant: {id} has {n} live of {} seats at {}",
+                pol.seats,
+                Rel(now)
+            );
+            by_predicate.push((id.clone(), n));
+        }
+        ensure_eq!(counts, by_predicate, "live_counts");
+
+        // Every seat that left has exactly one session; none in the table.
+        let mut ended = BTreeSet::new();
+        for s in &self.w.store.sessions {
+            ensure!(
+                ended.insert(s.lease.seat_id.clone()),
+                "two sessions for {}",
+                s.lease.seat_id
+            );
+        }
+        ensure_eq!(ended, self.m.gone, "seats with a session vs seats gone");
+
+        // Event ids strictly increase.
+        for pair in self.w.store.events.windows(2) {
+            ensure!(pair[0].id < pair[1].id, "event ids {pair:?}");
+        }
+
+        // One live seat per fingerprint, one lease per key; sane times.
+        let mut fps = BTreeSet::new();
+        let mut keys = BTreeSet::new();
+        for s in self.w.store.leases.values() {
+            let l = &s.lease;
+            let pol = self.m.pol(&l.license_id).unwrap();
+            if let Some(fp) = &l.fingerprint
+                && is_live(l.expires_at, now, pol.skew())
+            {
+                ensure!(
+                    fps.insert((l.license_id.clone(), fp.clone())),
+                    "two live seats of {} for fingerprint {fp}",
+                    l.license_id
+                );
+            }
+            if let Some(key) = &s.idempotency_key {
+                ensure!(
+                    keys.insert((l.license_id.clone(), key.clone())),
+                    "two leases of {} for key {key}",
+                    l.license_id
+                );
+            }
+            ensure!(
+                l.checked_out_at <= l.issued_at
+                    && l.issued_at <= now
+                    && l.expires_at >= l.issued_at.saturating_add(pol.ttl()),
+                "lease times {l:?} at {}",
+                Rel(now)
+            );
+        }
+        Ok(())
+    }
+}
+
+fn run(pols: &[Pol], ops: &[Op]) -> std::result::Result<(), TestCaseError> {
+    let mut run = Run::new(pols);
+    for (i, op) in ops.iter().enumerate() {
+        let now = Rel(run.m.now).to_string();
+        run.step(op)
+            .map_err(|e| TestCaseError::fail(format!("step {i} {op:?} at {now}: {e}")))?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        // 1,000 sequences of up to 60 operations. XorShift rather than the
+        // default ChaCha: unoptimized ChaCha was half of the test's time.
+        cases: 1000,
+        max_shrink_iters: 4096,
+        failure_persistence: None,
+        rng_algorithm: proptest::test_runner::RngAlgorithm::XorShift,
+        ..ProptestConfig::default()
+    })]
+
+    /// Random operation sequences on one or two small pools: every answer,
+    /// event and session matches the model and the invariants hold after
+    /// every step.
+    #[test]
+    fn rules_match_the_model(
+        pols in proptest::collection::vec(pol(), 1..=2),
+        ops in proptest::collection::vec(op(), 1..=60),
+    ) {
+        run(&pols, &ops)?;
+    }
+}
+
+/// The generator's own check: a fixed sample of the sequences the property
+/// test draws takes every rule step, so a change to the generator cannot
+/// quietly stop testing one (replays, re-claims, waiters, blocks, lapses,
+/// reaps, outages...).
+#[test]
+fn the_generated_sequences_reach_every_rule_step() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::deterministic_rng(RngAlgorithm::XorShift),
+    );
+    let strategy = (
+        proptest::collection::vec(pol(), 1..=2),
+        proptest::collection::vec(op(), 1..=60),
+    );
+    let mut stats: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for _ in 0..200 {
+        let (pols, ops) = strategy.new_tree(&mut runner).unwrap().current();
+        let mut run = Run::new(&pols);
+        for op in &ops {
+            run.step(op).unwrap();
+        }
+        for (what, n) in run.stats {
+            *stats.entry(what).or_default() += n;
+        }
+    }
+    for what in [
+        "checkout: replay",
+        "checkout: re-claim",
+        "checkout: full",
+        "checkout: full by waiters ahead",
+        "checkout: blocked",
+        "checkout: unknown license",
+        "heartbeat: renewed",
+        "heartbeat: lapsed",
+        "revoke: blocked",
+        "outage: extended",
+        "event: checkout",
+        "event: release",
+        "event: revoke",
+        "event: reap",
+        "event: denied",
+        "event: lost",
+        "session: release",
+        "session: revoke",
+        "session: lapse",
+    ] {
+        let n = stats.get(what).copied().unwrap_or(0);
+        assert!(
+            n >= 10,
+            "{what}: only {n} times in 200 sequences: {stats:#?}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The rule steps, one by one
+// ---------------------------------------------------------------------------
+
+/// One license `a`: 2 seats, TTL 10 s, skew 1 s, reap grace 3 s.
+fn two_seats() -> World {
+    World::new(&license_toml("a", 2, 10_000, 1_000, 3_000))
+}
+
+#[test]
+fn a_blocked_holder_is_refused_even_with_a_live_seat_to_reclaim() {
+    let mut w = two_seats();
+    let (old, _) = granted(w.checkout(&req("a", "h", Some("f"), None), 0));
+    // The old seat lapses (not yet reaped); the same machine gets a new one.
+    w.advance(11_001);
+    let (new, reused) = granted(w.checkout(&req("a", "h", Some("f"), Some("k")), 0));
+    assert!(!reused);
+    assert_ne!(new.seat_id, old.seat_id);
+    // An admin revokes the lapsed seat and blocks its holder + fingerprint.
+    let (revoked, _) = w.run(|r| r.revoke(&old.seat_id, None, Some(ms(5_000))));
+    assert_eq!(revoked.unwrap().unwrap().seat_id, old.seat_id);
+    let until = w.now.saturating_add(ms(5_000));
+    // Blocked comes first: no re-claim by fingerprint, no replay by key.
+    for r in [
+        req("a", "h", Some("f"), None),
+        req("a", "h", Some("f"), Some("k")),
+    ] {
+        assert_eq!(w.checkout(&r, 0), CheckoutOutcome::Blocked { until });
+    }
+    assert_eq!(w.store.leases[&new.seat_id].lease, new, "not renewed");
+    assert_eq!(w.store.denials.values().sum::<u32>(), 2);
+    // The live seat itself still renews, and without the fingerprint the
+    // holder is not blocked.
+    assert!(matches!(
+        w.heartbeat("a", &new.seat_id),
+        HeartbeatOutcome::Renewed(_)
+    ));
+    let (_, reused) = granted(w.checkout(&req("a", "h", None, None), 0));
+    assert!(!reused);
+    // Once the block ends, the re-claim works again.
+    w.now = until;
+    let (again, reused) = granted(w.checkout(&req("a", "h", Some("f"), None), 0));
+    assert!(reused);
+    assert_eq!(again.seat_id, new.seat_id);
+}
+
+#[test]
+fn an_idempotency_key_of_a_lapsed_lease_gets_a_new_seat() {
+    let mut w = two_seats();
+    let first = req("a", "h", None, Some("k"));
+    let (a, _) = granted(w.checkout(&first, 0));
+    // A replay while live: the same seat, renewed, nothing added.
+    w.advance(5_000);
+    let (again, reused) = granted(w.checkout(&first, 0));
+    assert!(reused);
+    assert_eq!(again.seat_id, a.seat_id);
+    assert_eq!(again.expires_at, w.now.saturating_add(ms(10_000)));
+    assert_eq!(w.store.leases.len(), 1);
+    // At the last live millisecond it is still a replay ...
+    w.now = live_until(again.expires_at, ms(1_000));
+    assert!(granted(w.checkout(&first, 0)).1);
+    // ... and once it lapsed, the key buys a new seat and leaves the old one.
+    let lapsed = w.store.leases[&a.seat_id].lease.clone();
+    w.now = lapses_at(lapsed.expires_at, ms(1_000));
+    let (b, reused) = granted(w.checkout(&first, 0));
+    assert!(!reused);
+    assert_ne!(b.seat_id, a.seat_id);
+    assert_eq!(w.store.leases[&a.seat_id].idempotency_key, None);
+    assert_eq!(
+        w.store.leases[&b.seat_id].idempotency_key.as_deref(),
+        Some("k")
+    );
+    let (c, reused) = granted(w.checkout(&first, 0));
+    assert!(reused);
+    assert_eq!(c.seat_id, b.seat_id);
+}
+
+#[test]
+fn waiters_ahead_make_a_free_seat_look_full_but_not_for_a_reclaim() {
+    let mut w = two_seats();
+    let (a, _) = granted(w.checkout(&req("a", "h1", Some("f1"), None), 0));
+    w.advance(2_000);
+    // One of two seats live, one waiter ahead: full until `a` lapses.
+    let full = w.checkout(&req("a", "h2", Some("f2"), None), 1);
+    let retry = lapses_at(a.expires_at, ms(1_000)).millis_since(w.now);
+    assert_eq!(
+        full,
+        CheckoutOutcome::Full {
+            seats: 2,
+            live: 1,
+            retry_after: ms(retry as u64),
+        }
+    );
+    assert_eq!(retry, 9_001);
+    assert_eq!(w.store.leases.len(), 1);
+    // Its own seat is no seat spoken for: a re-claim ignores the line.
+    let (back, reused) = granted(w.checkout(&req("a", "h1", Some("f1"), None), 5));
+    assert!(reused);
+    assert_eq!(back.seat_id, a.seat_id);
+    // Nobody ahead: the free seat is granted.
+    let (_, reused) = granted(w.checkout(&req("a", "h2", Some("f2"), None), 0));
+    assert!(!reused);
+    // No live lease at all and the line fills the pool: retry after a TTL.
+    let mut w = two_seats();
+    assert_eq!(
+        w.checkout(&req("a", "h", None, None), 2),
+        CheckoutOutcome::Full {
+            seats: 2,
+            live: 0,
+            retry_after: ms(10_000),
+        }
+    );
+}
+
+#[test]
+fn the_outage_rule_extends_exactly_the_leases_live_at_last_alive() {
+    // `a`: TTL 10 s, skew 1 s; `b`: TTL 20 s, no skew.
+    let toml = license_toml("a", 4, 10_000, 1_000, 3_000) + &license_toml("b", 1, 20_000, 0, 1);
+    let mut w = World::new(&toml);
+    // a0 lapses (T0 + 6 s) long before the writer was last alive.
+    w.now = at(-5_000);
+    let (a0, _) = granted(w.checkout(&req("a", "h0", None, None), 0));
+    w.now = at(0);
+    let (a1, _) = granted(w.checkout(&req("a", "h1", None, None), 0));
+    w.advance(500);
+    let (a2, _) = granted(w.checkout(&req("a", "h2", None, None), 0));
+    let (b1, _) = granted(w.checkout(&req("b", "h3", None, None), 0));
+    // The writer was last alive on a1's last live millisecond (T0 + 11 s),
+    // when it granted a3 (expiring T0 + 21 s).
+    let last_alive = live_until(a1.expires_at, ms(1_000));
+    w.now = last_alive;
+    let (a3, _) = granted(w.checkout(&req("a", "h4", None, None), 0));
+    let before = w.store.clone();
+
+    // Nobody renews for a minute: all but a0 get one TTL from now.
+    w.now = last_alive.saturating_add(ms(60_000));
+    let (n, events) = w.run(|r| r.outage(last_alive));
+    assert_eq!(n, 4);
+    assert!(events.is_empty());
+    for (seat, ttl) in [
+        (&a1.seat_id, 10_000),
+        (&a2.seat_id, 10_000),
+        (&a3.seat_id, 10_000),
+        (&b1.seat_id, 20_000),
+    ] {
+        let after = &w.store.leases[seat].lease;
+        assert_eq!(after.expires_at, w.now.saturating_add(ms(ttl)), "{seat}");
+        assert_eq!(after.issued_at, before.leases[seat].lease.issued_at);
+    }
+    assert_eq!(w.store.leases[&a0.seat_id], before.leases[&a0.seat_id]);
+
+    // Had it been last alive one millisecond later, a1 would not count.
+    let mut later = World {
+        store: before.clone(),
+        ..World::new(&toml)
+    };
+    later.now = last_alive.saturating_add(ms(60_000));
+    let (n, _) = later.run(|r| r.outage(last_alive.saturating_add(ms(1))));
+    assert_eq!(n, 3);
+    assert_eq!(later.store.leases[&a1.seat_id], before.leases[&a1.seat_id]);
+
+    // "At least one TTL": a lease already expiring at now + TTL (a3, with
+    // no gap at all) is left alone, and a second pass changes nothing.
+    let mut no_gap = World {
+        store: before.clone(),
+        ..World::new(&toml)
+    };
+    no_gap.now = last_alive;
+    let (n, _) = no_gap.run(|r| r.outage(last_alive));
+    assert_eq!(n, 3, "a1, a2 and b1");
+    assert_eq!(no_gap.store.leases[&a3.seat_id], before.leases[&a3.seat_id]);
+    let (n, _) = no_gap.run(|r| r.outage(last_alive));
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn pool_sizes_are_recorded_only_when_they_change() {
+    let two = license_toml("a", 2, 10_000, 1_000, 3_000) + &license_toml("b", 5, 10_000, 0, 1);
+    let mut w = World::new(&two);
+    w.run(|r| r.record_pool_sizes()).0.unwrap();
+    assert_eq!(
+        w.store.pool_sizes,
+        vec![("a".into(), at(0), 2), ("b".into(), at(0), 5)]
+    );
+    // Nothing changed: nothing recorded.
+    w.advance(1_000);
+    w.run(|r| r.record_pool_sizes()).0.unwrap();
+    assert_eq!(w.store.pool_sizes.len(), 2);
+    // `a` grows to 3, `b` leaves the policy (0 seats), `c` arrives.
+    w.licenses = Licenses::parse(
+        &(license_toml("a", 3, 10_000, 1_000, 3_000) + &license_toml("c", 0, 10_000, 0, 1)),
+    )
+    .unwrap();
+    w.advance(1_000);
+    w.run(|r| r.record_pool_sizes()).0.unwrap();
+    let mut recorded = w.store.pool_sizes[2..].to_vec();
+    recorded.sort();
+    assert_eq!(
+        recorded,
+        vec![
+            ("a".into(), at(2_000), 3),
+            ("b".into(), at(2_000), 0),
+            ("c".into(), at(2_000), 0),
+        ]
+    );
+    // A license that is gone stays at 0 without being recorded again.
+    w.advance(1_000);
+    w.run(|r| r.record_pool_sizes()).0.unwrap();
+    assert_eq!(w.store.pool_sizes.len(), 5);
+    let sizes = w.store.current_pool_sizes().unwrap();
+    assert_eq!(sizes.get("a"), Some(&3));
+    assert_eq!(sizes.get("b"), Some(&0));
+}
+
+#[test]
+fn a_lapsed_seat_released_or_revoked_ends_its_session_when_it_lapsed() {
+    let mut w = two_seats();
+    let (a, _) = granted(w.checkout(&req("a", "h1", None, None), 0));
+    let (b, _) = granted(w.checkout(&req("a", "h2", None, None), 0));
+    // A live release ends at now.
+    w.advance(4_000);
+    assert!(w.run(|r| r.release("a", &a.seat_id)).0.unwrap());
+    // Past its live end but not reaped: a revoke records the lapse.
+    w.advance(9_000);
+    assert!(
+        w.run(|r| r.revoke(&b.seat_id, None, None))
+            .0
+            .unwrap()
+            .is_some()
+    );
+    let ends: Vec<(String, SessionEnd, Timestamp)> = w
+        .store
+        .sessions
+        .iter()
+        .map(|s| (s.lease.seat_id.clone(), s.end, s.at))
+        .collect();
+    assert_eq!(
+        ends,
+        vec![
+            (a.seat_id.clone(), SessionEnd::Release, at(4_000)),
+            (b.seat_id.clone(), SessionEnd::Lapse, at(11_000)),
+        ]
+    );
+    // Releasing again does nothing.
+    assert!(!w.run(|r| r.release("a", &a.seat_id)).0.unwrap());
+    assert_eq!(w.store.sessions.len(), 2);
+}
+
+#[test]
+fn a_seat_renews_only_under_its_own_license_and_while_live() {
+    let toml = license_toml("a", 1, 10_000, 1_000, 3_000) + &license_toml("b", 1, 10_000, 0, 1);
+    let mut w = World::new(&toml);
+    let (a, _) = granted(w.checkout(&req("a", "h", None, None), 0));
+    assert_eq!(w.heartbeat("b", &a.seat_id), HeartbeatOutcome::Lost);
+    assert_eq!(w.heartbeat("nope", &a.seat_id), HeartbeatOutcome::Lost);
+    assert_eq!(w.store.leases[&a.seat_id].lease, a);
+    w.now = live_until(a.expires_at, ms(1_000));
+    let HeartbeatOutcome::Renewed(r) = w.heartbeat("a", &a.seat_id) else {
+        panic!("live at its last live millisecond");
+    };
+    assert_eq!(r.expires_at, w.now.saturating_add(ms(10_000)));
+    w.now = lapses_at(r.expires_at, ms(1_000));
+    let (lost, events) = w.run(|r| r.heartbeat("a", &a.seat_id));
+    assert_eq!(lost.unwrap(), HeartbeatOutcome::Lost);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].kind, EventKind::Lost);
+    // The lapsed seat does not count: the pool of one is free again.
+    let (_, reused) = granted(w.checkout(&req("a", "h2", None, None), 0));
+    assert!(!reused);
+}
+
+#[test]
+fn reap_takes_the_earliest_reapable_leases_up_to_the_limit() {
+    let toml = license_toml("a", 3, 10_000, 1_000, 3_000) + &license_toml("b", 2, 5_000, 0, 1);
+    let mut w = World::new(&toml);
+    let (a1, _) = granted(w.checkout(&req("a", "h1", None, None), 0));
+    w.advance(1_000);
+    let (a2, _) = granted(w.checkout(&req("a", "h2", None, None), 0));
+    let (b1, _) = granted(w.checkout(&req("b", "h3", None, None), 0));
+    // a1 is reapable after T0 + 13 s, a2 after 14 s, b1 after 6 s + 1 ms.
+    w.now = at(13_000);
+    let (n, events) = w.run(|r| r.reap(10, RETENTION));
+    assert_eq!(n.unwrap(), 1);
+    assert_eq!(events[0].seat_id.as_deref(), Some(b1.seat_id.as_str()));
+    w.now = at(14_001);
+    let (n, events) = w.run(|r| r.reap(1, RETENTION));
+    assert_eq!(n.unwrap(), 1, "the limit holds");
+    assert_eq!(events[0].seat_id.as_deref(), Some(a1.seat_id.as_str()));
+    let (n, _) = w.run(|r| r.reap(1, RETENTION));
+    assert_eq!(n.unwrap(), 1);
+    assert!(w.store.leases.is_empty());
+    let lapse: Vec<(String, SessionEnd, Timestamp)> = w
+        .store
+        .sessions
+        .iter()
+        .map(|s| (s.lease.seat_id.clone(), s.end, s.at))
+        .collect();
+    assert_eq!(
+        lapse,
+        vec![
+            (b1.seat_id, SessionEnd::Lapse, at(6_000)),
+            (a1.seat_id, SessionEnd::Lapse, at(11_000)),
+            (a2.seat_id, SessionEnd::Lapse, at(12_000)),
+        ]
+    );
+}
