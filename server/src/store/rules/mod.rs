@@ -1,0 +1,170 @@
+//! The lease rules, written once and run over any store.
+//!
+//! One file per family: [`checkout`] (the checkout rule as named steps, top
+//! to bottom: a blocked holder is refused, a retried request gets its seat
+//! again, the same machine re-claims its live seat, a full pool is refused,
+//! and otherwise a seat is granted), [`seat`] (heartbeat, release, revoke,
+//! and when a seat's session ends), [`reap`] (the reaper, the outage rule,
+//! live counts) and [`history`] (pool sizes, pruning). This file holds what
+//! they share: the command's view of the world and its events.
+//!
+//! The rules decide; a store only answers the queries of [`LeaseTx`] inside
+//! the transaction its writer opened. Every liveness question binds the one
+//! predicate from `leasehold_common::liveness`.
+
+use std::collections::HashMap;
+
+use leasehold_common::api::{Event, EventKind};
+use leasehold_common::{Licenses, Timestamp};
+
+use super::StoreError;
+
+mod checkout;
+mod history;
+mod reap;
+mod seat;
+
+pub use super::lease_tx::{EndedSession, LeaseTx, NewEvent, Result};
+
+/// Denied checkouts and heartbeats on lapsed seats can arrive thousands of
+/// times a second from a misbehaving client; the log keeps one per key per
+/// this window (the metrics count them all).
+const EVENT_THROTTLE_MS: i64 = 10_000;
+
+/// Keys seen within the last [`EVENT_THROTTLE_MS`]; lives as long as the
+/// writer, across batches.
+#[derive(Debug, Default)]
+pub struct EventThrottle {
+    seen: HashMap<String, i64>,
+}
+
+impl EventThrottle {
+    /// True once per key per [`EVENT_THROTTLE_MS`].
+    fn first_in_window(&mut self, key: String, now: Timestamp) -> bool {
+        let now = now.as_millis();
+        if self.seen.len() > 10_000 {
+            self.seen.retain(|_, at| now - *at < EVENT_THROTTLE_MS);
+        }
+        match self.seen.get(&key) {
+            Some(at) if now - *at < EVENT_THROTTLE_MS && now >= *at => false,
+            _ => {
+                self.seen.insert(key, now);
+                true
+            }
+        }
+    }
+}
+
+/// The text of a `reap` event.
+pub fn reap_detail(expired: Timestamp) -> String {
+    format!("expired {expired} unrenewed")
+}
+
+/// One command's view of the world: a store transaction, the decision time,
+/// the policies, and the events the command wrote (published after commit).
+pub struct Rules<'a, T: LeaseTx> {
+    pub tx: &'a mut T,
+    pub now: Timestamp,
+    pub licenses: &'a Licenses,
+    pub throttle: &'a mut EventThrottle,
+    pub events: Vec<Event>,
+}
+
+impl<'a, T: LeaseTx> Rules<'a, T> {
+    /// The rules over `tx`, deciding at `now` by `licenses`.
+    pub fn new(
+        tx: &'a mut T,
+        now: Timestamp,
+        licenses: &'a Licenses,
+        throttle: &'a mut EventThrottle,
+    ) -> Self {
+        Rules {
+            tx,
+            now,
+            licenses,
+            throttle,
+            events: Vec::new(),
+        }
+    }
+
+    /// Append an event that is not tied to a lease change (config reloads).
+    pub fn record_event(
+        &mut self,
+        kind: EventKind,
+        license_id: Option<&str>,
+        detail: &str,
+    ) -> Result<Event> {
+        self.event(kind, license_id, None, None, Some(detail))?;
+        Ok(self.events.last().cloned().expect("event just recorded"))
+    }
+
+    /// A denied checkout, logged once per holder per throttle window.
+    pub(super) fn denied(
+        &mut self,
+        license_id: &str,
+        holder: &str,
+        detail: impl FnOnce() -> String,
+    ) -> Result<()> {
+        if self
+            .throttle
+            .first_in_window(format!("denied\0{license_id}\0{holder}"), self.now)
+        {
+            let detail = detail();
+            self.event(
+                EventKind::Denied,
+                Some(license_id),
+                None,
+                Some(holder),
+                Some(&detail),
+            )?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn event(
+        &mut self,
+        kind: EventKind,
+        license_id: Option<&str>,
+        seat_id: Option<&str>,
+        holder: Option<&str>,
+        detail: Option<&str>,
+    ) -> Result<()> {
+        self.events_in_order(&[NewEvent {
+            at: self.now,
+            kind,
+            license_id,
+            seat_id,
+            holder,
+            detail,
+        }])
+    }
+
+    /// Append events and keep them, numbered, for publishing after commit.
+    pub(super) fn events_in_order(&mut self, events: &[NewEvent<'_>]) -> Result<()> {
+        let ids = self.tx.append_events(events)?;
+        if ids.len() != events.len() {
+            // A store bug; roll the command back rather than log half of it.
+            return Err(StoreError::EventIds {
+                asked: events.len(),
+                got: ids.len(),
+            });
+        }
+        self.events
+            .extend(events.iter().zip(ids).map(|(e, id)| Event {
+                id,
+                at: e.at,
+                kind: e.kind,
+                license_id: e.license_id.map(str::to_string),
+                seat_id: e.seat_id.map(str::to_string),
+                holder: e.holder.map(str::to_string),
+                detail: e.detail.map(str::to_string),
+            }));
+        Ok(())
+    }
+}
+
+/// 128 random bits, lowercase hex. Seat ids are capabilities, so they come
+/// from a CSPRNG (rand's thread RNG is ChaCha seeded from the OS).
+pub(super) fn new_seat_id() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}

@@ -1,0 +1,92 @@
+//! Seats that lapsed long enough ago leave the table; after an outage,
+//! seats that nobody could renew get time to; live counts by the one
+//! predicate.
+
+use std::time::Duration;
+
+use leasehold_common::api::{EventKind, SessionEnd};
+use leasehold_common::liveness::live_until;
+use leasehold_common::{Timestamp, live_threshold, reap_cutoff};
+
+use super::{EndedSession, LeaseTx, NewEvent, Result, Rules, reap_detail};
+use crate::store::LeaseRow;
+
+impl<T: LeaseTx> Rules<'_, T> {
+    /// Reap: delete up to `limit` leases that are reapable by the one
+    /// predicate, with one `reap` event each, then prune ended blocks and old
+    /// events. Leases of a license no longer in the licenses file are left
+    /// alone: without its policy there is no grace to judge them by.
+    pub fn reap(&mut self, limit: usize, event_retention: i64) -> Result<usize> {
+        let mut reaped = 0;
+        for lic in self.licenses.iter() {
+            if reaped >= limit {
+                break;
+            }
+            let cutoff = reap_cutoff(self.now, lic.policy.reap_grace);
+            let gone = self.tx.reap_expired(&lic.id, cutoff, limit - reaped)?;
+            self.record_reaped(&gone, lic.policy.skew)?;
+            reaped += gone.len();
+        }
+        self.tx.prune(self.now, event_retention)?;
+        Ok(reaped)
+    }
+
+    /// Reaped seats lapsed: each session ended when its lease stopped being
+    /// live, and each gets a `reap` event.
+    fn record_reaped(&mut self, gone: &[LeaseRow], skew: Duration) -> Result<()> {
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let sessions: Vec<EndedSession<'_>> = gone
+            .iter()
+            .map(|lease| EndedSession {
+                lease,
+                end: SessionEnd::Lapse,
+                at: live_until(lease.expires_at, skew),
+            })
+            .collect();
+        self.tx.record_sessions(&sessions)?;
+        let details: Vec<String> = gone.iter().map(|l| reap_detail(l.expires_at)).collect();
+        let events: Vec<NewEvent<'_>> = gone
+            .iter()
+            .zip(&details)
+            .map(|(lease, detail)| NewEvent {
+                at: self.now,
+                kind: EventKind::Reap,
+                license_id: Some(&lease.license_id),
+                seat_id: Some(&lease.seat_id),
+                holder: Some(&lease.holder),
+                detail: Some(detail),
+            })
+            .collect();
+        self.events_in_order(&events)
+    }
+
+    /// The outage rule: after a gap in which nobody could renew, every lease
+    /// that was live when the gap began (`last_alive`) gets at least one TTL
+    /// from now. Returns how many leases it extended.
+    pub fn outage(&mut self, last_alive: Timestamp) -> usize {
+        let mut extended = 0;
+        for lic in self.licenses.iter() {
+            let renewed_until = self.now.saturating_add(lic.policy.ttl);
+            let was_live = live_threshold(last_alive, lic.policy.skew);
+            match self.tx.extend_live(&lic.id, was_live, renewed_until) {
+                Ok(n) => extended += n,
+                Err(e) => tracing::error!("store: outage extension for {}: {e}", lic.id),
+            }
+        }
+        extended
+    }
+
+    /// Live seats per license, by the one predicate.
+    pub fn live_counts(&mut self) -> Result<Vec<(String, u32)>> {
+        let licenses = self.licenses;
+        licenses
+            .iter()
+            .map(|l| {
+                let threshold = live_threshold(self.now, l.policy.skew);
+                Ok((l.id.clone(), self.tx.live_count(&l.id, threshold)?))
+            })
+            .collect()
+    }
+}
