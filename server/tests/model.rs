@@ -40,7 +40,7 @@ use leasehold_common::{Licenses, Timestamp, is_live, is_reapable};
 use leasehold_server::clock::ManualClock;
 use leasehold_server::licenses::LicensesHandle;
 use leasehold_server::store::{
-    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Store,
+    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, SeatMode, Store,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -433,6 +433,8 @@ impl Model {
             checked_out_at: self.now,
             issued_at: self.now,
             expires_at: self.now.saturating_add(pol.ttl()),
+            group: None,
+            mode: SeatMode::Heartbeat,
         })
     }
 

@@ -272,6 +272,8 @@ pub fn format_seats(resp: &SeatsResponse) -> String {
                 fmt_duration_ms(s.expires_at.millis_since(now)),
                 match s.state {
                     SeatState::Live => "live",
+                    SeatState::Lingering => "lingering",
+                    SeatState::Borrowed => "borrowed",
                     SeatState::Lapsed => "lapsed",
                 }
                 .to_string(),
@@ -336,6 +338,7 @@ mod tests {
                     ttl_s: 60.0,
                     skew_s: 5.0,
                     reap_grace_s: 15.0,
+                    ..Default::default()
                 },
                 LicenseSummary {
                     id: "tiny".into(),
@@ -345,6 +348,7 @@ mod tests {
                     ttl_s: 30.0,
                     skew_s: 2.0,
                     reap_grace_s: 10.0,
+                    ..Default::default()
                 },
             ],
         };
@@ -369,6 +373,7 @@ mod tests {
                 issued_at: t(-5),
                 expires_at: t(55),
                 state: SeatState::Live,
+                group: None,
             }],
         };
         insta::assert_snapshot!(format_seats(&resp), @r"

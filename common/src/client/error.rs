@@ -105,6 +105,10 @@ mod tests {
             message: "m".into(),
             seats: Some(3),
             live: Some(3),
+            reserved: None,
+            limit: None,
+            max: None,
+            group: None,
         })
     }
 

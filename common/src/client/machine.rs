@@ -398,6 +398,8 @@ mod tests {
             fingerprint: Some("fp".into()),
             issued_at: at(issued_ms),
             expires_at: at(issued_ms + window_ms),
+            overage: false,
+            borrowed: false,
             token: String::new(),
         }
     }

@@ -17,6 +17,10 @@ pub struct ApiError {
     pub message: String,
     pub seats: Option<u32>,
     pub live: Option<u32>,
+    pub reserved: Option<u32>,
+    pub limit: Option<&'static str>,
+    pub max: Option<u32>,
+    pub group: Option<String>,
     pub retry_after_s: Option<u64>,
 }
 
@@ -30,6 +34,10 @@ impl ApiError {
             message: message.into(),
             seats: None,
             live: None,
+            reserved: None,
+            limit: None,
+            max: None,
+            group: None,
             retry_after_s: None,
         }
     }
@@ -96,6 +104,10 @@ impl ApiError {
             message: self.message,
             seats: self.seats,
             live: self.live,
+            reserved: self.reserved,
+            limit: self.limit.map(str::to_string),
+            max: self.max,
+            group: self.group,
         };
         let mut resp =
             warp::reply::with_status(warp::reply::json(&body), self.status).into_response();

@@ -546,6 +546,8 @@ impl Model {
             checked_out_at: self.now,
             issued_at: self.now,
             expires_at: self.now.saturating_add(pol.ttl()),
+            group: None,
+            mode: crate::store::SeatMode::Heartbeat,
         })
     }
 
