@@ -26,5 +26,5 @@ pub mod time;
 pub mod token;
 
 pub use liveness::{is_live, is_reapable, live_threshold, reap_cutoff};
-pub use policy::{LicenseConfig, Licenses, Policy, PolicyError};
+pub use policy::{BorrowPolicy, Group, LicenseConfig, Licenses, Pattern, Policy, PolicyError, Who};
 pub use time::Timestamp;
