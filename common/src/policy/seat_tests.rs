@@ -456,3 +456,42 @@ fn describes_changes_of_the_seat_policies() {
         "cad: overage 2→0, linger 5m→none, max_per_holder 1→none, allow [@design, ci-*]→everyone, deny [@contractors, guest]→[], group design removed, group contractors removed, borrow removed"
     );
 }
+
+#[test]
+fn messages_read_as_sentences() {
+    let msg = |body: &str| one(body).unwrap_err().to_string();
+    for body in [
+        "overage = 5",
+        "linger = \"31d\"",
+        "max_per_holder = 0",
+        "[[license.group]]\nname = \"design\"\nreserve = 3\nmax = 2",
+        "[[license.group]]\nname = \"design\"\nreserve = 5",
+        "[[license.group]]\nname = \"a\"\n[[license.group]]\nname = \"a\"",
+        "[[license.group]]\nname = \"\"",
+        "deny = [\"@contractors\"]",
+        "allow = [\"\"]",
+        "[license.borrow]\nmax = \"30s\"\nseats = 1",
+        "[license.borrow]\nmax = \"1h\"\nseats = 0",
+    ] {
+        println!("{}", msg(body));
+    }
+    assert_eq!(
+        msg("[[license.group]]\nname = \"design\"\nreserve = 3\nmax = 2"),
+        "license \"x\": group.design.max (2) must not be below the group's reserve (3)"
+    );
+}
+
+#[test]
+fn reordered_groups_are_described() {
+    let two = "[[license.group]]\nname = \"a\"\n[[license.group]]\nname = \"b\"";
+    let old = one(two).unwrap();
+    let new = one("[[license.group]]\nname = \"b\"\n[[license.group]]\nname = \"a\"").unwrap();
+    assert_eq!(old.describe_changes(&new), ["x: groups reordered"]);
+}
+
+#[test]
+fn run_time_field_names_are_interned_once() {
+    let a = super::intern("group.g.max".to_string());
+    let b = super::intern(String::from("group.g.max"));
+    assert!(std::ptr::eq(a, b));
+}
