@@ -77,7 +77,11 @@ impl Day {
 
     async fn grant(&self, req: CheckoutRequest, want_reused: bool) -> LeaseRow {
         match self.checkout(req.clone()).await {
-            CheckoutOutcome::Granted { lease, reused } if reused == want_reused => lease,
+            CheckoutOutcome::Granted {
+                lease,
+                reused,
+                overage: false,
+            } if reused == want_reused => lease,
             other => panic!("{req:?} at {}: {other:?}", self.clock.now()),
         }
     }

@@ -558,6 +558,7 @@ impl Run {
             .await
             .unwrap()
             .into_iter()
+            .map(|(license, counts)| (license, counts.live))
             .collect()
     }
 
@@ -592,6 +593,7 @@ impl Run {
                         CheckoutOutcome::Granted {
                             lease,
                             reused: false,
+                            overage: false,
                         },
                         Expect::Fresh(mut want),
                     ) => {
@@ -618,6 +620,7 @@ impl Run {
                         CheckoutOutcome::Granted {
                             lease,
                             reused: true,
+                            overage: false,
                         },
                         Expect::Reused(want),
                     ) => {
@@ -627,6 +630,7 @@ impl Run {
                         CheckoutOutcome::Full {
                             seats,
                             live,
+                            reserved: 0,
                             retry_after,
                         },
                         Expect::Full {

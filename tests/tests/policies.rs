@@ -107,7 +107,10 @@ async fn a_reservation_keeps_seats_for_its_group_only() {
     // A member takes it.
     let (status, _, lease) = checkout(&s, "reserved", json!({"holder": "r-1"})).await;
     assert_eq!(status, 201, "{lease}");
-    assert_eq!(seat_of(&s, "reserved", lease["seat_id"].as_str().unwrap()).await["group"], "render");
+    assert_eq!(
+        seat_of(&s, "reserved", lease["seat_id"].as_str().unwrap()).await["group"],
+        "render"
+    );
     // Now the pool is full for members too, and nothing is held back.
     let (status, _, body) = checkout(&s, "reserved", json!({"holder": "r-2"})).await;
     assert_eq!(status, 409, "{body}");
@@ -126,35 +129,62 @@ async fn a_reservation_keeps_seats_for_its_group_only() {
 async fn holder_and_group_caps_answer_limit_reached() {
     let s = Server::start(POLICIES).await;
     let first = s
-        .take_seat("capped", "capped-key", json!({"holder": "alice", "fingerprint": "a-1"}))
+        .take_seat(
+            "capped",
+            "capped-key",
+            json!({"holder": "alice", "fingerprint": "a-1"}),
+        )
         .await;
     // A second machine of the same holder is over max_per_holder.
-    let (status, retry_after, body) =
-        checkout(&s, "capped", json!({"holder": "alice", "fingerprint": "a-2"})).await;
+    let (status, retry_after, body) = checkout(
+        &s,
+        "capped",
+        json!({"holder": "alice", "fingerprint": "a-2"}),
+    )
+    .await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"], "limit_reached");
     assert_eq!(body["limit"], "holder");
     assert_eq!(body["max"], 1);
     assert!(body.get("group").is_none(), "{body}");
     let secs: u64 = retry_after.expect("Retry-After").parse().unwrap();
-    assert!((60..=66).contains(&secs), "until alice's seat could lapse: {secs}");
+    assert!(
+        (60..=66).contains(&secs),
+        "until alice's seat could lapse: {secs}"
+    );
     // The same machine re-claims its own seat: not a second seat.
-    let (status, _, again) =
-        checkout(&s, "capped", json!({"holder": "alice", "fingerprint": "a-1"})).await;
+    let (status, _, again) = checkout(
+        &s,
+        "capped",
+        json!({"holder": "alice", "fingerprint": "a-1"}),
+    )
+    .await;
     assert_eq!(status, 201, "{again}");
     assert_eq!(again["seat_id"], first.seat_id.as_str());
 
     // The lab group (by machine) holds at most one seat.
-    s.take_seat("capped", "capped-key", json!({"holder": "bob", "fingerprint": "lab-1"}))
-        .await;
-    let (status, _, body) =
-        checkout(&s, "capped", json!({"holder": "carol", "fingerprint": "lab-2"})).await;
+    s.take_seat(
+        "capped",
+        "capped-key",
+        json!({"holder": "bob", "fingerprint": "lab-1"}),
+    )
+    .await;
+    let (status, _, body) = checkout(
+        &s,
+        "capped",
+        json!({"holder": "carol", "fingerprint": "lab-2"}),
+    )
+    .await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["limit"], "group");
     assert_eq!(body["group"], "lab");
     assert_eq!(body["max"], 1);
     assert_eq!(s.live("capped").await, 2);
-    assert_eq!(s.counter_sum("leasehold_denials_total{outcome=\"limit\"}").await, 2);
+    assert_eq!(
+        s.counter_sum("leasehold_denials_total{outcome=\"limit\"}")
+            .await,
+        2
+    );
 }
 
 #[tokio::test]
@@ -170,7 +200,8 @@ async fn deny_wins_over_allow_and_a_refusal_changes_nothing() {
     }
     assert_eq!(s.live("guarded").await, 2);
     assert_eq!(
-        s.counter_sum("leasehold_denials_total{outcome=\"not_allowed\"}").await,
+        s.counter_sum("leasehold_denials_total{outcome=\"not_allowed\"}")
+            .await,
         2
     );
     // A refused request never waits in line.
@@ -193,7 +224,11 @@ async fn overage_grants_beyond_the_seats_and_says_so() {
     let (status, _, first) = checkout(&s, "stretch", json!({"holder": "a"})).await;
     assert_eq!((status, &first["overage"]), (201, &json!(false)), "{first}");
     let (status, _, second) = checkout(&s, "stretch", json!({"holder": "b"})).await;
-    assert_eq!((status, &second["overage"]), (201, &json!(true)), "{second}");
+    assert_eq!(
+        (status, &second["overage"]),
+        (201, &json!(true)),
+        "{second}"
+    );
     let (status, _, body) = checkout(&s, "stretch", json!({"holder": "c"})).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["live"], 2);
@@ -218,35 +253,68 @@ async fn a_released_seat_lingers_and_its_machine_takes_it_back() {
     let s = Server::start(POLICIES).await;
     let key = "lingering-key";
     let lease = s
-        .take_seat("lingering", key, json!({"holder": "ann", "fingerprint": "ann-pc"}))
+        .take_seat(
+            "lingering",
+            key,
+            json!({"holder": "ann", "fingerprint": "ann-pc"}),
+        )
         .await;
-    assert_eq!(s.release("lingering", key, &lease.seat_id).await.status(), 204);
+    assert_eq!(
+        s.release("lingering", key, &lease.seat_id).await.status(),
+        204
+    );
     let seat = seat_of(&s, "lingering", &lease.seat_id).await;
     assert_eq!(seat["state"], "lingering", "{seat}");
     let pool = s.license("lingering").await;
-    assert_eq!((pool["live"].clone(), pool["lingering"].clone()), (json!(1), json!(1)));
+    assert_eq!(
+        (pool["live"].clone(), pool["lingering"].clone()),
+        (json!(1), json!(1))
+    );
     assert_eq!(pool["linger_s"], 3600.0);
     // A released seat is not renewed, and a second release changes nothing.
-    assert_eq!(s.heartbeat("lingering", key, &lease.seat_id).await.status(), 410);
-    assert_eq!(s.release("lingering", key, &lease.seat_id).await.status(), 204);
+    assert_eq!(
+        s.heartbeat("lingering", key, &lease.seat_id).await.status(),
+        410
+    );
+    assert_eq!(
+        s.release("lingering", key, &lease.seat_id).await.status(),
+        204
+    );
     assert_eq!(s.live("lingering").await, 1);
     // Another holder on that machine does not get it.
-    let (status, _, other) =
-        checkout(&s, "lingering", json!({"holder": "bo", "fingerprint": "ann-pc"})).await;
+    let (status, _, other) = checkout(
+        &s,
+        "lingering",
+        json!({"holder": "bo", "fingerprint": "ann-pc"}),
+    )
+    .await;
     assert_eq!(status, 201, "{other}");
     assert_ne!(other["seat_id"], lease.seat_id.as_str());
     // The pool is now full with the lingering seat counted.
     let (status, _, body) = checkout(&s, "lingering", json!({"holder": "cy"})).await;
     assert_eq!(status, 409, "{body}");
     // Its holder and machine take it back: same seat, live again.
-    let (status, _, back) =
-        checkout(&s, "lingering", json!({"holder": "ann", "fingerprint": "ann-pc"})).await;
+    let (status, _, back) = checkout(
+        &s,
+        "lingering",
+        json!({"holder": "ann", "fingerprint": "ann-pc"}),
+    )
+    .await;
     assert_eq!(status, 201, "{back}");
     assert_eq!(back["seat_id"], lease.seat_id.as_str());
-    assert_eq!(seat_of(&s, "lingering", &lease.seat_id).await["state"], "live");
-    assert_eq!(s.heartbeat("lingering", key, &lease.seat_id).await.status(), 200);
+    assert_eq!(
+        seat_of(&s, "lingering", &lease.seat_id).await["state"],
+        "live"
+    );
+    assert_eq!(
+        s.heartbeat("lingering", key, &lease.seat_id).await.status(),
+        200
+    );
     // An admin revoke frees a lingering seat at once.
-    assert_eq!(s.release("lingering", key, &lease.seat_id).await.status(), 204);
+    assert_eq!(
+        s.release("lingering", key, &lease.seat_id).await.status(),
+        204
+    );
     let resp = s.revoke(&lease.seat_id).send().await.unwrap();
     assert_eq!(resp.status(), 204);
     assert_eq!(s.live("lingering").await, 1);
@@ -257,13 +325,17 @@ async fn an_invalid_policy_is_rejected_whole_and_names_the_field() {
     let s = Server::start(POLICIES).await;
     let invalid = POLICIES.replace("allow = [\"@staff\", \"ci-*\"]", "allow = [\"@nobody\"]");
     std::fs::write(s.licenses_path(), invalid).unwrap();
-    let detail = eventually(Duration::from_secs(10), "a rejected config event", || async {
-        s.events_of("config")
-            .await
-            .into_iter()
-            .filter_map(|e| e["detail"].as_str().map(str::to_string))
-            .find(|d| d.contains("guarded"))
-    })
+    let detail = eventually(
+        Duration::from_secs(10),
+        "a rejected config event",
+        || async {
+            s.events_of("config")
+                .await
+                .into_iter()
+                .filter_map(|e| e["detail"].as_str().map(str::to_string))
+                .find(|d| d.contains("guarded"))
+        },
+    )
     .await;
     assert!(detail.contains("allow"), "{detail}");
     // The previous policy stays: the allow list still lets staff in.

@@ -250,10 +250,9 @@ pub async fn heartbeat(
         .map_err(store_err(state))?;
     // Signed while the batch commits; sent only once it has.
     let answer = match &applied.value {
-        HeartbeatOutcome::Renewed(row) => Ok(json(
-            StatusCode::OK,
-            &signed(state, row.clone(), false),
-        )),
+        HeartbeatOutcome::Renewed(row) => {
+            Ok(json(StatusCode::OK, &signed(state, row.clone(), false)))
+        }
         HeartbeatOutcome::Lost => Err(ApiError::new(
             StatusCode::GONE,
             code::SEAT_LOST,

@@ -136,7 +136,11 @@ fn req(license: &str, holder: &str, fp: Option<&str>, key: Option<&str>) -> Chec
 
 fn granted(outcome: CheckoutOutcome) -> (LeaseRow, bool) {
     match outcome {
-        CheckoutOutcome::Granted { lease, reused } => (lease, reused),
+        CheckoutOutcome::Granted {
+            lease,
+            reused,
+            overage: false,
+        } => (lease, reused),
         other => panic!("expected a grant, got {other:?}"),
     }
 }
@@ -945,6 +949,7 @@ impl Run {
                 CheckoutOutcome::Granted {
                     lease,
                     reused: false,
+                    overage: false,
                 },
                 Expect::Fresh(mut want),
             ) => {
@@ -980,6 +985,7 @@ impl Run {
                 CheckoutOutcome::Granted {
                     lease,
                     reused: true,
+                    overage: false,
                 },
                 Expect::Reused(want),
             ) => {
@@ -1011,6 +1017,7 @@ impl Run {
                 got @ CheckoutOutcome::Full {
                     seats,
                     live,
+                    reserved: 0,
                     retry_after,
                 },
                 Expect::Full {
@@ -1207,7 +1214,11 @@ impl Run {
 
         // live ≤ seats, and the rules count what the predicate counts.
         let (counts, events) = self.w.run(|r| r.live_counts());
-        let counts = counts.map_err(|e| e.to_string())?;
+        let counts: Vec<(String, u32)> = counts
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|(id, c)| (id, c.live))
+            .collect();
         ensure!(events.is_empty(), "live_counts logged {events:?}");
         let mut by_predicate = Vec::new();
         for (id, pol) in &self.m.pols {
@@ -1452,6 +1463,7 @@ fn waiters_ahead_make_a_free_seat_look_full_but_not_for_a_reclaim() {
         CheckoutOutcome::Full {
             seats: 2,
             live: 1,
+            reserved: 0,
             retry_after: ms(retry as u64),
         }
     );
@@ -1471,6 +1483,7 @@ fn waiters_ahead_make_a_free_seat_look_full_but_not_for_a_reclaim() {
         CheckoutOutcome::Full {
             seats: 2,
             live: 0,
+            reserved: 0,
             retry_after: ms(10_000),
         }
     );

@@ -9,12 +9,12 @@ use leasehold_common::{Timestamp, live_threshold};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, IsolationLevel, Row};
 
-use crate::store::{SeatMode, StoreError};
 use super::super::history::{
     RawSession, SessionsQuery, UsageQuery, ended_columns, lapsed_at, open_columns, ran_past,
     resolve,
 };
 use super::pool::PgPool;
+use crate::store::{SeatMode, StoreError};
 use crate::usage::{PoolTimeline, Sweep, Usage};
 
 fn raw_from_row(r: &Row) -> RawSession {

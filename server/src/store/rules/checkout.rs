@@ -139,8 +139,8 @@ impl<T: LeaseTx> Rules<'_, T> {
         else {
             return Ok(None);
         };
-        let lingering_for_another =
-            row.mode == SeatMode::Linger && (row.holder != req.holder || !lic.allows(&req.holder, Some(fingerprint)));
+        let lingering_for_another = row.mode == SeatMode::Linger
+            && (row.holder != req.holder || !lic.allows(&req.holder, Some(fingerprint)));
         if lingering_for_another {
             return Ok(None);
         }
@@ -238,7 +238,11 @@ impl<T: LeaseTx> Rules<'_, T> {
         let live = self.tx.live_count(Scope::License(&lic.id), threshold)?;
         let own = group.map(|g| g.name.as_str());
         let mut others_reserved = 0u32;
-        for other in lic.groups.iter().filter(|g| g.reserve > 0 && Some(g.name.as_str()) != own) {
+        for other in lic
+            .groups
+            .iter()
+            .filter(|g| g.reserve > 0 && Some(g.name.as_str()) != own)
+        {
             let scope = Scope::Group {
                 license_id: &lic.id,
                 group: &other.name,
@@ -273,7 +277,9 @@ impl<T: LeaseTx> Rules<'_, T> {
             if reserved == 0 {
                 format!("pool full: {live} of {seats} seats live")
             } else {
-                format!("pool full: {live} of {seats} seats live, {reserved} reserved for other groups")
+                format!(
+                    "pool full: {live} of {seats} seats live, {reserved} reserved for other groups"
+                )
             }
         })?;
         Ok(CheckoutOutcome::Full {
@@ -350,7 +356,10 @@ fn reused(lease: LeaseRow) -> CheckoutOutcome {
 /// the seat came from the overage allowance.
 fn checkout_detail(lease: &LeaseRow, overage: bool) -> Option<String> {
     let parts: Vec<String> = [
-        lease.fingerprint.as_ref().map(|f| format!("fingerprint {f}")),
+        lease
+            .fingerprint
+            .as_ref()
+            .map(|f| format!("fingerprint {f}")),
         lease.group.as_ref().map(|g| format!("group {g}")),
         overage.then(|| "overage".to_string()),
     ]

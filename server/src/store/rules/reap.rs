@@ -112,5 +112,4 @@ impl<T: LeaseTx> Rules<'_, T> {
             })
             .collect()
     }
-
 }

@@ -5,11 +5,11 @@ use leasehold_common::api::SessionView;
 use leasehold_common::{Timestamp, live_threshold};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::store::{SeatMode, StoreError};
 use crate::store::history::{
     RawSession, SessionsQuery, UsageQuery, ended_columns, lapsed_at, open_columns, ran_past,
     resolve,
 };
+use crate::store::{SeatMode, StoreError};
 use crate::usage::{PoolTimeline, Sweep, Usage};
 
 fn raw_from_row(r: &Row<'_>) -> rusqlite::Result<RawSession> {
