@@ -296,13 +296,16 @@ pub struct UsageResponse {
 }
 
 /// One bucket `[t, t + step)` (the last one clipped at `to`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UsagePoint {
     pub t: Timestamp,
     /// The pool size in force at the end of the bucket.
     pub seats: u32,
     /// The most sessions open at any one instant of the bucket (exact).
     pub peak: u32,
+    /// Seconds of the bucket with more sessions open than the pool size in
+    /// force (overage, or a pool shrunk below the seats still held), exact.
+    pub over_s: f64,
     /// Sessions started in the bucket.
     pub checkouts: u64,
     /// `409 no_seats_available` (a `?wait=` that ran out included) and
@@ -319,8 +322,14 @@ pub struct UsageSummary {
     /// The first instant at which `peak` sessions were open (`None` when
     /// nothing was ever open).
     pub peak_at: Option<Timestamp>,
-    /// Seconds of the range during which every seat was in use.
+    /// Seconds of the range during which every seat was in use (at least
+    /// as many sessions open as the pool size, on a pool of at least one
+    /// seat); time over the pool counts here too.
     pub full_s: f64,
+    /// Seconds of the range with more sessions open than the pool size in
+    /// force: seats granted as overage, or held on a pool shrunk below
+    /// them (a pool of 0 seats included).
+    pub over_s: f64,
     pub denials: u64,
     /// Session time inside the range, in hours.
     pub seat_hours: f64,

@@ -379,6 +379,7 @@ mod tests {
                     t: ts(-3600 + i * 60),
                     seats,
                     peak: peak(i),
+                    over_s: 0.0,
                     checkouts: 0,
                     denials: 0,
                 })
