@@ -243,6 +243,61 @@ mod tests {
         assert_eq!(ix.count_from(Scope::License("a"), 0), 4);
     }
 
+    #[test]
+    fn counts_by_group_holder_and_mode() {
+        let mut ix = LiveIndex::default();
+        let seat = |holder: &str, group: Option<&str>, mode, expires_at| LeaseRow {
+            holder: holder.into(),
+            group: group.map(str::to_string),
+            mode,
+            ..lease("a", expires_at)
+        };
+        let rows = [
+            seat("ann", Some("design"), SeatMode::Heartbeat, 10),
+            seat("ann", Some("design"), SeatMode::Linger, 20),
+            seat("bob", None, SeatMode::Borrow, 30),
+            seat("bob", Some("lab"), SeatMode::Heartbeat, 40),
+        ];
+        for r in &rows {
+            ix.insert(r);
+        }
+        let group = |group| Scope::Group {
+            license_id: "a",
+            group,
+        };
+        let holder = |holder| Scope::Holder {
+            license_id: "a",
+            holder,
+        };
+        let mode = |mode| Scope::Mode {
+            license_id: "a",
+            mode,
+        };
+        assert_eq!(ix.count_from(Scope::License("a"), 0), 4);
+        assert_eq!(ix.count_from(group("design"), 0), 2);
+        assert_eq!(ix.count_from(group("design"), 15), 1);
+        assert_eq!(ix.count_from(group("lab"), 0), 1);
+        assert_eq!(ix.count_from(group("none"), 0), 0);
+        assert_eq!(ix.count_from(holder("bob"), 0), 2);
+        assert_eq!(ix.earliest_from(holder("bob"), 0), Some(30));
+        assert_eq!(ix.count_from(mode(SeatMode::Linger), 0), 1);
+        assert_eq!(ix.count_from(mode(SeatMode::Borrow), 0), 1);
+        assert_eq!(ix.count_from(mode(SeatMode::Heartbeat), 0), 0, "not indexed apart");
+        // A renewal that changes the mode moves the seat between multisets.
+        let relive = LeaseRow {
+            mode: SeatMode::Heartbeat,
+            ..rows[1].clone()
+        };
+        ix.remove(&rows[1]);
+        ix.insert(&relive);
+        assert_eq!(ix.count_from(mode(SeatMode::Linger), 0), 0);
+        assert_eq!(ix.count_from(group("design"), 0), 2);
+        // Emptied holders and groups are forgotten.
+        ix.remove(&rows[3]);
+        assert_eq!(ix.count_from(group("lab"), 0), 0);
+        assert!(!ix.licenses["a"].groups.contains_key("lab"));
+    }
+
     proptest! {
         /// Whatever the order of inserts, removes and counts, the index agrees
         /// with counting the multiset directly.
