@@ -182,19 +182,7 @@ impl<T: LeaseTx> Rules<'_, T> {
             license_id: &lic.id,
             holder: &req.holder,
         };
-        if self.tx.live_count(scope, threshold)? < max {
-            return Ok(None);
-        }
-        let retry_after = self.retry_after(lic, scope, threshold)?;
-        self.denied(&lic.id, &req.holder, || {
-            format!("holder limit: {max} live seat(s) per holder")
-        })?;
-        Ok(Some(CheckoutOutcome::LimitReached {
-            limit: Limit::Holder,
-            max,
-            group: None,
-            retry_after,
-        }))
+        self.at_cap(lic, req, scope, Limit::Holder, max, threshold)
     }
 
     /// The requester's group already holds its `max` live seats.
@@ -212,17 +200,36 @@ impl<T: LeaseTx> Rules<'_, T> {
             license_id: &lic.id,
             group: &group.name,
         };
+        self.at_cap(lic, req, scope, Limit::Group, max, threshold)
+    }
+
+    /// `limit_reached` if `scope` already has `max` live seats, with the
+    /// time until the earliest of them could lapse.
+    fn at_cap(
+        &mut self,
+        lic: &LicenseConfig,
+        req: &CheckoutRequest,
+        scope: Scope<'_>,
+        limit: Limit,
+        max: u32,
+        threshold: Timestamp,
+    ) -> Result<Option<CheckoutOutcome>> {
         if self.tx.live_count(scope, threshold)? < max {
             return Ok(None);
         }
         let retry_after = self.retry_after(lic, scope, threshold)?;
-        self.denied(&lic.id, &req.holder, || {
-            format!("group limit: {} holds its {max} seat(s)", group.name)
+        let group = match scope {
+            Scope::Group { group, .. } => Some(group.to_string()),
+            _ => None,
+        };
+        self.denied(&lic.id, &req.holder, || match &group {
+            Some(group) => format!("group limit: {group} holds its {max} seat(s)"),
+            None => format!("holder limit: {max} live seat(s) per holder"),
         })?;
         Ok(Some(CheckoutOutcome::LimitReached {
-            limit: Limit::Group,
+            limit,
             max,
-            group: Some(group.name.clone()),
+            group,
             retry_after,
         }))
     }

@@ -282,7 +282,11 @@ mod tests {
         assert_eq!(ix.earliest_from(holder("bob"), 0), Some(30));
         assert_eq!(ix.count_from(mode(SeatMode::Linger), 0), 1);
         assert_eq!(ix.count_from(mode(SeatMode::Borrow), 0), 1);
-        assert_eq!(ix.count_from(mode(SeatMode::Heartbeat), 0), 0, "not indexed apart");
+        assert_eq!(
+            ix.count_from(mode(SeatMode::Heartbeat), 0),
+            0,
+            "not indexed apart"
+        );
         // A renewal that changes the mode moves the seat between multisets.
         let relive = LeaseRow {
             mode: SeatMode::Heartbeat,
