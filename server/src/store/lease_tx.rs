@@ -68,12 +68,16 @@ pub trait LeaseTx {
     -> Result<Option<LeaseRow>>;
     /// Let a lapsed lease's Idempotency-Key be used for a new seat.
     fn forget_idempotency_key(&mut self, seat_id: &str) -> Result<()>;
-    /// The live lease (`expires_at >= threshold`) this fingerprint holds,
-    /// the latest-expiring one if several.
+    /// The live lease (`expires_at >= threshold`) this fingerprint holds
+    /// that `holder` may take back: if several, one that is not lingering
+    /// for another holder first (a machine may hold a seat of its own
+    /// besides another holder's lingering one), then the latest-expiring,
+    /// then the greatest seat id (so every store picks the same one).
     fn live_lease_by_fingerprint(
         &mut self,
         license_id: &str,
         fingerprint: &str,
+        holder: &str,
         threshold: Timestamp,
     ) -> Result<Option<LeaseRow>>;
     /// Leases in `scope` with `expires_at >= threshold`.

@@ -130,12 +130,16 @@ impl LeaseTx for MemoryStore {
         &mut self,
         license_id: &str,
         fingerprint: &str,
+        holder: &str,
         threshold: Timestamp,
     ) -> Result<Option<LeaseRow>> {
         Ok(self
             .live_of(license_id, threshold)
             .filter(|l| l.fingerprint.as_deref() == Some(fingerprint))
-            .max_by_key(|l| l.expires_at)
+            .max_by_key(|l| {
+                let takeable = l.mode != SeatMode::Linger || l.holder == holder;
+                (takeable, l.expires_at, &l.seat_id)
+            })
             .cloned())
     }
 

@@ -64,7 +64,9 @@ impl Statements {
             live_by_fingerprint: p(&format!(
                 "SELECT {LEASE_COLUMNS} FROM leases
                  WHERE license_id = $1 AND fingerprint = $2 AND expires_at >= $3
-                 ORDER BY expires_at DESC LIMIT 1"
+                 ORDER BY (mode = 1 AND holder <> $4), expires_at DESC,
+                          seat_id COLLATE \"C\" DESC
+                 LIMIT 1"
             ))?,
             live_count: p(
                 "SELECT count(*) FROM leases WHERE license_id = $1 AND expires_at >= $2",
@@ -296,11 +298,12 @@ impl LeaseTx for PgTx<'_> {
         &mut self,
         license_id: &str,
         fingerprint: &str,
+        holder: &str,
         threshold: Timestamp,
     ) -> Result<Option<LeaseRow>> {
         let row = self.client.query_opt(
             &self.statements.live_by_fingerprint,
-            &[&license_id, &fingerprint, &threshold.as_millis()],
+            &[&license_id, &fingerprint, &threshold.as_millis(), &holder],
         )?;
         Ok(row.as_ref().map(lease_from_row))
     }

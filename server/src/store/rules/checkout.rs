@@ -113,9 +113,13 @@ impl<T: LeaseTx> Rules<'_, T> {
         let Some(row) = self.tx.lease_by_idempotency_key(&lic.id, key)? else {
             return Ok(None);
         };
-        if is_live(row.expires_at, self.now, lic.policy.skew) {
+        if is_live(row.expires_at, self.now, lic.policy.skew)
+            && !lingering_for_another(lic, &row, req)
+        {
             return self.take_back(&row, lic.policy.ttl).map(Some);
         }
+        // Lapsed, or released and lingering for someone else: the request
+        // it answered is over, and the key is free for a new seat.
         self.tx.forget_idempotency_key(&row.seat_id)?;
         Ok(None)
     }
@@ -133,15 +137,13 @@ impl<T: LeaseTx> Rules<'_, T> {
             return Ok(None);
         };
         let threshold = live_threshold(self.now, lic.policy.skew);
-        let Some(row) = self
-            .tx
-            .live_lease_by_fingerprint(&lic.id, fingerprint, threshold)?
+        let Some(row) =
+            self.tx
+                .live_lease_by_fingerprint(&lic.id, fingerprint, &req.holder, threshold)?
         else {
             return Ok(None);
         };
-        let lingering_for_another = row.mode == SeatMode::Linger
-            && (row.holder != req.holder || !lic.allows(&req.holder, Some(fingerprint)));
-        if lingering_for_another {
+        if lingering_for_another(lic, &row, req) {
             return Ok(None);
         }
         self.take_back(&row, lic.policy.ttl).map(Some)
@@ -349,6 +351,16 @@ impl<T: LeaseTx> Rules<'_, T> {
         )?;
         Ok(lease)
     }
+}
+
+/// A lingering seat goes back only to the holder and machine that
+/// released it, and only while the license still lets that holder in.
+fn lingering_for_another(lic: &LicenseConfig, row: &LeaseRow, req: &CheckoutRequest) -> bool {
+    row.mode == SeatMode::Linger
+        && (row.holder != req.holder
+            || req.fingerprint.is_none()
+            || row.fingerprint != req.fingerprint
+            || !lic.allows(&req.holder, req.fingerprint.as_deref()))
 }
 
 fn reused(lease: LeaseRow) -> CheckoutOutcome {

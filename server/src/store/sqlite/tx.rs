@@ -85,6 +85,7 @@ impl LeaseTx for SqliteTx<'_> {
         &mut self,
         license_id: &str,
         fingerprint: &str,
+        holder: &str,
         threshold: Timestamp,
     ) -> Result<Option<LeaseRow>> {
         const SQL: &str = concat!(
@@ -96,13 +97,13 @@ impl LeaseTx for SqliteTx<'_> {
             // holds a handful of leases at most.
             " FROM leases INDEXED BY leases_by_fingerprint
              WHERE license_id = ?1 AND fingerprint = ?2 AND expires_at >= ?3
-             ORDER BY expires_at DESC LIMIT 1"
+             ORDER BY (mode = 1 AND holder <> ?4), expires_at DESC, seat_id DESC LIMIT 1" // (mode 1: lingering; another holder's lingering seat last.)
         );
         Ok(self
             .conn
             .prepare_cached(SQL)?
             .query_row(
-                params![license_id, fingerprint, threshold.as_millis()],
+                params![license_id, fingerprint, threshold.as_millis(), holder],
                 lease_from_row,
             )
             .optional()?)
