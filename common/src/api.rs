@@ -431,16 +431,23 @@ mod tests {
         assert_eq!(
             keys,
             [
+                "borrowed",
                 "expires_at",
                 "fingerprint",
                 "holder",
                 "issued_at",
                 "license_id",
+                "overage",
                 "seat_id",
                 "token"
             ]
         );
         assert!(v["fingerprint"].is_null(), "fingerprint is present as null");
+        assert_eq!(
+            v["overage"], false,
+            "overage and borrowed are always present"
+        );
+        assert_eq!(v["borrowed"], false);
         assert_eq!(v["expires_at"], "1970-01-01T00:01:00.000Z");
     }
 }
