@@ -20,7 +20,7 @@ use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
 
 use super::auth::client_license;
-use super::error::ApiError;
+use super::error::{ApiError, Refusal};
 use crate::AppState;
 use crate::metrics::{Metrics, PoolGauges, StoreGauges};
 use crate::queue::{self, MAX_WAIT_S};
@@ -181,12 +181,16 @@ fn checkout_reply(
                      back for other groups' reservations; retry later"
                 )
             };
-            let mut err = ApiError::new(StatusCode::CONFLICT, code::NO_SEATS_AVAILABLE, message)
-                .with_retry_after(ceil_secs(*retry_after));
-            err.seats = Some(*seats);
-            err.live = Some(*live);
-            err.reserved = Some(*reserved);
-            Err(err)
+            Err(
+                ApiError::new(StatusCode::CONFLICT, code::NO_SEATS_AVAILABLE, message)
+                    .with_retry_after(ceil_secs(*retry_after))
+                    .with_refusal(Refusal {
+                        seats: Some(*seats),
+                        live: Some(*live),
+                        reserved: Some(*reserved),
+                        ..Refusal::default()
+                    }),
+            )
         }
         CheckoutOutcome::LimitReached {
             limit,
@@ -203,12 +207,16 @@ fn checkout_reply(
                      one holder may have; release one or retry later"
                 ),
             };
-            let mut err = ApiError::new(StatusCode::CONFLICT, code::LIMIT_REACHED, message)
-                .with_retry_after(ceil_secs(*retry_after));
-            err.limit = Some(limit.as_str());
-            err.max = Some(*max);
-            err.group = group.clone();
-            Err(err)
+            Err(
+                ApiError::new(StatusCode::CONFLICT, code::LIMIT_REACHED, message)
+                    .with_retry_after(ceil_secs(*retry_after))
+                    .with_refusal(Refusal {
+                        limit: Some(limit.as_str()),
+                        max: Some(*max),
+                        group: group.clone(),
+                        ..Refusal::default()
+                    }),
+            )
         }
         CheckoutOutcome::NotAllowed => Err(ApiError::new(
             StatusCode::FORBIDDEN,
