@@ -437,6 +437,7 @@ impl LeaseTx for PgTx<'_> {
             .collect();
         let ended: Vec<i64> = sessions.iter().map(|s| s.at.as_millis()).collect();
         let ends = column(|s| s.end.as_str());
+        let groups: Vec<Option<&str>> = sessions.iter().map(|s| s.lease.group.as_deref()).collect();
         self.client.execute(
             &self.statements.history.record_sessions,
             &[
@@ -447,6 +448,7 @@ impl LeaseTx for PgTx<'_> {
                 &started,
                 &ended,
                 &ends,
+                &groups,
             ],
         )?;
         Ok(())
