@@ -9,7 +9,10 @@ release the seat on exit.
 
 Prints one line per step. Exits 0 after releasing the seat (at the end of
 --seconds, or on Ctrl-C / SIGTERM), 1 on an error the server will not change
-its mind about (wrong key, unknown license, blocked), 2 on a bad token.
+its mind about (wrong key, unknown license, blocked, not allowed by the
+license's allow/deny lists) or when no seat came within --seconds, 2 on a bad
+token. A full pool (409 no_seats_available) and a holder or group at its cap
+(409 limit_reached) are waited out, as long as Retry-After says.
 """
 
 import argparse
@@ -103,7 +106,7 @@ class Client:
             error = resp.json()
             if resp.status_code == 409:
                 wait = int(resp.headers.get("Retry-After", "5"))
-                print(f"checkout: no seats ({error['live']}/{error['seats']} live), retry in {wait} s", flush=True)
+                print(f"checkout: {describe_409(error)}, retry in {wait} s", flush=True)
                 if time.monotonic() + wait > deadline:
                     raise Refused("no seat became free in time")
                 time.sleep(wait)
@@ -128,6 +131,18 @@ class Client:
         print(f"release: seat {seat_id} ({resp.status_code})", flush=True)
 
 
+def describe_409(error):
+    """Why a checkout was refused for now: a full pool, or a cap."""
+    if error.get("error") == "limit_reached":
+        if error.get("limit") == "group":
+            return f"limit reached (group {error.get('group')} holds its max of {error.get('max')})"
+        return f"limit reached ({error.get('limit')} max {error.get('max')})"
+    why = f"no seats ({error.get('live')}/{error.get('seats')} live"
+    if error.get("reserved"):
+        why += f", {error['reserved']} reserved for other groups"
+    return why + ")"
+
+
 def window_s(lease):
     return (parse_time(lease["expires_at"]) - parse_time(lease["issued_at"])).total_seconds()
 
@@ -135,7 +150,8 @@ def window_s(lease):
 def acquire(client, deadline):
     sent = time.monotonic()
     lease = client.checkout(deadline)
-    print(f"checkout: seat {lease['seat_id']} expires {lease['expires_at']} (window {window_s(lease):g} s)", flush=True)
+    overage = " [overage seat]" if lease.get("overage") else ""
+    print(f"checkout: seat {lease['seat_id']} expires {lease['expires_at']} (window {window_s(lease):g} s){overage}", flush=True)
     client.verify(lease)
     return lease, sent
 

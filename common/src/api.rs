@@ -21,6 +21,13 @@ pub struct Lease {
     pub fingerprint: Option<String>,
     pub issued_at: Timestamp,
     pub expires_at: Timestamp,
+    /// A seat granted beyond the license's `seats`, from its `overage`
+    /// allowance. Absent (false) from servers that predate it.
+    #[serde(default)]
+    pub overage: bool,
+    /// A seat borrowed for offline use: not renewed by heartbeats.
+    #[serde(default)]
+    pub borrowed: bool,
     /// Compact JWS (EdDSA) over the lease's claims; see [`crate::token`].
     pub token: String,
 }
@@ -34,7 +41,8 @@ pub struct CheckoutRequest {
 }
 
 /// Every error response: `{"error": "<code>", "message": "<sentence>"}`, plus
-/// `seats` and `live` on `no_seats_available`.
+/// `seats`, `live` and `reserved` on `no_seats_available`, and `limit`,
+/// `max` (and `group`) on `limit_reached`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     pub error: String,
@@ -43,6 +51,16 @@ pub struct ErrorBody {
     pub seats: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<u32>,
+    /// Seats held back for groups the requester is not in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved: Option<u32>,
+    /// Which cap: `holder` or `group` (`borrow` for borrowing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// The `error` codes of the contract.
@@ -67,10 +85,14 @@ pub mod code {
     pub const CSRF_FAILED: &str = "csrf_failed";
     /// Too many failed sign-ins from this address; see `Retry-After`.
     pub const RATE_LIMITED: &str = "rate_limited";
+    /// The license's `deny` matches the requester, or its `allow` does not.
+    pub const NOT_ALLOWED: &str = "not_allowed";
+    /// The requester's holder or group is at its cap; see `limit`, `max`.
+    pub const LIMIT_REACHED: &str = "limit_reached";
 }
 
 /// One pool in `GET /v1/admin/licenses`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LicenseSummary {
     pub id: String,
     pub seats: u32,
@@ -82,6 +104,42 @@ pub struct LicenseSummary {
     pub ttl_s: f64,
     pub skew_s: f64,
     pub reap_grace_s: f64,
+    /// Seats that may be granted beyond `seats`.
+    #[serde(default)]
+    pub overage: u32,
+    /// How long a released seat keeps counting; `null`: no linger.
+    #[serde(default)]
+    pub linger_s: Option<f64>,
+    #[serde(default)]
+    pub max_per_holder: Option<u32>,
+    #[serde(default)]
+    pub borrow: Option<BorrowSummary>,
+    /// Of `live`: seats borrowed, and seats released but lingering.
+    #[serde(default)]
+    pub borrowed: u32,
+    #[serde(default)]
+    pub lingering: u32,
+    /// The groups' unused reservations, summed.
+    #[serde(default)]
+    pub reserved: u32,
+    #[serde(default)]
+    pub groups: Vec<GroupSummary>,
+}
+
+/// A license's `[license.borrow]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BorrowSummary {
+    pub max_s: f64,
+    pub seats: u32,
+}
+
+/// One `[[license.group]]` and the seats that count for it now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupSummary {
+    pub name: String,
+    pub reserve: u32,
+    pub max: Option<u32>,
+    pub live: u32,
 }
 
 /// Seconds as a JSON number (fractional only for sub-second policies).
@@ -95,11 +153,14 @@ pub struct LicensesResponse {
     pub licenses: Vec<LicenseSummary>,
 }
 
-/// `live` or `lapsed` (past expiry + skew, not yet reaped).
+/// `live`, `lingering` (released, still counting), `borrowed`, or `lapsed`
+/// (past expiry + skew, not yet reaped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SeatState {
     Live,
+    Lingering,
+    Borrowed,
     Lapsed,
 }
 
@@ -114,6 +175,9 @@ pub struct SeatView {
     pub issued_at: Timestamp,
     pub expires_at: Timestamp,
     pub state: SeatState,
+    /// The group the seat counts for.
+    #[serde(default)]
+    pub group: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -232,13 +296,16 @@ pub struct UsageResponse {
 }
 
 /// One bucket `[t, t + step)` (the last one clipped at `to`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UsagePoint {
     pub t: Timestamp,
     /// The pool size in force at the end of the bucket.
     pub seats: u32,
     /// The most sessions open at any one instant of the bucket (exact).
     pub peak: u32,
+    /// Seconds of the bucket with more sessions open than the pool size in
+    /// force (overage, or a pool shrunk below the seats still held), exact.
+    pub over_s: f64,
     /// Sessions started in the bucket.
     pub checkouts: u64,
     /// `409 no_seats_available` (a `?wait=` that ran out included) and
@@ -255,8 +322,14 @@ pub struct UsageSummary {
     /// The first instant at which `peak` sessions were open (`None` when
     /// nothing was ever open).
     pub peak_at: Option<Timestamp>,
-    /// Seconds of the range during which every seat was in use.
+    /// Seconds of the range during which every seat was in use (at least
+    /// as many sessions open as the pool size, on a pool of at least one
+    /// seat); time over the pool counts here too.
     pub full_s: f64,
+    /// Seconds of the range with more sessions open than the pool size in
+    /// force: seats granted as overage, or held on a pool shrunk below
+    /// them (a pool of 0 seats included).
+    pub over_s: f64,
     pub denials: u64,
     /// Session time inside the range, in hours.
     pub seat_hours: f64,
@@ -307,6 +380,9 @@ pub struct SessionView {
     pub end: Option<SessionEnd>,
     /// Its length; an open session's time so far.
     pub duration_s: f64,
+    /// The group the seat counted for.
+    #[serde(default)]
+    pub group: Option<String>,
 }
 
 /// `GET /v1/admin/sessions` (JSON): newest first, keyset-paged.
@@ -345,6 +421,8 @@ mod tests {
             fingerprint: None,
             issued_at: Timestamp::from_millis(0),
             expires_at: Timestamp::from_millis(60_000),
+            overage: false,
+            borrowed: false,
             token: "t".into(),
         };
         let v = serde_json::to_value(&lease).unwrap();
@@ -353,16 +431,23 @@ mod tests {
         assert_eq!(
             keys,
             [
+                "borrowed",
                 "expires_at",
                 "fingerprint",
                 "holder",
                 "issued_at",
                 "license_id",
+                "overage",
                 "seat_id",
                 "token"
             ]
         );
         assert!(v["fingerprint"].is_null(), "fingerprint is present as null");
+        assert_eq!(
+            v["overage"], false,
+            "overage and borrowed are always present"
+        );
+        assert_eq!(v["borrowed"], false);
         assert_eq!(v["expires_at"], "1970-01-01T00:01:00.000Z");
     }
 }

@@ -9,7 +9,8 @@
 //! - [`liveness`]: **the** liveness predicate and the reapable predicate.
 //!   Everything that counts seats or deletes leases derives from these two.
 //! - [`policy`]: per-license policy, the licenses file format and its
-//!   validation (`reap_grace > skew`, ...).
+//!   validation (`reap_grace > skew`, ...), and the seat policies: groups,
+//!   `allow`/`deny` patterns, overage, linger, caps and borrowing.
 //! - [`token`]: compact JWS (EdDSA / Ed25519) lease tokens and the JWKS.
 //! - [`api`]: the JSON wire types of the HTTP contract.
 //! - [`text`]: input rules for strings an admin's terminal will print.
@@ -26,5 +27,5 @@ pub mod time;
 pub mod token;
 
 pub use liveness::{is_live, is_reapable, live_threshold, reap_cutoff};
-pub use policy::{LicenseConfig, Licenses, Policy, PolicyError};
+pub use policy::{BorrowPolicy, Group, LicenseConfig, Licenses, Pattern, Policy, PolicyError, Who};
 pub use time::Timestamp;

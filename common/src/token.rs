@@ -366,6 +366,8 @@ mod tests {
             fingerprint: None,
             issued_at: Timestamp::from_millis(1_795_960_800_000),
             expires_at: Timestamp::from_millis(1_795_960_860_999),
+            overage: false,
+            borrowed: false,
             token: String::new(),
         };
         let a = lease("aa");

@@ -87,6 +87,8 @@ pub async fn run(
 struct Prepared {
     state: Arc<AppState>,
     shutdown_tx: watch::Sender<bool>,
+    /// The licenses file as it was read at start, for the watcher.
+    licenses_text: String,
     /// SQLite only: the data dir's lock (replicas on PostgreSQL may share one).
     _data_dir_lock: Option<File>,
 }
@@ -170,6 +172,7 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             ),
         }),
         shutdown_tx,
+        licenses_text,
         _data_dir_lock: lock,
     })
 }
@@ -207,6 +210,7 @@ async fn serve_prepared(
     let Prepared {
         state,
         shutdown_tx,
+        licenses_text,
         _data_dir_lock,
     } = prepared;
     let addr = listener.local_addr().context("listener has no address")?;
@@ -256,6 +260,7 @@ async fn serve_prepared(
         )),
         tokio::spawn(licenses_watch::watch_file(
             config.licenses.clone(),
+            licenses_text.into_bytes(),
             state.licenses.clone(),
             state.store.clone(),
             stop.clone(),

@@ -23,18 +23,23 @@ const POLL_EVERY: Duration = Duration::from_secs(5);
 
 /// Watch the licenses file and hot-reload it until `shutdown` flips. Every
 /// outcome is a `config` event (waiters in line wake on it: a grown pool may
-/// let them in).
+/// let them in). `loaded` is the text the server started with: an edit made
+/// between that read and this watch is compared with it, not lost.
 pub async fn watch_file(
     path: PathBuf,
+    loaded: Vec<u8>,
     handle: LicensesHandle,
     store: Store,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let (_watcher, mut rx) = watch_directory_of(&path);
-    let mut last_seen = std::fs::read(&path).ok();
+    let mut last_seen = Some(loaded);
+    // Anything written before the watch began: look once at the start.
+    let mut look_now = true;
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,
+            _ = std::future::ready(()), if look_now => look_now = false,
             got = rx.recv() => {
                 if got.is_none() {
                     // Watcher gone: fall back to polling only.

@@ -37,6 +37,8 @@ pub struct Metrics {
     pub checkouts_reused: AtomicU64,
     pub denials_full: AtomicU64,
     pub denials_blocked: AtomicU64,
+    pub denials_limit: AtomicU64,
+    pub denials_not_allowed: AtomicU64,
     pub heartbeats: AtomicU64,
     pub heartbeats_lost: AtomicU64,
     pub releases: AtomicU64,
@@ -47,11 +49,20 @@ pub struct Metrics {
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
     status_classes: [AtomicU64; 5],
+    /// Grants beyond a license's `seats`, per license.
+    overage_grants: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl Metrics {
     pub fn inc(counter: &AtomicU64) {
         counter.fetch_add(1, Relaxed);
+    }
+
+    /// One seat granted from `license_id`'s overage allowance.
+    pub fn count_overage(&self, license_id: &str) {
+        if let Ok(mut grants) = self.overage_grants.lock() {
+            *grants.entry(license_id.to_string()).or_default() += 1;
+        }
     }
 
     pub fn observe_request(&self, status: u16, elapsed: Duration) {
@@ -95,6 +106,8 @@ impl Metrics {
                 &[
                     ("full", &self.denials_full),
                     ("blocked", &self.denials_blocked),
+                    ("limit", &self.denials_limit),
+                    ("not_allowed", &self.denials_not_allowed),
                 ],
             ),
             (
@@ -135,6 +148,20 @@ impl Metrics {
                     format!("{{outcome=\"{outcome}\"}}")
                 };
                 let _ = writeln!(out, "{name}{labels} {}", value.load(Relaxed));
+            }
+        }
+        self.write_overage(out);
+    }
+
+    fn write_overage(&self, out: &mut String) {
+        let name = "leasehold_overage_grants_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Seats granted beyond the license's seats (overage).\n# TYPE {name} counter"
+        );
+        if let Ok(grants) = self.overage_grants.lock() {
+            for (license, n) in grants.iter() {
+                let _ = writeln!(out, "{name}{{license=\"{license}\"}} {n}");
             }
         }
     }

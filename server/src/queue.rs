@@ -197,7 +197,10 @@ pub async fn checkout_in_line<R>(
         let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
         let applied = store.checkout_applied(req.clone(), ahead, last_try).await?;
         match applied.value {
-            CheckoutOutcome::Full { retry_after, .. } if !last_try => {
+            CheckoutOutcome::Full { retry_after, .. }
+            | CheckoutOutcome::LimitReached { retry_after, .. }
+                if !last_try =>
+            {
                 applied.committed().await?;
                 if ticket.is_none() {
                     ticket = Some(queues.join(&req.license_id).await?);

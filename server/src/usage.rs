@@ -15,6 +15,13 @@
 //! - The pool size in force at `t` is the latest recorded size with
 //!   `at <= t`; before the first record, the first record's size (history
 //!   starts with the size the server had then); with no record, 0.
+//! - `full_s` is the time with every seat in use (`open >= seats`, on a
+//!   pool of at least one seat); `over_s` the time with more sessions open
+//!   than the pool size (`open > seats`: overage, or a pool shrunk below the
+//!   seats still held). Time over a pool of at least one seat is full time
+//!   too (`over_s <= full_s` there); a pool of 0 seats (suspended, or the
+//!   license gone from the file) is never full, but any seat held on it is
+//!   over.
 //! - `utilization` counts use above the pool size (a pool shrunk below the
 //!   seats still held) as at most the pool size, so it stays within 0..=1;
 //!   `seat_hours` counts every session's time.
@@ -168,6 +175,7 @@ impl PoolTimeline {
 #[derive(Debug, Clone, Copy, Default)]
 struct Bucket {
     peak: u32,
+    over_ms: u64,
     checkouts: u64,
     denials: u64,
 }
@@ -191,6 +199,7 @@ pub struct Sweep {
     used_ms: u128,
     available_ms: u128,
     full_ms: u128,
+    over_ms: u128,
     denials: u64,
     holders: HashSet<String>,
 }
@@ -212,6 +221,7 @@ impl Sweep {
             used_ms: 0,
             available_ms: 0,
             full_ms: 0,
+            over_ms: 0,
             denials: 0,
             holders: HashSet::new(),
             range,
@@ -310,8 +320,16 @@ impl Sweep {
             if seats > 0 && open >= seats {
                 self.full_ms += len;
             }
+            let over = open > seats;
+            if over {
+                self.over_ms += len;
+            }
             let bucket = &mut self.buckets[b];
             bucket.peak = bucket.peak.max(open);
+            if over {
+                // A bucket is at most `step_ms` (an i64) long.
+                bucket.over_ms += len as u64;
+            }
             if open > self.peak {
                 self.peak = open;
                 self.peak_at = Some(p);
@@ -331,6 +349,7 @@ impl Sweep {
                 t: Timestamp::from_millis(range.from.as_millis() + i as i64 * range.step_ms),
                 seats: self.pool.at(range.bucket_end(i)),
                 peak: b.peak,
+                over_s: b.over_ms as f64 / 1000.0,
                 checkouts: b.checkouts,
                 denials: b.denials,
             })
@@ -345,6 +364,7 @@ impl Sweep {
             peak: self.peak,
             peak_at: self.peak_at.map(Timestamp::from_millis),
             full_s: self.full_ms as f64 / 1000.0,
+            over_s: self.over_ms as f64 / 1000.0,
             denials: self.denials,
             seat_hours: self.session_ms as f64 / 3_600_000.0,
             utilization,

@@ -77,7 +77,11 @@ impl Day {
 
     async fn grant(&self, req: CheckoutRequest, want_reused: bool) -> LeaseRow {
         match self.checkout(req.clone()).await {
-            CheckoutOutcome::Granted { lease, reused } if reused == want_reused => lease,
+            CheckoutOutcome::Granted {
+                lease,
+                reused,
+                overage: false,
+            } if reused == want_reused => lease,
             other => panic!("{req:?} at {}: {other:?}", self.clock.now()),
         }
     }
@@ -323,6 +327,7 @@ async fn a_scripted_day_adds_up_to_the_hand_count() {
         t: s(t),
         seats,
         peak,
+        over_s: 0.0,
         checkouts,
         denials,
     };
@@ -342,6 +347,10 @@ async fn a_scripted_day_adds_up_to_the_hand_count() {
     assert_eq!((sum.seats, sum.peak, sum.peak_at), (3, 3, Some(s(300))));
     // Every seat in use: [10, 50) + [60, 110) + [115, 130) + [300, 320).
     assert_eq!(sum.full_s, 125.0);
+    assert_eq!(
+        sum.over_s, 0.0,
+        "the pool never shrinks below the seats held"
+    );
     assert_eq!(sum.denials, 4, "the ?wait= attempt does not count");
     // 110 + 30 + 10 + 260 + 255 + 65 seat-seconds, of 2 × 130 + 3 × 240
     // available until now.

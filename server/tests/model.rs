@@ -4,13 +4,22 @@
 //! SQLite or PostgreSQL as `LEASEHOLD_TEST_STORE` says: `support::TestDb`)
 //! with random sequences of checkouts, heartbeats, releases, revokes, reaps
 //! and clock moves across two or three licenses with small pools and short
-//! TTLs. A plain in-memory [`Model`] decides the expected outcome of every
+//! TTLs, most with seat policies (groups with patterns, reserve and max,
+//! `max_per_holder`, `overage`, allow/deny, `linger`; the same generator as
+//! `rules_props.rs`, without the policy reloads). The model predicts
+//! `NotAllowed`, `LimitReached`, `Full` with `reserved`, the overage flag,
+//! and linger (a release keeps the seat, a heartbeat on it is lost, only
+//! its holder on its machine takes it back). A plain in-memory [`Model`] decides the expected outcome of every
 //! operation with the one predicate from `leasehold_common` (`is_live`,
 //! `is_reapable`, `lapses_at`), and every answer of the store is checked
 //! against it. After every step the invariants are asserted against
 //! the store's own read API (`seats`, `live_counts`):
 //!
-//! - live ≤ seats for every license (no over-grant);
+//! - live ≤ seats + overage for every license (no over-grant), no group
+//!   above its `max`, no holder above `max_per_holder`, and the seats
+//!   outside a group never reach into its unused reservation
+//!   (`outside + reserve <= seats + overage`); `live_counts` (live,
+//!   lingering, per group) is what the predicate counts;
 //! - nothing is reaped before `expires_at + reap_grace`;
 //! - a released, revoked or reaped seat never renews or comes back;
 //! - heartbeats never change the live count;
@@ -40,7 +49,8 @@ use leasehold_common::{Licenses, Timestamp, is_live, is_reapable};
 use leasehold_server::clock::ManualClock;
 use leasehold_server::licenses::LicensesHandle;
 use leasehold_server::store::{
-    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Store,
+    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Limit, PoolCounts, SeatMode,
+    Store,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -105,6 +115,184 @@ fn pol() -> impl Strategy<Value = Pol> {
         })
 }
 
+/// One `[[license.group]]` of a generated license.
+#[derive(Debug, Clone, PartialEq)]
+struct GroupPol {
+    name: String,
+    holders: Vec<String>,
+    fingerprints: Vec<String>,
+    reserve: u32,
+    max: Option<u32>,
+}
+
+/// The seat-policy fields of a generated license (all absent: a plain
+/// license, which must decide exactly as before them).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct SeatPol {
+    overage: u32,
+    linger_ms: Option<u64>,
+    max_per_holder: Option<u32>,
+    allow: Option<Vec<String>>,
+    deny: Vec<String>,
+    groups: Vec<GroupPol>,
+}
+
+fn toml_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|i| format!("\"{i}\"")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+impl SeatPol {
+    /// The policy's lines of a `[[license]]` (after its plain fields).
+    fn toml(&self) -> String {
+        let mut t = String::new();
+        if self.overage > 0 {
+            t += &format!("overage = {}\n", self.overage);
+        }
+        if let Some(l) = self.linger_ms {
+            t += &format!("linger = \"{l}ms\"\n");
+        }
+        if let Some(m) = self.max_per_holder {
+            t += &format!("max_per_holder = {m}\n");
+        }
+        if let Some(allow) = &self.allow {
+            t += &format!("allow = {}\n", toml_list(allow));
+        }
+        if !self.deny.is_empty() {
+            t += &format!("deny = {}\n", toml_list(&self.deny));
+        }
+        for g in &self.groups {
+            t += &format!("[[license.group]]\nname = \"{}\"\n", g.name);
+            if !g.holders.is_empty() {
+                t += &format!("holders = {}\n", toml_list(&g.holders));
+            }
+            if !g.fingerprints.is_empty() {
+                t += &format!("fingerprints = {}\n", toml_list(&g.fingerprints));
+            }
+            if g.reserve > 0 {
+                t += &format!("reserve = {}\n", g.reserve);
+            }
+            if let Some(m) = g.max {
+                t += &format!("max = {m}\n");
+            }
+        }
+        t
+    }
+
+    /// `*` only at the end in the generated patterns.
+    fn pattern_matches(p: &str, s: &str) -> bool {
+        match p.strip_suffix('*') {
+            Some(prefix) => s.starts_with(prefix),
+            None => p == s,
+        }
+    }
+
+    fn member(g: &GroupPol, holder: &str, fp: Option<&str>) -> bool {
+        g.holders.iter().any(|p| Self::pattern_matches(p, holder))
+            || fp.is_some_and(|f| g.fingerprints.iter().any(|p| Self::pattern_matches(p, f)))
+    }
+
+    /// The first group in file order the checkout is a member of.
+    fn group_of(&self, holder: &str, fp: Option<&str>) -> Option<&GroupPol> {
+        self.groups.iter().find(|g| Self::member(g, holder, fp))
+    }
+
+    fn who(&self, who: &str, holder: &str, fp: Option<&str>) -> bool {
+        match who.strip_prefix('@') {
+            Some(name) => self
+                .groups
+                .iter()
+                .any(|g| g.name == name && Self::member(g, holder, fp)),
+            None => Self::pattern_matches(who, holder),
+        }
+    }
+
+    /// deny first, then allow (absent: everyone).
+    fn allows(&self, holder: &str, fp: Option<&str>) -> bool {
+        if self.deny.iter().any(|w| self.who(w, holder, fp)) {
+            return false;
+        }
+        self.allow
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|w| self.who(w, holder, fp)))
+    }
+
+    /// A valid policy for `seats` from raw generated parts: reserves fit in
+    /// the seats, a max is at least its reserve, overage at most seats.
+    fn clamp(mut self, seats: u32) -> Self {
+        self.overage = self.overage.min(seats);
+        let mut reserved = 0;
+        for g in &mut self.groups {
+            g.reserve = g.reserve.min(seats - reserved);
+            reserved += g.reserve;
+            g.max = g.max.map(|m| m.max(g.reserve).max(1));
+        }
+        let names: Vec<String> = self.groups.iter().map(|g| format!("@{}", g.name)).collect();
+        let known = |w: &String| !w.starts_with('@') || names.contains(w);
+        self.deny.retain(known);
+        if let Some(a) = &mut self.allow {
+            a.retain(known);
+            if a.is_empty() {
+                self.allow = None;
+            }
+        }
+        self
+    }
+}
+
+fn group_pol(i: usize) -> impl Strategy<Value = GroupPol> {
+    (
+        proptest::sample::subsequence(vec!["h0", "h1", "h2", "h*"], 0..=2),
+        proptest::sample::subsequence(vec!["f0", "f1", "f*"], 0..=1),
+        0u32..=2,
+        proptest::option::weighted(0.7, 1u32..=3),
+    )
+        .prop_map(move |(holders, fingerprints, reserve, max)| {
+            let mut holders: Vec<String> = holders.into_iter().map(String::from).collect();
+            if holders.is_empty() && fingerprints.is_empty() {
+                holders.push(format!("h{i}"));
+            }
+            GroupPol {
+                name: format!("g{i}"),
+                holders,
+                fingerprints: fingerprints.into_iter().map(String::from).collect(),
+                reserve,
+                max,
+            }
+        })
+}
+
+fn seat_pol() -> impl Strategy<Value = SeatPol> {
+    let allow_deny = prop_oneof![
+        4 => Just((None, vec![])),
+        1 => Just((None, vec!["h2".to_string()])),
+        1 => Just((Some(vec!["@g0".to_string(), "h0".to_string()]), vec![])),
+        1 => Just((Some(vec!["h*".to_string()]), vec!["@g1".to_string()])),
+    ];
+    prop_oneof![
+        1 => Just(SeatPol::default()),
+        3 => (
+            0u32..=2,
+            proptest::option::weighted(0.7, prop_oneof![Just(1_000u64), 1_000u64..=20_000]),
+            proptest::option::weighted(0.4, 1u32..=2),
+            prop_oneof![
+                1 => Just(vec![]),
+                2 => group_pol(0).prop_map(|g| vec![g]),
+                2 => (group_pol(0), group_pol(1)).prop_map(|(a, b)| vec![a, b]),
+            ],
+            allow_deny,
+        )
+            .prop_map(|(overage, linger_ms, max_per_holder, groups, (allow, deny))| SeatPol {
+                overage,
+                linger_ms,
+                max_per_holder,
+                allow,
+                deny,
+                groups,
+            }),
+    ]
+}
+
 /// Which license a checkout names.
 #[derive(Debug, Clone, Copy)]
 enum Lic {
@@ -112,6 +300,9 @@ enum Lic {
     Known(usize),
     /// A license that is not in the licenses file.
     Unknown,
+    /// As the license, holder and fingerprint of the n-th (mod) seat in the
+    /// table, lingering ones first (a re-claim); `Known(n)` if none.
+    Seat(usize),
 }
 
 /// Which seat a heartbeat, release or revoke names.
@@ -193,7 +384,11 @@ fn target() -> impl Strategy<Value = Target> {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (
-            prop_oneof![12 => (0usize..3).prop_map(Lic::Known), 1 => Just(Lic::Unknown)],
+            prop_oneof![
+                12 => (0usize..3).prop_map(Lic::Known),
+                1 => Just(Lic::Unknown),
+                3 => (0usize..8).prop_map(Lic::Seat),
+            ],
             0u8..3,
             proptest::option::weighted(0.5, 0u8..3),
             proptest::option::weighted(0.4, 0u8..3),
@@ -205,7 +400,7 @@ fn op() -> impl Strategy<Value = Op> {
                 key,
             }),
         5 => target().prop_map(Op::Heartbeat),
-        2 => target().prop_map(Op::Release),
+        3 => target().prop_map(Op::Release),
         3 => (
             target(),
             prop_oneof![
@@ -246,13 +441,22 @@ struct MLease {
 /// What the model says a checkout must answer.
 #[derive(Debug)]
 enum Expect {
-    Fresh(LeaseRow),
+    /// A new seat, and whether it came from the overage allowance.
+    Fresh(LeaseRow, bool),
     Reused(LeaseRow),
     Full {
         seats: u32,
         live: u32,
+        reserved: u32,
         retry_after: Duration,
     },
+    LimitReached {
+        limit: Limit,
+        max: u32,
+        group: Option<String>,
+        retry_after: Duration,
+    },
+    NotAllowed,
     Blocked {
         until: Timestamp,
     },
@@ -262,6 +466,8 @@ enum Expect {
 struct Model {
     now: Timestamp,
     licenses: Vec<(String, Pol)>,
+    /// The seat policies, by license (same order).
+    seat_pols: Vec<(String, SeatPol)>,
     /// Every lease in the table, by seat id.
     leases: HashMap<String, MLease>,
     /// (license, holder, fingerprint or "") → blocked until (exclusive).
@@ -278,6 +484,46 @@ impl Model {
             .iter()
             .find(|(id, _)| id == license)
             .map(|(_, p)| *p)
+    }
+
+    fn sp(&self, license: &str) -> &SeatPol {
+        &self
+            .seat_pols
+            .iter()
+            .find(|(id, _)| id == license)
+            .unwrap()
+            .1
+    }
+
+    /// Live leases of a license matching `f`.
+    fn live_where(&self, license: &str, f: impl Fn(&LeaseRow) -> bool) -> Vec<&LeaseRow> {
+        self.leases
+            .values()
+            .map(|l| &l.row)
+            .filter(|l| l.license_id == license && self.is_live(l) && f(l))
+            .collect()
+    }
+
+    /// Until the earliest of these lapses; one TTL if none.
+    fn retry_after(&self, pol: Pol, rows: &[&LeaseRow]) -> Duration {
+        let left = rows
+            .iter()
+            .map(|l| lapses_at(l.expires_at, pol.skew()).millis_since(self.now))
+            .min()
+            .unwrap_or(pol.ttl_ms as i64);
+        ms(left.max(0) as u64)
+    }
+
+    /// A lingering seat goes back only to the holder and machine that
+    /// released it, while still allowed in.
+    fn lingering_for_another(&self, row: &LeaseRow, req: &CheckoutRequest) -> bool {
+        row.mode == SeatMode::Linger
+            && (row.holder != req.holder
+                || req.fingerprint.is_none()
+                || row.fingerprint != req.fingerprint
+                || !self
+                    .sp(&req.license_id)
+                    .allows(&req.holder, req.fingerprint.as_deref()))
     }
 
     fn is_live(&self, lease: &LeaseRow) -> bool {
@@ -351,6 +597,7 @@ impl Model {
         let lease = self.leases.get_mut(seat).unwrap();
         lease.row.issued_at = now;
         lease.row.expires_at = now.saturating_add(ttl);
+        lease.row.mode = SeatMode::Heartbeat;
         lease.row.clone()
     }
 
@@ -383,15 +630,18 @@ impl Model {
                 .collect();
             assert!(found.len() <= 1, "model: key {key} names {found:?}");
             if let Some(seat) = found.first() {
-                if self.is_live(&self.leases[seat].row) {
+                let row = &self.leases[seat].row;
+                if self.is_live(row) && !self.lingering_for_another(row, req) {
                     return Expect::Reused(self.renew(seat));
                 }
                 self.leases.get_mut(seat).unwrap().idempotency_key = None;
             }
         }
-        // Fingerprint re-claim: the live seat this machine already holds.
+        // Fingerprint re-claim: the live seat this machine already holds
+        // (not another holder's lingering one first, then the latest
+        // expiry, then the greatest seat id).
         if let Some(fp) = &req.fingerprint {
-            let found: Vec<String> = self
+            let found = self
                 .leases
                 .iter()
                 .filter(|(_, l)| {
@@ -399,41 +649,88 @@ impl Model {
                         && l.row.fingerprint.as_ref() == Some(fp)
                         && self.is_live(&l.row)
                 })
-                .map(|(seat, _)| seat.clone())
-                .collect();
-            assert!(
-                found.len() <= 1,
-                "model: two live seats for {fp}: {found:?}"
-            );
-            if let Some(seat) = found.first() {
-                return Expect::Reused(self.renew(seat));
+                .max_by_key(|(seat, l)| {
+                    let takeable = l.row.mode != SeatMode::Linger || l.row.holder == req.holder;
+                    (takeable, l.row.expires_at, seat.as_str())
+                })
+                .map(|(seat, _)| seat.clone());
+            if let Some(seat) = found
+                && !self.lingering_for_another(&self.leases[&seat].row, req)
+            {
+                return Expect::Reused(self.renew(&seat));
             }
         }
-        let live = self.live_count(&req.license_id);
-        if live >= pol.seats {
-            let retry_after = self
-                .leases
-                .values()
-                .filter(|l| l.row.license_id == req.license_id && self.is_live(&l.row))
-                .map(|l| lapses_at(l.row.expires_at, pol.skew()).millis_since(self.now))
-                .min()
-                .unwrap_or(pol.ttl_ms as i64)
-                .max(0);
+        let license = req.license_id.as_str();
+        let fp = req.fingerprint.as_deref();
+        let sp = self.sp(license).clone();
+        if !sp.allows(&req.holder, fp) {
+            return Expect::NotAllowed;
+        }
+        if let Some(max) = sp.max_per_holder {
+            let mine = self.live_where(license, |l| l.holder == req.holder);
+            if mine.len() as u32 >= max {
+                return Expect::LimitReached {
+                    limit: Limit::Holder,
+                    max,
+                    group: None,
+                    retry_after: self.retry_after(pol, &mine),
+                };
+            }
+        }
+        let group = sp.group_of(&req.holder, fp);
+        if let Some(g) = group
+            && let Some(max) = g.max
+        {
+            let theirs = self.live_where(license, |l| l.group.as_deref() == Some(&g.name));
+            if theirs.len() as u32 >= max {
+                return Expect::LimitReached {
+                    limit: Limit::Group,
+                    max,
+                    group: Some(g.name.clone()),
+                    retry_after: self.retry_after(pol, &theirs),
+                };
+            }
+        }
+        let own = group.map(|g| g.name.as_str());
+        let others: u32 = sp
+            .groups
+            .iter()
+            .filter(|g| g.reserve > 0 && Some(g.name.as_str()) != own)
+            .map(|g| {
+                let used = self
+                    .live_where(license, |l| l.group.as_deref() == Some(&g.name))
+                    .len() as u32;
+                g.reserve.saturating_sub(used)
+            })
+            .sum();
+        let live = self.live_count(license);
+        if i64::from(pol.seats) + i64::from(sp.overage) - i64::from(live) - i64::from(others) < 1 {
+            let retry_after = if pol.seats + sp.overage > others {
+                self.retry_after(pol, &self.live_where(license, |_| true))
+            } else {
+                pol.ttl()
+            };
             return Expect::Full {
                 seats: pol.seats,
                 live,
-                retry_after: ms(retry_after as u64),
+                reserved: others,
+                retry_after,
             };
         }
-        Expect::Fresh(LeaseRow {
-            seat_id: String::new(), // assigned by the store
-            license_id: req.license_id.clone(),
-            holder: req.holder.clone(),
-            fingerprint: req.fingerprint.clone(),
-            checked_out_at: self.now,
-            issued_at: self.now,
-            expires_at: self.now.saturating_add(pol.ttl()),
-        })
+        Expect::Fresh(
+            LeaseRow {
+                seat_id: String::new(), // assigned by the store
+                license_id: req.license_id.clone(),
+                holder: req.holder.clone(),
+                fingerprint: req.fingerprint.clone(),
+                checked_out_at: self.now,
+                issued_at: self.now,
+                expires_at: self.now.saturating_add(pol.ttl()),
+                group: own.map(str::to_string),
+                mode: SeatMode::Heartbeat,
+            },
+            live >= pol.seats,
+        )
     }
 
     fn insert(&mut self, row: LeaseRow, idempotency_key: Option<String>) {
@@ -450,21 +747,44 @@ impl Model {
 
     fn heartbeat(&mut self, license: &str, seat: &str) -> HeartbeatOutcome {
         match self.leases.get(seat) {
-            Some(l) if l.row.license_id == license && self.is_live(&l.row) => {
+            Some(l)
+                if l.row.license_id == license
+                    && l.row.mode != SeatMode::Linger
+                    && self.is_live(&l.row) =>
+            {
                 HeartbeatOutcome::Renewed(self.renew(seat))
             }
             _ => HeartbeatOutcome::Lost,
         }
     }
 
-    fn release(&mut self, license: &str, seat: &str) -> bool {
+    /// (the answer, whether a release event is logged). With linger, a
+    /// live seat stays, lingering until now + linger; a second release of
+    /// a lingering seat changes nothing.
+    fn release(&mut self, license: &str, seat: &str) -> (bool, bool) {
+        let linger = self
+            .pol(license)
+            .and(self.seat_pols.iter().find(|(id, _)| id == license));
+        let linger = linger.and_then(|(_, sp)| sp.linger_ms);
         match self.leases.get(seat) {
             Some(l) if l.row.license_id == license => {
-                self.leases.remove(seat);
-                self.gone.insert(seat.to_string());
-                true
+                match (linger, l.row.mode, self.is_live(&l.row)) {
+                    (Some(_), SeatMode::Linger, _) => (true, false),
+                    (Some(linger), SeatMode::Heartbeat, true) => {
+                        let now = self.now;
+                        let l = self.leases.get_mut(seat).unwrap();
+                        l.row.mode = SeatMode::Linger;
+                        l.row.expires_at = now.saturating_add(ms(linger));
+                        (true, true)
+                    }
+                    _ => {
+                        self.leases.remove(seat);
+                        self.gone.insert(seat.to_string());
+                        (true, true)
+                    }
+                }
             }
-            _ => false,
+            _ => (false, false),
         }
     }
 
@@ -550,7 +870,7 @@ struct Effects {
 }
 
 impl Run {
-    async fn live_counts(&self) -> BTreeMap<String, u32> {
+    async fn live_counts(&self) -> BTreeMap<String, PoolCounts> {
         self.store
             .live_counts()
             .await
@@ -573,14 +893,34 @@ impl Run {
                 fingerprint,
                 key,
             } => {
-                let license_id = match license {
-                    Lic::Known(n) => self.model.licenses[n % self.model.licenses.len()].0.clone(),
-                    Lic::Unknown => "nope".to_string(),
+                let mut held: Vec<&LeaseRow> = self.model.held();
+                if held.iter().any(|l| l.mode == SeatMode::Linger) {
+                    held.retain(|l| l.mode == SeatMode::Linger);
+                }
+                let (license_id, holder, fingerprint) = match license {
+                    Lic::Seat(n) if !held.is_empty() => {
+                        let l = held[n % held.len()];
+                        (
+                            l.license_id.clone(),
+                            l.holder.clone(),
+                            l.fingerprint.clone(),
+                        )
+                    }
+                    Lic::Known(n) | Lic::Seat(n) => (
+                        self.model.licenses[n % self.model.licenses.len()].0.clone(),
+                        format!("h{holder}"),
+                        fingerprint.map(|f| format!("f{f}")),
+                    ),
+                    Lic::Unknown => (
+                        "nope".to_string(),
+                        format!("h{holder}"),
+                        fingerprint.map(|f| format!("f{f}")),
+                    ),
                 };
                 let req = CheckoutRequest {
                     license_id,
-                    holder: format!("h{holder}"),
-                    fingerprint: fingerprint.map(|f| format!("f{f}")),
+                    holder,
+                    fingerprint,
                     idempotency_key: key.map(|k| format!("k{k}")),
                 };
                 let expect = self.model.checkout(&req);
@@ -590,9 +930,11 @@ impl Run {
                         CheckoutOutcome::Granted {
                             lease,
                             reused: false,
+                            overage,
                         },
-                        Expect::Fresh(mut want),
+                        Expect::Fresh(mut want, want_overage),
                     ) => {
+                        check_eq!(ctx, overage, want_overage, "overage flag");
                         check!(
                             ctx,
                             lease.seat_id.len() == 32
@@ -616,6 +958,7 @@ impl Run {
                         CheckoutOutcome::Granted {
                             lease,
                             reused: true,
+                            overage: false,
                         },
                         Expect::Reused(want),
                     ) => {
@@ -625,20 +968,47 @@ impl Run {
                         CheckoutOutcome::Full {
                             seats,
                             live,
+                            reserved,
                             retry_after,
                         },
                         Expect::Full {
                             seats: s,
                             live: l,
+                            reserved: res,
                             retry_after: r,
                         },
                     ) => {
                         check_eq!(
                             ctx,
-                            (seats, live, retry_after),
-                            (s, l, r),
-                            "Full (seats, live, retry_after)"
+                            (seats, live, reserved, retry_after),
+                            (s, l, res, r),
+                            "Full (seats, live, reserved, retry_after)"
                         );
+                        fx.may_deny = true;
+                    }
+                    (
+                        CheckoutOutcome::LimitReached {
+                            limit,
+                            max,
+                            group,
+                            retry_after,
+                        },
+                        Expect::LimitReached {
+                            limit: l,
+                            max: m,
+                            group: g,
+                            retry_after: r,
+                        },
+                    ) => {
+                        check_eq!(
+                            ctx,
+                            (limit, max, &group, retry_after),
+                            (l, m, &g, r),
+                            "LimitReached (limit, max, group, retry_after)"
+                        );
+                        fx.may_deny = true;
+                    }
+                    (CheckoutOutcome::NotAllowed, Expect::NotAllowed) => {
                         fx.may_deny = true;
                     }
                     (CheckoutOutcome::Blocked { until }, Expect::Blocked { until: u }) => {
@@ -656,11 +1026,11 @@ impl Run {
             Op::Heartbeat(target) => {
                 let (license, seat) = self.model.resolve(target);
                 let live_before = self.live_counts().await;
-                let was_present = self
-                    .model
-                    .leases
-                    .get(&seat)
-                    .is_some_and(|l| l.row.license_id == license);
+                // A lingering seat is lost without a `lost` event.
+                let was_present =
+                    self.model.leases.get(&seat).is_some_and(|l| {
+                        l.row.license_id == license && l.row.mode != SeatMode::Linger
+                    });
                 let want = self.model.heartbeat(&license, &seat);
                 let got = self.store.heartbeat(&license, &seat).await.unwrap();
                 if let HeartbeatOutcome::Renewed(row) = &got {
@@ -684,10 +1054,10 @@ impl Run {
             }
             Op::Release(target) => {
                 let (license, seat) = self.model.resolve(target);
-                let want = self.model.release(&license, &seat);
+                let (want, event) = self.model.release(&license, &seat);
                 let got = self.store.release(&license, &seat).await.unwrap();
                 check_eq!(ctx, got, want, "release {license}/{seat}");
-                if got {
+                if event {
                     fx.expected.push((EventKind::Release, seat));
                 }
             }
@@ -892,32 +1262,84 @@ impl Run {
             .collect();
         check_eq!(ctx, stored, modelled, "leases table");
 
-        // live ≤ seats, and the store counts what the predicate counts.
-        let live = self.live_counts().await;
+        // live ≤ seats + overage, no group above its max, no holder above
+        // max_per_holder, the seats outside a group never in its unused
+        // reservation; and the store counts (live, lingering, per group)
+        // what the predicate counts.
+        let counts = self.live_counts().await;
         for (id, pol) in &m.licenses {
-            let n = live.get(id).copied();
-            check_eq!(ctx, n, Some(m.live_count(id)), "live count of {id}");
+            let sp = m.sp(id);
+            let live: Vec<&LeaseRow> = stored
+                .values()
+                .filter(|l| l.license_id == *id && m.is_live(l))
+                .collect();
+            let n = live.len() as u32;
+            let of_group = |g: &str| {
+                live.iter()
+                    .filter(|l| l.group.as_deref() == Some(g))
+                    .count() as u32
+            };
+            let want = PoolCounts {
+                live: m.live_count(id),
+                lingering: live.iter().filter(|l| l.mode == SeatMode::Linger).count() as u32,
+                borrowed: 0,
+                groups: sp
+                    .groups
+                    .iter()
+                    .map(|g| (g.name.clone(), of_group(&g.name)))
+                    .collect(),
+            };
+            check_eq!(ctx, counts.get(id), Some(&want), "live counts of {id}");
             check!(
                 ctx,
-                n.unwrap_or(0) <= pol.seats,
-                "over-grant: {id} has {n:?} live of {} seats",
-                pol.seats
+                n <= pol.seats + sp.overage,
+                "over-grant: {id} has {n} live of {} seats + {} overage",
+                pol.seats,
+                sp.overage
             );
+            for g in &sp.groups {
+                if let Some(max) = g.max {
+                    check!(
+                        ctx,
+                        of_group(&g.name) <= max,
+                        "group {} of {id} holds {} > max {max}",
+                        g.name,
+                        of_group(&g.name)
+                    );
+                }
+                let outside = n - of_group(&g.name);
+                check!(
+                    ctx,
+                    outside + g.reserve <= pol.seats + sp.overage,
+                    "{outside} seats outside group {} of {id} reach into its reserve {}",
+                    g.name,
+                    g.reserve
+                );
+            }
+            if let Some(max) = sp.max_per_holder {
+                for h in live.iter().map(|l| &l.holder) {
+                    let k = live.iter().filter(|l| &l.holder == h).count() as u32;
+                    check!(ctx, k <= max, "holder {h} of {id} has {k} > {max} seats");
+                }
+            }
         }
-        check_eq!(ctx, live.len(), m.licenses.len(), "licenses counted");
+        check_eq!(ctx, counts.len(), m.licenses.len(), "licenses counted");
 
-        // Model sanity: one live seat per fingerprint, one lease per key.
+        // Model sanity: one live (not lingering) seat per fingerprint and
+        // holder, one lease per key.
         let mut fps = HashSet::new();
         let mut keys = HashSet::new();
         for l in m.leases.values() {
             if let Some(fp) = &l.row.fingerprint
+                && l.row.mode == SeatMode::Heartbeat
                 && m.is_live(&l.row)
             {
                 check!(
                     ctx,
-                    fps.insert((l.row.license_id.clone(), fp.clone())),
-                    "two live seats of {} for fingerprint {fp}",
-                    l.row.license_id
+                    fps.insert((l.row.license_id.clone(), fp.clone(), l.row.holder.clone())),
+                    "two live seats of {} for fingerprint {fp} and holder {}",
+                    l.row.license_id,
+                    l.row.holder
                 );
             }
             if let Some(key) = &l.idempotency_key {
@@ -933,21 +1355,24 @@ impl Run {
     }
 }
 
-fn licenses_toml(pols: &[Pol]) -> String {
+fn licenses_toml(pols: &[Pol], seat_pols: &[SeatPol]) -> String {
     pols.iter()
+        .zip(seat_pols)
         .zip(LICENSE_IDS)
-        .map(|(p, id)| license_toml(id, p.seats, p.ttl_ms, p.skew_ms, p.grace_ms))
+        .map(|((p, sp), id)| {
+            license_toml(id, p.seats, p.ttl_ms, p.skew_ms, p.grace_ms) + &sp.toml()
+        })
         .collect()
 }
 
-fn run(pols: Vec<Pol>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run(pols: Vec<Pol>, seat_pols: Vec<SeatPol>, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async move {
         let db = TestDb::new();
-        let toml = licenses_toml(&pols);
+        let toml = licenses_toml(&pols, &seat_pols);
         let licenses = LicensesHandle::new(Licenses::parse(&toml).unwrap());
         let clock = ManualClock::new(at(0));
         let store = db.open(&toml, &licenses, &clock, NO_STALL).unwrap();
@@ -957,6 +1382,11 @@ fn run(pols: Vec<Pol>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 .iter()
                 .zip(LICENSE_IDS)
                 .map(|(p, id)| (id.to_string(), *p))
+                .collect(),
+            seat_pols: seat_pols
+                .into_iter()
+                .zip(LICENSE_IDS)
+                .map(|(sp, id)| (id.to_string(), sp))
                 .collect(),
             leases: HashMap::new(),
             blocks: BTreeMap::new(),
@@ -1001,10 +1431,17 @@ proptest! {
     /// the model and the invariants hold after every step.
     #[test]
     fn store_matches_the_model(
-        pols in proptest::collection::vec(pol(), 2..=3),
+        lics in proptest::collection::vec((pol(), seat_pol()), 2..=3),
         ops in proptest::collection::vec(op(), 1..=60),
     ) {
-        run(pols, ops)?;
+        let (pols, seat_pols) = lics
+            .into_iter()
+            .map(|(p, sp)| {
+                let sp = sp.clamp(p.seats);
+                (p, sp)
+            })
+            .unzip();
+        run(pols, seat_pols, ops)?;
     }
 }
 

@@ -19,14 +19,25 @@ export function setPolicies(licenses) {
   policies = new Map(licenses.map((l) => [l.id, { ttl: l.ttl_s * 1000, skew: l.skew_s * 1000 }]));
 }
 
-/** `live`, `expiring` (under a third of the TTL left) or `lapsed`; as the console. */
+/**
+ * `live`, `expiring` (under a third of the TTL left), `lapsed`, or the
+ * server's `lingering` (released, still counting) and `borrowed` (their
+ * expiry is the linger's or borrow's end, never "expiring"); as the console.
+ */
 function rowState(seat, now) {
   const p = policies.get(seat.license_id) || { ttl: 30000, skew: 0 };
   if (seat.state === 'lapsed' || now > seat.expiresMs + p.skew) return 'lapsed';
+  if (seat.state === 'lingering' || seat.state === 'borrowed') return seat.state;
   return seat.expiresMs - now < p.ttl / 3 ? 'expiring' : 'live';
 }
 
-const STATE_TEXT = { live: '● live', expiring: '▲ expiring', lapsed: '✗ lapsed' };
+const STATE_TEXT = {
+  live: '● live',
+  expiring: '▲ expiring',
+  lapsed: '✗ lapsed',
+  lingering: '◌ lingering',
+  borrowed: '⇄ borrowed',
+};
 
 /**
  * One page from the server, which filters (`q`), sorts and pages (keyset
@@ -56,6 +67,7 @@ function makeRow(seat, isAdmin, onRevoke) {
     held: el('td', { class: 'num tick' }),
     expires: el('td', { class: 'num tick' }),
     state: el('td', { class: 'state' }),
+    group: el('td', { class: 'group' }),
     actions: el('td', { class: 'actions' }),
   };
   const tr = el('tr', { 'data-seat-id': seat.seat_id, 'aria-selected': 'false' }, ...Object.values(cells));
@@ -75,6 +87,7 @@ function fillRow(row, seat) {
   setText(c.holder, seat.holder);
   setText(c.fingerprint, seat.fingerprint ?? '—');
   setText(c.seat, shortId(seat.seat_id));
+  setText(c.group, seat.group ?? '—');
   setAttr(c.seat, 'title', seat.seat_id);
   setAttr(c.held, 'title', `since ${fmtTime(seat.checkedMs)} · ${utcTitle(seat.checkedMs)}`);
   setAttr(c.expires, 'title', `at ${fmtTime(seat.expiresMs)} · ${utcTitle(seat.expiresMs)}`);
@@ -91,7 +104,7 @@ function tickRow(row, now) {
   if (st !== row.state) {
     row.state = st;
     setText(row.cells.state, STATE_TEXT[st]);
-    row.tr.classList.remove('live', 'expiring', 'lapsed');
+    row.tr.classList.remove(...Object.keys(STATE_TEXT));
     row.tr.classList.add(st);
   }
 }

@@ -1,7 +1,11 @@
 // The pools table: one `<tr data-license>` per license, updated in place.
 // A full pool stands out (class, glyph and word, not colour alone) and says
 // when its next seat frees: the earliest live lease's expiry + skew, if
-// nobody renews it, on the server's clock.
+// nobody renews it, on the server's clock. Seat policies: unused
+// reservations, lingering and borrowed seats (— when the pool has no such
+// policy), one line per group (`design 2/6 · 1 in use`: reserve/max and the
+// seats it holds), and `⇡ OVER +n` when more are live than the pool has
+// seats (granted from its overage).
 
 import { el, setText, setAttr, svg } from './dom.js';
 import { clock, fmtDuration, fmtSeconds, utcTitle, fmtTime } from './format.js';
@@ -16,9 +20,34 @@ const freesAt = new Map();
 
 /** The pool's status: glyph + word, and a class for the colour. */
 function status(l) {
+  if (l.live > l.seats) return { text: `⇡ OVER +${l.live - l.seats}`, cls: 'over' };
   if (l.live >= l.seats) return { text: '■ FULL', cls: 'full' };
   if (l.live * 5 >= l.seats * 4) return { text: '▲ busy', cls: 'busy' };
   return { text: '● ok', cls: 'ok' };
+}
+
+/** A policy count, or — (with why) when the pool has no such policy. */
+function policyCount(cell, has, n, what) {
+  const shown = has || n > 0;
+  setText(cell, shown ? String(n) : '—');
+  setAttr(cell, 'title', shown ? null : `no ${what} on this pool`);
+}
+
+/** One `<li data-group>` per group: `name reserve/max · n in use`. */
+function renderGroups(ul, groups) {
+  const items = groups.map((g) => {
+    const max = g.max === null || g.max === undefined ? '∞' : String(g.max);
+    return el(
+      'li',
+      { 'data-group': g.name, title: `group ${g.name}: reserve ${g.reserve}, max ${max === '∞' ? 'none' : max}, ${g.live} in use` },
+      el('span', { class: 'group-name' }, g.name),
+      ` ${g.reserve}/${max} · ${g.live} in use`,
+    );
+  });
+  const key = JSON.stringify(groups);
+  if (ul.dataset.key === key) return;
+  ul.dataset.key = key;
+  ul.replaceChildren(...items);
 }
 
 function gauge() {
@@ -42,6 +71,10 @@ function makeRow(id, onSelect) {
     count: el('td', { class: 'num count' }),
     free: el('td', { class: 'num' }),
     waiting: el('td', { class: 'num' }),
+    reserved: el('td', { class: 'num', 'data-field': 'reserved' }),
+    lingering: el('td', { class: 'num', 'data-field': 'lingering' }),
+    borrowed: el('td', { class: 'num', 'data-field': 'borrowed' }),
+    groups: el('ul', { class: 'groups', 'data-field': 'groups' }),
     ttl: el('td', { class: 'num' }),
     status: el('span', { class: 'status' }),
     frees: el('span', { class: 'frees' }),
@@ -54,6 +87,10 @@ function makeRow(id, onSelect) {
     cells.count,
     cells.free,
     cells.waiting,
+    cells.reserved,
+    cells.lingering,
+    cells.borrowed,
+    el('td', {}, cells.groups),
     cells.ttl,
     el('td', {}, cells.status, cells.frees),
   );
@@ -81,14 +118,21 @@ export function renderPools(tbody, licenses, selected, onSelect) {
     setText(c.free, String(Math.max(0, l.seats - l.live)));
     setText(c.waiting, l.waiting ? `⏳ ${l.waiting}` : '—');
     setAttr(c.waiting, 'title', l.waiting ? `${l.waiting} checkouts waiting in line` : null);
+    const groups = l.groups || [];
+    policyCount(c.reserved, groups.length > 0, l.reserved || 0, 'groups with a reserve');
+    policyCount(c.lingering, l.linger_s != null, l.lingering || 0, 'linger');
+    policyCount(c.borrowed, l.borrow != null, l.borrowed || 0, 'borrowing');
+    if (l.linger_s != null) setAttr(c.lingering, 'title', `released seats count for ${fmtSeconds(l.linger_s)}`);
+    renderGroups(c.groups, groups);
     setText(c.ttl, fmtSeconds(l.ttl_s));
     setText(c.status, st.text);
+    setAttr(c.status, 'title', st.cls === 'over' ? `${l.live} live of ${l.seats} seats; overage allows ${l.overage || 0} more` : null);
     const frac = l.seats > 0 ? Math.min(1, l.live / l.seats) : 1;
     setAttr(c.fill, 'width', Math.round(frac * GAUGE_W));
     setAttr(row.tr, 'class', [st.cls, l.id === selected ? 'selected' : ''].join(' ').trim());
     setAttr(c.pick, 'aria-pressed', l.id === selected ? 'true' : 'false');
     setAttr(c.pick, 'title', l.id === selected ? 'Show every pool' : `Show only ${l.id}: holders and history`);
-    if (st.cls !== 'full') freesAt.delete(l.id);
+    if (st.cls !== 'full' && st.cls !== 'over') freesAt.delete(l.id);
     // Insert or move only when out of place, so rows never blink.
     const want = prev ? prev.nextSibling : tbody.firstChild;
     if (want !== row.tr) tbody.insertBefore(row.tr, want);

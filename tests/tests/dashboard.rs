@@ -587,6 +587,87 @@ async fn a_pools_history_or_no_history_yet() {
     b.close().await;
 }
 
+/// A pool with a group (reserve 2, max 3) and a linger: two members and a
+/// stranger take seats, one member releases (lingering). The pools row shows
+/// the group's figures and the lingering count; the seats show their group
+/// and the lingering one its state, glyph and word.
+const GROUPED: &str = r#"
+[[license]]
+id = "cad"
+key = "cad-key"
+seats = 4
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+linger = "1h"
+
+[[license.group]]
+name = "design"
+holders = ["d-*"]
+reserve = 2
+max = 3
+"#;
+
+#[tokio::test]
+async fn a_group_and_a_lingering_seat_show_their_figures() {
+    let server = Server::start(GROUPED).await;
+    let alice = seat(&server, "cad", "d-alice", "alice-ws").await;
+    let bob = seat(&server, "cad", "bob", "bob-ws").await;
+    let carol = seat(&server, "cad", "d-carol", "carol-ws").await;
+    assert_eq!(
+        server.release("cad", "cad-key", &carol).await.status(),
+        204,
+        "release"
+    );
+    let pool = server.license("cad").await;
+    assert_eq!(pool["lingering"], 1, "{pool}");
+    let group = &pool["groups"][0];
+    let in_use = group["live"].as_u64().expect("group live");
+    let reserved = pool["reserved"].as_u64().expect("reserved");
+
+    let b = Browser::start().await;
+    b.sign_in(&server.base, &server.admin_token).await;
+    let figures = format!("design 2/3 · {in_use} in use");
+    b.wait_text(
+        "tr[data-license=cad] [data-field=groups] li[data-group=design]",
+        SOON,
+        "the group's figures",
+        |t| t == figures,
+    )
+    .await;
+    assert_eq!(
+        b.text("tr[data-license=cad] [data-field=lingering]").await,
+        "1"
+    );
+    assert_eq!(
+        b.text("tr[data-license=cad] [data-field=reserved]").await,
+        reserved.to_string()
+    );
+    // No borrowing on this pool: a dash, not a 0.
+    assert_eq!(
+        b.text("tr[data-license=cad] [data-field=borrowed]").await,
+        "—"
+    );
+    let lingering = b
+        .wait_text(&row(&carol), SOON, "carol's lingering seat", |t| {
+            t.contains("◌ lingering")
+        })
+        .await;
+    assert!(lingering.contains("design"), "{lingering}");
+    let member = b.text(&row(&alice)).await;
+    assert!(
+        member.contains("● live") && member.contains("design"),
+        "{member}"
+    );
+    let stranger = b.text(&row(&bob)).await;
+    assert!(
+        stranger.contains("● live") && !stranger.contains("design"),
+        "{stranger}"
+    );
+    b.assert_clean().await;
+    b.close().await;
+}
+
 /// 100,000 holders: the first page is on screen within a second of the
 /// navigation, and a countdown tick costs at most 16 ms of script.
 #[tokio::test]

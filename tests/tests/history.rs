@@ -269,7 +269,8 @@ async fn csv_is_safe_in_a_spreadsheet() {
             "started_at",
             "ended_at",
             "end",
-            "duration_s"
+            "duration_s",
+            "group"
         ]
     );
     let got: HashSet<&str> = records[1..].iter().map(|r| r[2].as_str()).collect();
@@ -286,7 +287,7 @@ async fn csv_is_safe_in_a_spreadsheet() {
     assert!(
         records[1..]
             .iter()
-            .all(|r| r.len() == 8 && r[1] == "big" && r[5].is_empty())
+            .all(|r| r.len() == 9 && r[1] == "big" && r[5].is_empty() && r[8].is_empty())
     );
     let (_, same) = csv(&s, "/v1/admin/sessions?license=big&format=csv", None).await;
     assert_eq!(same.len(), records.len());

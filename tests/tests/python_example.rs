@@ -119,3 +119,68 @@ async fn python_example_reports_a_wrong_key_and_exits_non_zero() {
     assert!(stdout.contains("error: 401 unauthorized"), "{stdout}");
     assert_eq!(s.live("py").await, 0);
 }
+
+const POLICED: &str = r#"
+[[license]]
+id = "py"
+key = "py-key"
+seats = 5
+ttl = "3s"
+skew = "1s"
+reap_grace = "2s"
+max_per_holder = 1
+deny = ["py-mallory"]
+"#;
+
+async fn run_example(s: &Server, holder: &str, fingerprint: &str) -> (Option<i32>, String) {
+    let script = repo_root().join("assets/examples/leasehold_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        Command::new("python3")
+            .arg(&script)
+            .args(["--server", &s.base, "--license", "py", "--key", "py-key"])
+            .args(["--holder", holder, "--fingerprint", fingerprint])
+            .args(["--seconds", "2"])
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("the example finished within 60 s")
+    .expect("run python3");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn python_example_gives_up_on_not_allowed_and_waits_out_limit_reached() {
+    require_python_deps();
+    let s = Server::start(POLICED).await;
+
+    // 403 not_allowed: permanent, reported at once, exit 1.
+    let (code, stdout) = run_example(&s, "py-mallory", "m1").await;
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("error: 403 not_allowed"), "{stdout}");
+    assert!(!stdout.contains("retry in"), "not retried:\n{stdout}");
+
+    // 409 limit_reached (the holder's one seat is taken from another
+    // machine): understood, waited for until --seconds runs out.
+    s.take_seat(
+        "py",
+        "py-key",
+        serde_json::json!({"holder": "py-carol", "fingerprint": "c1"}),
+    )
+    .await;
+    let (code, stdout) = run_example(&s, "py-carol", "c2").await;
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("checkout: limit reached (holder max 1), retry in "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("error: no seat became free in time"),
+        "{stdout}"
+    );
+    assert_eq!(s.live("py").await, 1, "only the first seat");
+}

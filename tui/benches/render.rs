@@ -98,6 +98,7 @@ fn seats(from: usize, n: usize, generation: u64) -> Vec<SeatView> {
                 } else {
                     SeatState::Live
                 },
+                group: None,
             }
         })
         .collect()
@@ -116,6 +117,7 @@ fn licenses(n: usize) -> Vec<LicenseSummary> {
                 ttl_s: 60.0,
                 skew_s: 5.0,
                 reap_grace_s: 15.0,
+                ..Default::default()
             }
         })
         .collect()

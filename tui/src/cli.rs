@@ -81,9 +81,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Usage over a range per license: seats, peak, time at full, denials,
-    /// utilization, seat-hours, holders, top holders, and a verdict: did we
-    /// buy enough seats?
+    /// Usage over a range per license: seats, peak, time at full (and over
+    /// the pool, if any), denials, utilization, seat-hours, holders, top
+    /// holders, and a verdict: did we buy enough seats?
     #[command(after_help = crate::report::verdict::thresholds_help())]
     Report(crate::report::ReportArgs),
 }

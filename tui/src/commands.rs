@@ -219,15 +219,34 @@ pub fn format_status(resp: &LicensesResponse, server: &str) -> String {
         .licenses
         .iter()
         .map(|l| {
-            let status = if l.live >= l.seats { "FULL" } else { "ok" };
+            let over = l.live.saturating_sub(l.seats);
+            let status = if over > 0 {
+                format!("OVER +{over}")
+            } else if l.live >= l.seats {
+                "FULL".to_string()
+            } else {
+                "ok".to_string()
+            };
+            // A count, or `-` when the pool has no such policy (and no
+            // seat in that state).
+            let policy = |has: bool, n: u32| {
+                if has || n > 0 {
+                    n.to_string()
+                } else {
+                    "-".into()
+                }
+            };
             vec![
                 clean(&l.id),
                 format!("{}/{}", l.live, l.seats),
                 l.seats.saturating_sub(l.live).to_string(),
+                policy(!l.groups.is_empty(), l.reserved),
+                policy(l.linger_s.is_some(), l.lingering),
+                policy(l.borrow.is_some(), l.borrowed),
                 policy_secs(l.ttl_s),
                 policy_secs(l.skew_s),
                 policy_secs(l.reap_grace_s),
-                status.to_string(),
+                status,
             ]
         })
         .collect();
@@ -240,12 +259,37 @@ pub fn format_status(resp: &LicensesResponse, server: &str) -> String {
                 "LICENSE",
                 "LIVE/SEATS",
                 "FREE",
+                "RESERVED",
+                "LINGERING",
+                "BORROWED",
                 "TTL",
                 "SKEW",
                 "REAP GRACE",
                 "STATUS",
             ],
             &rows,
+        ));
+    }
+    let groups: Vec<Vec<String>> = resp
+        .licenses
+        .iter()
+        .flat_map(|l| {
+            l.groups.iter().map(|g| {
+                vec![
+                    clean(&l.id),
+                    clean(&g.name),
+                    g.live.to_string(),
+                    g.reserve.to_string(),
+                    g.max.map_or_else(|| "-".into(), |m| m.to_string()),
+                ]
+            })
+        })
+        .collect();
+    if !groups.is_empty() {
+        out.push('\n');
+        out.push_str(&table(
+            &["LICENSE", "GROUP", "IN USE", "RESERVE", "MAX"],
+            &groups,
         ));
     }
     out
@@ -272,9 +316,12 @@ pub fn format_seats(resp: &SeatsResponse) -> String {
                 fmt_duration_ms(s.expires_at.millis_since(now)),
                 match s.state {
                     SeatState::Live => "live",
+                    SeatState::Lingering => "lingering",
+                    SeatState::Borrowed => "borrowed",
                     SeatState::Lapsed => "lapsed",
                 }
                 .to_string(),
+                s.group.as_deref().map(clean).unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
@@ -287,6 +334,7 @@ pub fn format_seats(resp: &SeatsResponse) -> String {
             "HELD FOR",
             "EXPIRES IN",
             "STATE",
+            "GROUP",
         ],
         &rows,
     )
@@ -336,6 +384,7 @@ mod tests {
                     ttl_s: 60.0,
                     skew_s: 5.0,
                     reap_grace_s: 15.0,
+                    ..Default::default()
                 },
                 LicenseSummary {
                     id: "tiny".into(),
@@ -345,14 +394,15 @@ mod tests {
                     ttl_s: 30.0,
                     skew_s: 2.0,
                     reap_grace_s: 10.0,
+                    ..Default::default()
                 },
             ],
         };
         insta::assert_snapshot!(format_status(&resp, "http://127.0.0.1:7400"), @r"
         server http://127.0.0.1:7400 · server time 2026-11-30T04:00:00.000Z
-        LICENSE   LIVE/SEATS  FREE  TTL  SKEW  REAP GRACE  STATUS
-        demo-cad  3/10        7     1m   5s    15s         ok
-        tiny      1/1         0     30s  2s    10s         FULL
+        LICENSE   LIVE/SEATS  FREE  RESERVED  LINGERING  BORROWED  TTL  SKEW  REAP GRACE  STATUS
+        demo-cad  3/10        7     -         -          -         1m   5s    15s         ok
+        tiny      1/1         0     -         -          -         30s  2s    10s         FULL
         ");
     }
 
@@ -369,11 +419,12 @@ mod tests {
                 issued_at: t(-5),
                 expires_at: t(55),
                 state: SeatState::Live,
+                group: None,
             }],
         };
         insta::assert_snapshot!(format_seats(&resp), @r"
-        LICENSE   SEAT                              HOLDER   FINGERPRINT  HELD FOR  EXPIRES IN  STATE
-        demo-cad  0123456789abcdef0123456789abcdef  eve�[2J  -            2m05s     55s         live
+        LICENSE   SEAT                              HOLDER   FINGERPRINT  HELD FOR  EXPIRES IN  STATE  GROUP
+        demo-cad  0123456789abcdef0123456789abcdef  eve�[2J  -            2m05s     55s         live   -
         ");
         assert_eq!(
             format_seats(&SeatsResponse {
@@ -382,6 +433,118 @@ mod tests {
             }),
             "no seats held\n"
         );
+    }
+
+    /// Seat policies: reserved, lingering, borrowed and overage per pool,
+    /// a line per group; in the seats, every state and the group.
+    #[test]
+    fn status_and_seats_with_policies() {
+        use leasehold_common::api::{BorrowSummary, GroupSummary};
+        let resp = LicensesResponse {
+            now: t(0),
+            licenses: vec![
+                LicenseSummary {
+                    id: "demo-cad".into(),
+                    seats: 3,
+                    live: 4,
+                    ttl_s: 60.0,
+                    skew_s: 5.0,
+                    reap_grace_s: 15.0,
+                    overage: 1,
+                    linger_s: Some(120.0),
+                    lingering: 1,
+                    reserved: 1,
+                    groups: vec![
+                        GroupSummary {
+                            name: "design".into(),
+                            reserve: 2,
+                            max: Some(6),
+                            live: 1,
+                        },
+                        GroupSummary {
+                            name: "qa".into(),
+                            reserve: 0,
+                            max: None,
+                            live: 0,
+                        },
+                    ],
+                    ..Default::default()
+                },
+                LicenseSummary {
+                    id: "render".into(),
+                    seats: 5,
+                    live: 2,
+                    ttl_s: 30.0,
+                    skew_s: 2.0,
+                    reap_grace_s: 10.0,
+                    borrow: Some(BorrowSummary {
+                        max_s: 604_800.0,
+                        seats: 2,
+                    }),
+                    borrowed: 1,
+                    ..Default::default()
+                },
+            ],
+        };
+        insta::assert_snapshot!(format_status(&resp, "http://127.0.0.1:7400"), @r"
+        server http://127.0.0.1:7400 · server time 2026-11-30T04:00:00.000Z
+        LICENSE   LIVE/SEATS  FREE  RESERVED  LINGERING  BORROWED  TTL  SKEW  REAP GRACE  STATUS
+        demo-cad  4/3         0     1         1          -         1m   5s    15s         OVER +1
+        render    2/5         3     -         -          1         30s  2s    10s         ok
+
+        LICENSE   GROUP   IN USE  RESERVE  MAX
+        demo-cad  design  1       2        6
+        demo-cad  qa      0       0        -
+        ");
+        // --json passes the new fields through.
+        let v: serde_json::Value = serde_json::from_str(&to_json(&resp).unwrap()).unwrap();
+        let cad = &v["licenses"][0];
+        assert_eq!(
+            (
+                &cad["reserved"],
+                &cad["lingering"],
+                &cad["overage"],
+                &cad["linger_s"]
+            ),
+            (&1.into(), &1.into(), &1.into(), &120.0.into())
+        );
+        assert_eq!(
+            cad["groups"][0],
+            serde_json::json!({"name": "design", "reserve": 2, "max": 6, "live": 1})
+        );
+        assert_eq!(v["licenses"][1]["borrowed"], 1);
+        assert_eq!(v["licenses"][1]["borrow"]["seats"], 2);
+
+        let seat = |holder: &str, state: SeatState, group: Option<&str>, expires: i64| SeatView {
+            license_id: "demo-cad".into(),
+            seat_id: format!("{holder}-seat"),
+            holder: holder.into(),
+            fingerprint: Some(format!("fp-{holder}")),
+            checked_out_at: t(-60),
+            issued_at: t(-5),
+            expires_at: t(expires),
+            state,
+            group: group.map(String::from),
+        };
+        let seats = SeatsResponse {
+            now: t(0),
+            seats: vec![
+                seat("alice", SeatState::Live, Some("design"), 55),
+                seat("bob", SeatState::Lingering, Some("design"), 100),
+                seat("carol", SeatState::Borrowed, None, 86_400),
+                seat("dave", SeatState::Lapsed, None, -10),
+            ],
+        };
+        insta::assert_snapshot!(format_seats(&seats), @r"
+        LICENSE   SEAT        HOLDER  FINGERPRINT  HELD FOR  EXPIRES IN  STATE      GROUP
+        demo-cad  alice-seat  alice   fp-alice     1m00s     55s         live       design
+        demo-cad  bob-seat    bob     fp-bob       1m00s     1m40s       lingering  design
+        demo-cad  carol-seat  carol   fp-carol     1m00s     1d00h       borrowed   -
+        demo-cad  dave-seat   dave    fp-dave      1m00s     -10s        lapsed     -
+        ");
+        let json = to_json(&seats).unwrap();
+        assert!(json.contains(r#""state": "lingering""#), "{json}");
+        assert!(json.contains(r#""group": "design""#), "{json}");
     }
 
     #[test]

@@ -379,6 +379,7 @@ mod tests {
                     t: ts(-3600 + i * 60),
                     seats,
                     peak: peak(i),
+                    over_s: 0.0,
                     checkouts: 0,
                     denials: 0,
                 })
@@ -609,6 +610,130 @@ mod tests {
         assert_eq!(shown.len(), page, "{screen}");
         assert!(shown[0].contains(&format!("user-{first:05}")), "{screen}");
         assert!(!screen.contains(&format!("user-{:05}", first - 1)));
+    }
+
+    /// Seat policies: demo-cad (3 seats, overage 1) holds 4, one of them
+    /// lingering, its group "design" (reserve 2, max 6) using 2 of them;
+    /// render (5 seats) lends one out. A seat in each state, with usage
+    /// (so the pane also has to make room for DENIED and the sparkline).
+    fn policy_app() -> App {
+        use crate::app::UsageUpdate;
+        use leasehold_common::api::{BorrowSummary, GroupSummary, SeatState, SeatView};
+        let mut app = App::new("http://127.0.0.1:7400", false, false);
+        let mut cad = pool("demo-cad", 3, 4);
+        cad.overage = 1;
+        cad.linger_s = Some(120.0);
+        cad.lingering = 1;
+        cad.reserved = 0;
+        cad.groups = vec![GroupSummary {
+            name: "design".into(),
+            reserve: 2,
+            max: Some(6),
+            live: 2,
+        }];
+        let mut render = pool("render", 5, 2);
+        render.borrow = Some(BorrowSummary {
+            max_s: 7.0 * 86_400.0,
+            seats: 2,
+        });
+        render.borrowed = 1;
+        let with = |mut s: SeatView, state: SeatState, group: Option<&str>| {
+            s.state = state;
+            s.group = group.map(String::from);
+            s
+        };
+        let seats = vec![
+            with(
+                seat("demo-cad", "alice", &"a1".repeat(16), -3600, 50),
+                SeatState::Live,
+                Some("design"),
+            ),
+            with(
+                seat("demo-cad", "bob", &"b2".repeat(16), -120, 12),
+                SeatState::Live,
+                None,
+            ),
+            with(
+                seat("demo-cad", "carol", &"c3".repeat(16), -600, 100),
+                SeatState::Lingering,
+                Some("design"),
+            ),
+            with(
+                seat("demo-cad", "dave", &"d4".repeat(16), -900, -8),
+                SeatState::Lapsed,
+                None,
+            ),
+            with(
+                seat("render", "erin", &"e5".repeat(16), -86_400, 2 * 86_400),
+                SeatState::Borrowed,
+                None,
+            ),
+            with(
+                seat("render", "frank", &"f6".repeat(16), -30, 58),
+                SeatState::Live,
+                None,
+            ),
+        ];
+        load(&mut app, seats, vec![cad, render], ts(0), ts(0));
+        for (id, denials) in [("demo-cad", 2), ("render", 0)] {
+            app.update(
+                AppEvent::Usage(Box::new(UsageUpdate {
+                    license_id: id.into(),
+                    last_hour: Some(vec![]),
+                    denials_today: Some(denials),
+                })),
+                ts(0),
+            );
+        }
+        app.update(AppEvent::StreamUp, ts(0));
+        // Select carol's lingering seat: the detail bar names its group.
+        for _ in 0..2 {
+            app.update(ch('j'), ts(0));
+        }
+        app
+    }
+
+    #[test]
+    fn policies_80_columns() {
+        let mut app = policy_app();
+        let term = render_at(&mut app, ts(2), 80, 24);
+        insta::assert_snapshot!(term.backend());
+    }
+
+    #[test]
+    fn policies_160_columns() {
+        let mut app = policy_app();
+        let term = render_at(&mut app, ts(2), 160, 24);
+        insta::assert_snapshot!(term.backend());
+    }
+
+    /// The help has each pool's policy figures and a line per group.
+    #[test]
+    fn policies_help() {
+        let mut app = policy_app();
+        app.update(ch('?'), ts(0));
+        let term = render_at(&mut app, ts(2), 80, 40);
+        insta::assert_snapshot!(term.backend());
+    }
+
+    #[test]
+    fn policy_states_have_their_colours() {
+        let mut app = policy_app();
+        let term = render_at(&mut app, ts(2), 160, 24);
+        let buf = term.backend().buffer();
+        let colour_of = |needle: &str| {
+            for y in 0..24 {
+                let row: String = (0..160).map(|x| buf[(x, y)].symbol()).collect();
+                if let Some(byte) = row.find(needle) {
+                    let x = row[..byte].chars().count() as u16;
+                    return buf[(x, y)].fg;
+                }
+            }
+            panic!("{needle} not on screen");
+        };
+        assert_eq!(colour_of("◌ lingering"), Color::Cyan);
+        assert_eq!(colour_of("⇄ borrowed"), Color::Magenta);
+        assert_eq!(colour_of("⇡ OVER"), Color::Magenta);
     }
 
     /// A pool id of 47 characters, a pool of 1,000,000 seats holding 97,449

@@ -17,10 +17,11 @@ const LICENSES: &str = r#"{"now":"2026-11-30T04:00:00.000Z","licenses":[
  {"id":"demo","seats":3,"live":1,"waiting":0,"ttl_s":60,"skew_s":5,"reap_grace_s":15},
  {"id":"cad","seats":10,"live":0,"waiting":0,"ttl_s":60,"skew_s":5,"reap_grace_s":15}]}"#;
 
-fn usage(id: &str, denials: u64) -> String {
+/// `demo` was over its 3 seats for 90 s and denied once; `cad` neither.
+fn usage(id: &str, denials: u64, over_s: f64) -> String {
     format!(
         r#"{{"license_id":"{id}","from":"2026-11-30T00:00:00.000Z","to":"2026-11-30T04:00:00.000Z","step_s":3600,
-        "points":[],"summary":{{"seats":3,"peak":3,"peak_at":"2026-11-30T01:00:00.000Z","full_s":600,
+        "points":[{{"t":"2026-11-30T00:00:00.000Z","seats":3,"peak":3,"over_s":{over_s},"checkouts":2,"denials":{denials}}}],"summary":{{"seats":3,"peak":3,"peak_at":"2026-11-30T01:00:00.000Z","full_s":600,"over_s":{over_s},
         "denials":{denials},"seat_hours":4.5,"utilization":0.375,"holders":2}}}}"#
     )
 }
@@ -44,7 +45,10 @@ fn answer(target: &str) -> (u16, &'static str, String) {
         .unwrap_or("");
     match path {
         "/v1/admin/licenses" => (200, json, LICENSES.to_string()),
-        "/v1/admin/usage" => (200, json, usage(license, u64::from(license == "demo"))),
+        "/v1/admin/usage" => (200, json, {
+            let demo = license == "demo";
+            usage(license, u64::from(demo), if demo { 90.0 } else { 0.0 })
+        }),
         "/v1/admin/sessions" if license == "demo" && !query.contains("after=") => {
             // Page 1, newest first: bob still open (2 h so far, clipped at
             // `to`), alice 1 h inside the range.
@@ -159,7 +163,10 @@ async fn report_pages_sessions_and_sums_holders_inside_the_range() {
         text.starts_with("usage from 2026-11-30T00:00:00.000Z to 2026-11-30T04:00:00.000Z (4h00m)"),
         "{text}"
     );
-    assert!(text.contains("demo: short of seats — 1 denial"), "{text}");
+    assert!(
+        text.contains("demo: short of seats — more seats in use than sold for 1m30s; 1 denial\n"),
+        "{text}"
+    );
     // bob: 03:00 to `to` (04:00) = 1 h; alice: 1 h + 0.5 h over two pages.
     assert!(
         text.contains("  alice         1.50\n  bob           1.00\n"),
@@ -201,6 +208,9 @@ async fn report_json_is_one_entry_per_license() {
         entries[0]["top_holders"][0],
         serde_json::json!({"holder": "alice", "hours": 1.5})
     );
+    assert_eq!(entries[0]["summary"]["over_s"], 90.0);
+    assert_eq!(entries[0]["points"][0]["over_s"], 90.0);
+    assert_eq!(entries[1]["summary"]["over_s"], 0.0);
     assert_eq!(entries[1]["verdict"], "about_right");
     assert_eq!(entries[1]["summary"]["seat_hours"], 4.5);
 }

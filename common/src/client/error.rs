@@ -15,14 +15,32 @@ pub enum ClientError {
     /// 404 `unknown_license`: the server has no such license.
     #[error("unknown license: {0}")]
     UnknownLicense(String),
-    /// 409 `no_seats_available`: the pool is full. `retry_after` is the
-    /// server's estimate of when the earliest live lease could lapse.
+    /// 409 `no_seats_available`: the pool is full (for this holder: seats
+    /// held back for other groups' reservations are in `reserved`).
+    /// `retry_after` is the server's estimate of when the earliest live
+    /// lease could lapse.
     #[error("no seats available ({live:?} of {seats:?} live); retry after {retry_after:?}")]
     NoSeats {
         retry_after: Option<Duration>,
         seats: Option<u32>,
         live: Option<u32>,
+        reserved: Option<u32>,
     },
+    /// 409 `limit_reached`: the holder is at the license's `max_per_holder`
+    /// (`limit` `holder`) or its group at its `max` (`limit` `group`,
+    /// `group`). Like [`ClientError::NoSeats`]: retry after `retry_after`.
+    #[error("limit reached ({limit} max {max:?}{}); retry after {retry_after:?}",
+        group.as_deref().map(|g| format!(", group {g:?}")).unwrap_or_default())]
+    LimitReached {
+        retry_after: Option<Duration>,
+        limit: String,
+        max: Option<u32>,
+        group: Option<String>,
+    },
+    /// 403 `not_allowed`: the license's allow/deny lists refuse this
+    /// holder. Permanent for this holder: retrying will not help.
+    #[error("not allowed: {0}")]
+    NotAllowed(String),
     /// 403 `blocked`: an admin revoked this holder's seat and blocked
     /// re-checkout for a while.
     #[error("blocked: {message}")]
@@ -57,6 +75,17 @@ impl ClientError {
     pub fn is_transient(&self) -> bool {
         matches!(self, ClientError::Transient(_) | ClientError::Invalid(_))
     }
+
+    /// A 409 of a checkout (`no_seats_available` or `limit_reached`): no
+    /// seat for this holder now; `Some(retry_after)` says when to try
+    /// again (the server's `Retry-After`, if it sent one).
+    pub fn seat_wait(&self) -> Option<Option<Duration>> {
+        match self {
+            ClientError::NoSeats { retry_after, .. }
+            | ClientError::LimitReached { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        }
+    }
 }
 
 /// Sort a non-success response into a [`ClientError`] (pure; unit-tested).
@@ -65,18 +94,43 @@ pub(crate) fn classify(
     body: Option<ErrorBody>,
     retry_after: Option<Duration>,
 ) -> ClientError {
-    let (error, message, seats, live) = match body {
-        Some(b) => (b.error, b.message, b.seats, b.live),
-        None => (String::new(), format!("HTTP {status}"), None, None),
-    };
+    let body = body.unwrap_or_else(|| ErrorBody {
+        error: String::new(),
+        message: format!("HTTP {status}"),
+        seats: None,
+        live: None,
+        reserved: None,
+        limit: None,
+        max: None,
+        group: None,
+    });
+    let ErrorBody {
+        error,
+        message,
+        seats,
+        live,
+        reserved,
+        limit,
+        max,
+        group,
+    } = body;
     match (status, error.as_str()) {
         (401, _) => ClientError::Unauthorized(message),
         (404, code::UNKNOWN_LICENSE) => ClientError::UnknownLicense(message),
+        (409, code::LIMIT_REACHED) => ClientError::LimitReached {
+            retry_after,
+            limit: limit.unwrap_or_default(),
+            max,
+            group,
+        },
+        // `no_seats_available`, or a 409 of an older or unknown kind: wait.
         (409, _) => ClientError::NoSeats {
             retry_after,
             seats,
             live,
+            reserved,
         },
+        (403, code::NOT_ALLOWED) => ClientError::NotAllowed(message),
         (403, code::BLOCKED) => ClientError::Blocked {
             retry_after,
             message,
@@ -105,6 +159,10 @@ mod tests {
             message: "m".into(),
             seats: Some(3),
             live: Some(3),
+            reserved: None,
+            limit: None,
+            max: None,
+            group: None,
         })
     }
 
@@ -124,7 +182,8 @@ mod tests {
             ClientError::NoSeats {
                 retry_after: ra,
                 seats: Some(3),
-                live: Some(3)
+                live: Some(3),
+                reserved: None,
             }
         );
         assert!(matches!(
@@ -148,5 +207,57 @@ mod tests {
             ClientError::Rejected { status: 404, .. }
         ));
         assert!(matches!(classify(302, None, None), ClientError::Invalid(_)));
+    }
+
+    #[test]
+    fn policy_refusals_have_their_variants() {
+        let ra = Some(Duration::from_secs(9));
+        let mut full = body("no_seats_available").unwrap();
+        full.reserved = Some(2);
+        let e = classify(409, Some(full), ra);
+        assert!(matches!(
+            e,
+            ClientError::NoSeats {
+                reserved: Some(2),
+                ..
+            }
+        ));
+        assert_eq!(e.seat_wait(), Some(ra));
+
+        let group = ErrorBody {
+            error: "limit_reached".into(),
+            message: "m".into(),
+            seats: None,
+            live: None,
+            reserved: None,
+            limit: Some("group".into()),
+            max: Some(6),
+            group: Some("design".into()),
+        };
+        let e = classify(409, Some(group), ra);
+        assert_eq!(
+            e,
+            ClientError::LimitReached {
+                retry_after: ra,
+                limit: "group".into(),
+                max: Some(6),
+                group: Some("design".into()),
+            }
+        );
+        assert_eq!(e.seat_wait(), Some(ra), "waits like a full pool");
+        assert!(!e.is_transient());
+        assert!(e.to_string().contains("\"design\""), "{e}");
+
+        let e = classify(403, body("not_allowed"), None);
+        assert_eq!(e, ClientError::NotAllowed("m".into()));
+        assert_eq!(e.seat_wait(), None);
+        assert!(!e.is_transient(), "permanent for this holder");
+        // blocked stays blocked; another 403 is rejected as before.
+        assert!(matches!(
+            classify(403, body("forbidden"), None),
+            ClientError::Rejected { status: 403, .. }
+        ));
+        // A 409 without a body (or of an unknown kind) still means: wait.
+        assert!(classify(409, None, ra).seat_wait().is_some());
     }
 }

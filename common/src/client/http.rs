@@ -57,7 +57,10 @@ impl Client {
     }
 
     /// `POST /v1/licenses/{license}/seats`: a seat now, or
-    /// [`ClientError::NoSeats`] when the pool is full. Send the same
+    /// [`ClientError::NoSeats`] when the pool is full
+    /// ([`ClientError::LimitReached`] when the holder or its group is at its
+    /// cap, [`ClientError::NotAllowed`] when the license refuses the holder
+    /// for good). Send the same
     /// `idempotency_key` when retrying the same attempt after a transient
     /// error, so a checkout that did reach the server returns the same seat
     /// instead of a second.
@@ -74,8 +77,8 @@ impl Client {
     /// `POST /v1/licenses/{license}/seats?wait=`: when the pool is full, wait
     /// in the license's first-come-first-served line for up to `wait` (whole
     /// seconds, rounded down, at most [`MAX_CHECKOUT_WAIT`]) and get the
-    /// first seat that frees, or [`ClientError::NoSeats`] when the wait runs
-    /// out. `timeout` is for the answer once the wait is over: the request
+    /// first seat that frees, or [`ClientError::NoSeats`] (or
+    /// [`ClientError::LimitReached`]) when the wait runs out. `timeout` is for the answer once the wait is over: the request
     /// is given `wait + timeout`. Dropping the future hangs up, and the
     /// server then takes the request out of the line without a seat.
     pub async fn checkout_waiting(

@@ -247,7 +247,10 @@ impl Machine {
     ) -> Option<KeeperState> {
         match result {
             Ok(lease) => self.hold(lease, sent),
-            Err(ClientError::NoSeats { retry_after, .. }) => {
+            Err(
+                ClientError::NoSeats { retry_after, .. }
+                | ClientError::LimitReached { retry_after, .. },
+            ) => {
                 self.attempt_key = None;
                 self.failures = 0;
                 let base = retry_after.unwrap_or(DEFAULT_RETRY_AFTER);
@@ -267,9 +270,12 @@ impl Machine {
                     message,
                 })
             }
+            // Permanent for this holder: a `not_allowed` does not change by
+            // asking again (only an edit of the licenses file would).
             Err(
                 e @ (ClientError::Unauthorized(_)
                 | ClientError::UnknownLicense(_)
+                | ClientError::NotAllowed(_)
                 | ClientError::Rejected { .. }),
             ) => self.set(KeeperState::Failed(e.to_string())),
             Err(
@@ -398,6 +404,8 @@ mod tests {
             fingerprint: Some("fp".into()),
             issued_at: at(issued_ms),
             expires_at: at(issued_ms + window_ms),
+            overage: false,
+            borrowed: false,
             token: String::new(),
         }
     }
@@ -508,6 +516,7 @@ mod tests {
                 retry_after: Some(Duration::from_secs(4)),
                 seats: Some(1),
                 live: Some(1),
+                reserved: Some(0),
             }),
         );
         let Some(KeeperState::Waiting { retry_after }) = s else {
@@ -609,6 +618,52 @@ mod tests {
         );
         assert_eq!(m.seat_id(), None);
         checkout_key(&mut m, hb);
+    }
+
+    #[test]
+    fn limit_reached_waits_for_retry_after_like_a_full_pool() {
+        let mut m = machine();
+        let k1 = checkout_key(&mut m, at(0));
+        let s = m.on_checkout(
+            at(0),
+            at(0),
+            Err(ClientError::LimitReached {
+                retry_after: Some(Duration::from_secs(6)),
+                limit: "group".into(),
+                max: Some(6),
+                group: Some("design".into()),
+            }),
+        );
+        let Some(KeeperState::Waiting { retry_after }) = s else {
+            panic!("{s:?}")
+        };
+        assert!(retry_after >= Duration::from_secs(6));
+        assert!(retry_after <= Duration::from_millis(6_600));
+        let wake = sleep_until(&mut m, at(0));
+        assert_eq!(wake.millis_since(at(0)), duration_millis(retry_after));
+        // Then a new attempt (the 409 was an answer), which may succeed.
+        let k2 = checkout_key(&mut m, wake);
+        assert_ne!(k2, k1);
+        let s = m.on_checkout(wake, wake, Ok(lease("a", 0, 3_000)));
+        assert!(matches!(s, Some(KeeperState::Held(_))), "{s:?}");
+    }
+
+    #[test]
+    fn not_allowed_is_terminal_and_never_retried() {
+        let mut m = machine();
+        checkout_key(&mut m, at(0));
+        let s = m.on_checkout(
+            at(0),
+            at(0),
+            Err(ClientError::NotAllowed("deny list".into())),
+        );
+        let Some(KeeperState::Failed(why)) = s else {
+            panic!("{s:?}")
+        };
+        assert!(why.contains("not allowed"), "{why}");
+        for t in [0, 60_000, 3_600_000] {
+            assert_eq!(m.next_action(at(t)), Action::Finish, "no retry loop");
+        }
     }
 
     #[test]

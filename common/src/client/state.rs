@@ -14,7 +14,8 @@ pub enum KeeperState {
     /// failures (server down, timeouts, 5xx) for as long as the lease is
     /// valid; the lease is replaced by each successful heartbeat.
     Held(Lease),
-    /// The pool is full (409): checking out again after `retry_after`.
+    /// The pool is full, or the holder or its group at its cap (409):
+    /// checking out again after `retry_after`.
     Waiting { retry_after: Duration },
     /// The held lease has expired by the local clock and renewing or
     /// re-acquiring it failed. Still trying; this is when to degrade.

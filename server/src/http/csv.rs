@@ -10,7 +10,7 @@ use leasehold_common::api::SessionView;
 
 /// The header row of `GET /v1/admin/sessions` as CSV.
 pub const SESSIONS_HEADER: &str =
-    "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s\r\n";
+    "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s,group\r\n";
 
 /// Append one cell, escaped.
 fn cell(out: &mut String, text: &str) {
@@ -57,6 +57,7 @@ pub fn session(out: &mut String, s: &SessionView) {
             &ended,
             s.end.map_or("", |e| e.as_str()),
             &duration,
+            s.group.as_deref().unwrap_or(""),
         ],
     );
 }
@@ -85,5 +86,36 @@ mod tests {
         assert_eq!(line(&["+1", "-2", "@a", "\tx"]), "'+1,'-2,'@a,'\tx\r\n");
         assert_eq!(line(&["\rx"]), "\"'\rx\"\r\n");
         assert_eq!(line(&["a=b", "1-2"]), "a=b,1-2\r\n");
+    }
+
+    fn view(group: Option<&str>) -> SessionView {
+        SessionView {
+            seat_id: "s1".into(),
+            license_id: "demo-cad".into(),
+            holder: "alice".into(),
+            fingerprint: None,
+            started_at: leasehold_common::time::Timestamp::from_millis(0),
+            ended_at: None,
+            end: None,
+            duration_s: 1.5,
+            group: group.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn the_group_is_the_last_column_and_escaped_like_the_others() {
+        assert!(SESSIONS_HEADER.ends_with(",duration_s,group\r\n"));
+        let mut out = String::new();
+        session(&mut out, &view(Some("design")));
+        assert_eq!(
+            out,
+            "s1,demo-cad,alice,,1970-01-01T00:00:00.000Z,,,1.5,design\r\n"
+        );
+        let mut out = String::new();
+        session(&mut out, &view(None));
+        assert!(out.ends_with(",1.5,\r\n"), "{out:?}");
+        let mut out = String::new();
+        session(&mut out, &view(Some("=cmd,x")));
+        assert!(out.ends_with(",1.5,\"'=cmd,x\"\r\n"), "{out:?}");
     }
 }

@@ -15,9 +15,21 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// The figures of a refused checkout; boxed, so that every `Result`
+    /// carrying an `ApiError` stays small.
+    pub refusal: Option<Box<Refusal>>,
+    pub retry_after_s: Option<u64>,
+}
+
+/// What a `no_seats_available` or `limit_reached` body adds.
+#[derive(Debug, Clone, Default)]
+pub struct Refusal {
     pub seats: Option<u32>,
     pub live: Option<u32>,
-    pub retry_after_s: Option<u64>,
+    pub reserved: Option<u32>,
+    pub limit: Option<&'static str>,
+    pub max: Option<u32>,
+    pub group: Option<String>,
 }
 
 impl warp::reject::Reject for ApiError {}
@@ -28,8 +40,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
-            seats: None,
-            live: None,
+            refusal: None,
             retry_after_s: None,
         }
     }
@@ -90,12 +101,22 @@ impl ApiError {
         self
     }
 
+    pub fn with_refusal(mut self, refusal: Refusal) -> Self {
+        self.refusal = Some(Box::new(refusal));
+        self
+    }
+
     pub fn into_response(self) -> Response {
+        let refusal = self.refusal.map(|r| *r).unwrap_or_default();
         let body = ErrorBody {
             error: self.code.to_string(),
             message: self.message,
-            seats: self.seats,
-            live: self.live,
+            seats: refusal.seats,
+            live: refusal.live,
+            reserved: refusal.reserved,
+            limit: refusal.limit.map(str::to_string),
+            max: refusal.max,
+            group: refusal.group,
         };
         let mut resp =
             warp::reply::with_status(warp::reply::json(&body), self.status).into_response();

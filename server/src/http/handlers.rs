@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use leasehold_common::api::{
-    self, CheckoutRequest, EventsResponse, Lease, LicenseSummary, LicensesResponse, RevokeRequest,
-    SeatState, SeatView, SeatsPage, code,
+    self, BorrowSummary, CheckoutRequest, EventsResponse, GroupSummary, Lease, LicenseSummary,
+    LicensesResponse, RevokeRequest, SeatState, SeatView, SeatsPage, code,
 };
 use leasehold_common::text::{
     FINGERPRINT_MAX_CHARS, HOLDER_MAX_CHARS, REASON_MAX_CHARS, check_text,
@@ -20,11 +20,11 @@ use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
 
 use super::auth::client_license;
-use super::error::ApiError;
+use super::error::{ApiError, Refusal};
 use crate::AppState;
 use crate::metrics::{Metrics, PoolGauges, StoreGauges};
 use crate::queue::{self, MAX_WAIT_S};
-use crate::store::{self, CheckoutOutcome, HeartbeatOutcome, LeaseRow};
+use crate::store::{self, CheckoutOutcome, HeartbeatOutcome, LeaseRow, PoolCounts, SeatMode};
 
 pub type Result<T> = std::result::Result<T, ApiError>;
 
@@ -36,8 +36,10 @@ const MAX_BLOCK_S: u64 = 30 * 24 * 3600;
 const IDEMPOTENCY_KEY_MAX: usize = 128;
 
 /// The lease as the client sees it, with a fresh signature.
-fn signed(state: &AppState, row: LeaseRow) -> Lease {
+fn signed(state: &AppState, row: LeaseRow, overage: bool) -> Lease {
     let mut lease = Lease {
+        overage,
+        borrowed: row.mode == SeatMode::Borrow,
         license_id: row.license_id,
         seat_id: row.seat_id,
         holder: row.holder,
@@ -98,8 +100,19 @@ pub async fn checkout(
         .map_err(store_err(state))?;
     let counter = match outcome {
         CheckoutOutcome::Granted { reused: true, .. } => &state.metrics.checkouts_reused,
-        CheckoutOutcome::Granted { reused: false, .. } => &state.metrics.checkouts,
+        CheckoutOutcome::Granted {
+            reused: false,
+            overage,
+            ..
+        } => {
+            if overage {
+                state.metrics.count_overage(&license_id);
+            }
+            &state.metrics.checkouts
+        }
         CheckoutOutcome::Full { .. } => &state.metrics.denials_full,
+        CheckoutOutcome::LimitReached { .. } => &state.metrics.denials_limit,
+        CheckoutOutcome::NotAllowed => &state.metrics.denials_not_allowed,
         CheckoutOutcome::Blocked { .. } => &state.metrics.denials_blocked,
         CheckoutOutcome::UnknownLicense => return answer,
     };
@@ -150,24 +163,66 @@ fn checkout_reply(
     outcome: &CheckoutOutcome,
 ) -> Result<Response> {
     match outcome {
-        CheckoutOutcome::Granted { lease, .. } => {
-            Ok(json(StatusCode::CREATED, &signed(state, lease.clone())))
-        }
+        CheckoutOutcome::Granted { lease, overage, .. } => Ok(json(
+            StatusCode::CREATED,
+            &signed(state, lease.clone(), *overage),
+        )),
         CheckoutOutcome::Full {
             seats,
             live,
+            reserved,
             retry_after,
         } => {
-            let mut err = ApiError::new(
-                StatusCode::CONFLICT,
-                code::NO_SEATS_AVAILABLE,
-                format!("all {seats} seats of {license_id:?} are in use; retry later"),
+            let message = if *reserved == 0 {
+                format!("all {seats} seats of {license_id:?} are in use; retry later")
+            } else {
+                format!(
+                    "no seat of {license_id:?} is free for you: {live} in use, {reserved} held \
+                     back for other groups' reservations; retry later"
+                )
+            };
+            Err(
+                ApiError::new(StatusCode::CONFLICT, code::NO_SEATS_AVAILABLE, message)
+                    .with_retry_after(ceil_secs(*retry_after))
+                    .with_refusal(Refusal {
+                        seats: Some(*seats),
+                        live: Some(*live),
+                        reserved: Some(*reserved),
+                        ..Refusal::default()
+                    }),
             )
-            .with_retry_after(ceil_secs(*retry_after));
-            err.seats = Some(*seats);
-            err.live = Some(*live);
-            Err(err)
         }
+        CheckoutOutcome::LimitReached {
+            limit,
+            max,
+            group,
+            retry_after,
+        } => {
+            let message = match group {
+                Some(group) => format!(
+                    "group {group:?} already holds its {max} seat(s) of {license_id:?}; retry later"
+                ),
+                None => format!(
+                    "this holder already has {max} live seat(s) of {license_id:?}, the most \
+                     one holder may have; release one or retry later"
+                ),
+            };
+            Err(
+                ApiError::new(StatusCode::CONFLICT, code::LIMIT_REACHED, message)
+                    .with_retry_after(ceil_secs(*retry_after))
+                    .with_refusal(Refusal {
+                        limit: Some(limit.as_str()),
+                        max: Some(*max),
+                        group: group.clone(),
+                        ..Refusal::default()
+                    }),
+            )
+        }
+        CheckoutOutcome::NotAllowed => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            code::NOT_ALLOWED,
+            format!("this holder may not use {license_id:?} (the license's allow/deny lists)"),
+        )),
         CheckoutOutcome::Blocked { until } => {
             let now = state.clock.now();
             Err(ApiError::new(
@@ -203,7 +258,9 @@ pub async fn heartbeat(
         .map_err(store_err(state))?;
     // Signed while the batch commits; sent only once it has.
     let answer = match &applied.value {
-        HeartbeatOutcome::Renewed(row) => Ok(json(StatusCode::OK, &signed(state, row.clone()))),
+        HeartbeatOutcome::Renewed(row) => {
+            Ok(json(StatusCode::OK, &signed(state, row.clone(), false)))
+        }
         HeartbeatOutcome::Lost => Err(ApiError::new(
             StatusCode::GONE,
             code::SEAT_LOST,
@@ -236,26 +293,76 @@ pub async fn release(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// One configured license, its live seats (from the writer's index) and how
-/// many `?wait=` checkouts stand in its line.
+/// One configured license, what counts against it (from the writer's
+/// index) and how many `?wait=` checkouts stand in its line.
 struct Pool {
     license: LicenseConfig,
-    live: u32,
+    counts: PoolCounts,
     waiting: u32,
 }
 
 async fn pools(state: &AppState) -> std::result::Result<Vec<Pool>, store::StoreError> {
-    let live: HashMap<String, u32> = state.store.live_counts().await?.into_iter().collect();
+    let mut counts: HashMap<String, PoolCounts> =
+        state.store.live_counts().await?.into_iter().collect();
     let mut pools = Vec::new();
     for l in state.licenses.current().iter() {
         let waiting = state.queues.waiting(&l.id).await?;
         pools.push(Pool {
             license: l.clone(),
-            live: live.get(&l.id).copied().unwrap_or(0),
+            counts: counts.remove(&l.id).unwrap_or_default(),
             waiting: u32::try_from(waiting).unwrap_or(u32::MAX),
         });
     }
     Ok(pools)
+}
+
+/// A pool as `GET /v1/admin/licenses` shows it.
+fn license_summary(pool: Pool) -> LicenseSummary {
+    let Pool {
+        license: l,
+        counts,
+        waiting,
+    } = pool;
+    let live_in = |name: &str| {
+        counts
+            .groups
+            .iter()
+            .find(|(g, _)| g == name)
+            .map_or(0, |(_, n)| *n)
+    };
+    let groups: Vec<GroupSummary> = l
+        .groups
+        .iter()
+        .map(|g| GroupSummary {
+            name: g.name.clone(),
+            reserve: g.reserve,
+            max: g.max,
+            live: live_in(&g.name),
+        })
+        .collect();
+    LicenseSummary {
+        seats: l.policy.seats,
+        live: counts.live,
+        waiting,
+        ttl_s: api::seconds(l.policy.ttl),
+        skew_s: api::seconds(l.policy.skew),
+        reap_grace_s: api::seconds(l.policy.reap_grace),
+        overage: l.policy.overage,
+        linger_s: l.policy.linger.map(api::seconds),
+        max_per_holder: l.policy.max_per_holder,
+        borrow: l.borrow.as_ref().map(|b| BorrowSummary {
+            max_s: api::seconds(b.max),
+            seats: b.seats,
+        }),
+        borrowed: counts.borrowed,
+        lingering: counts.lingering,
+        reserved: groups
+            .iter()
+            .map(|g| g.reserve.saturating_sub(g.live))
+            .sum(),
+        groups,
+        id: l.id,
+    }
 }
 
 pub async fn admin_licenses(state: &AppState) -> Result<Response> {
@@ -264,21 +371,7 @@ pub async fn admin_licenses(state: &AppState) -> Result<Response> {
         .await
         .map_err(store_err(state))?
         .into_iter()
-        .map(
-            |Pool {
-                 license: l,
-                 live,
-                 waiting,
-             }| LicenseSummary {
-                seats: l.policy.seats,
-                live,
-                waiting,
-                ttl_s: api::seconds(l.policy.ttl),
-                skew_s: api::seconds(l.policy.skew),
-                reap_grace_s: api::seconds(l.policy.reap_grace),
-                id: l.id,
-            },
-        )
+        .map(license_summary)
         .collect();
     Ok(json(StatusCode::OK, &LicensesResponse { now, licenses }))
 }
@@ -307,7 +400,7 @@ pub async fn metrics(state: &AppState) -> Response {
         .map(|p| PoolGauges {
             seats: p.license.policy.seats,
             license: p.license.id,
-            live: p.live,
+            live: p.counts.live,
             waiting: p.waiting,
         })
         .collect();
@@ -403,6 +496,19 @@ fn seat_query(
     })
 }
 
+/// A seat as admins see it: lapsed by the one predicate, else how it is
+/// kept.
+fn seat_state(row: &LeaseRow, now: leasehold_common::Timestamp, skew: Duration) -> SeatState {
+    if !is_live(row.expires_at, now, skew) {
+        return SeatState::Lapsed;
+    }
+    match row.mode {
+        SeatMode::Heartbeat => SeatState::Live,
+        SeatMode::Linger => SeatState::Lingering,
+        SeatMode::Borrow => SeatState::Borrowed,
+    }
+}
+
 /// `GET /v1/admin/seats`: filtered (`license`, `q`), sorted (`sort`,
 /// `order`) and paged (`limit`, `after`) by the store, in SQL.
 pub async fn admin_seats(state: &AppState, query: HashMap<String, String>) -> Result<Response> {
@@ -424,11 +530,8 @@ pub async fn admin_seats(state: &AppState, query: HashMap<String, String>) -> Re
                 .map(|l| l.policy.skew)
                 .unwrap_or_default();
             SeatView {
-                state: if is_live(r.expires_at, now, skew) {
-                    SeatState::Live
-                } else {
-                    SeatState::Lapsed
-                },
+                state: seat_state(&r, now, skew),
+                group: r.group,
                 license_id: r.license_id,
                 seat_id: r.seat_id,
                 holder: r.holder,

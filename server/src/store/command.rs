@@ -9,7 +9,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::rules::{LeaseTx, Rules};
 use super::{
-    Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, StoreError, StoreOptions,
+    Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, PoolCounts, StoreError,
+    StoreOptions,
 };
 
 pub type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
@@ -71,7 +72,7 @@ pub enum RuleCommand {
     },
     /// Live seats per license, by the one predicate, from the live index.
     LiveCounts {
-        reply: Reply<Vec<(String, u32)>>,
+        reply: Reply<Vec<(String, PoolCounts)>>,
     },
     RecordEvent {
         kind: EventKind,

@@ -97,6 +97,9 @@ pub struct RawSession {
     pub ended_at: Option<Timestamp>,
     pub end_kind: Option<String>,
     pub expires_at: Option<Timestamp>,
+    pub group: Option<String>,
+    /// An open session's lease is lingering (released, still counting).
+    pub lingering: bool,
 }
 
 /// The session as read at `now`: a lapsed, unreaped lease's session has
@@ -113,6 +116,8 @@ pub fn resolve(raw: RawSession, now: Timestamp, skew: Duration) -> Result<Sessio
         ),
         (Some(_), None) => return Err(StoreError::UnknownSessionEnd(String::new())),
         (None, _) => match lapsed_at(raw.expires_at, now, skew) {
+            // A lingering seat was released; it stopped counting then.
+            Some(at) if raw.lingering => (Some(at), Some(SessionEnd::Release)),
             Some(at) => (Some(at), Some(SessionEnd::Lapse)),
             None => (None, None),
         },
@@ -127,6 +132,7 @@ pub fn resolve(raw: RawSession, now: Timestamp, skew: Duration) -> Result<Sessio
         ended_at,
         end,
         duration_s: duration_ms as f64 / 1000.0,
+        group: raw.group,
     })
 }
 
@@ -148,13 +154,13 @@ pub fn lapsed_at(
 macro_rules! ended_columns {
     () => {
         "seat_id, license_id, holder, fingerprint, started_at, ended_at, end_kind,
-         CAST(NULL AS BIGINT)"
+         CAST(NULL AS BIGINT), grp, 0"
     };
 }
 macro_rules! open_columns {
     () => {
         "seat_id, license_id, holder, fingerprint, checked_out_at, CAST(NULL AS BIGINT),
-         CAST(NULL AS TEXT), expires_at"
+         CAST(NULL AS TEXT), expires_at, grp, mode"
     };
 }
 pub(crate) use {ended_columns, open_columns};

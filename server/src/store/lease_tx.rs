@@ -8,9 +8,40 @@ use std::collections::HashMap;
 use leasehold_common::Timestamp;
 use leasehold_common::api::{EventKind, SessionEnd};
 
-use super::{LeaseRow, StoreError};
+use super::{LeaseRow, SeatMode, StoreError};
 
 pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Which of a license's leases a count is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'a> {
+    License(&'a str),
+    /// The seats that count for a group (as recorded on each seat).
+    Group {
+        license_id: &'a str,
+        group: &'a str,
+    },
+    Holder {
+        license_id: &'a str,
+        holder: &'a str,
+    },
+    /// The seats kept one way (lingering, borrowed).
+    Mode {
+        license_id: &'a str,
+        mode: SeatMode,
+    },
+}
+
+impl<'a> Scope<'a> {
+    pub fn license_id(&self) -> &'a str {
+        match *self {
+            Scope::License(license_id)
+            | Scope::Group { license_id, .. }
+            | Scope::Holder { license_id, .. }
+            | Scope::Mode { license_id, .. } => license_id,
+        }
+    }
+}
 
 /// The queries the rules ask of one store transaction. Nothing here decides:
 /// a method reads or writes the rows it names, with the times it is given.
@@ -37,20 +68,24 @@ pub trait LeaseTx {
     -> Result<Option<LeaseRow>>;
     /// Let a lapsed lease's Idempotency-Key be used for a new seat.
     fn forget_idempotency_key(&mut self, seat_id: &str) -> Result<()>;
-    /// The live lease (`expires_at >= threshold`) this fingerprint holds,
-    /// the latest-expiring one if several.
+    /// The live lease (`expires_at >= threshold`) this fingerprint holds
+    /// that `holder` may take back: if several, one that is not lingering
+    /// for another holder first (a machine may hold a seat of its own
+    /// besides another holder's lingering one), then the latest-expiring,
+    /// then the greatest seat id (so every store picks the same one).
     fn live_lease_by_fingerprint(
         &mut self,
         license_id: &str,
         fingerprint: &str,
+        holder: &str,
         threshold: Timestamp,
     ) -> Result<Option<LeaseRow>>;
-    /// Leases of the license with `expires_at >= threshold`.
-    fn live_count(&mut self, license_id: &str, threshold: Timestamp) -> Result<u32>;
-    /// The earliest `expires_at >= threshold` of the license.
+    /// Leases in `scope` with `expires_at >= threshold`.
+    fn live_count(&mut self, scope: Scope<'_>, threshold: Timestamp) -> Result<u32>;
+    /// The earliest `expires_at >= threshold` in `scope`.
     fn earliest_live_expiry(
         &mut self,
-        license_id: &str,
+        scope: Scope<'_>,
         threshold: Timestamp,
     ) -> Result<Option<Timestamp>>;
     /// A seat of `license_id`, live or lapsed-unreaped.
@@ -58,7 +93,8 @@ pub trait LeaseTx {
     /// A new seat. Its row is also its open session (started at
     /// `checked_out_at`) until the seat leaves the table.
     fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()>;
-    /// Store `renewed`'s `issued_at` and `expires_at` on the seat that was `old`.
+    /// Store `renewed`'s `issued_at`, `expires_at` and `mode` on the seat
+    /// that was `old`.
     fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()>;
     /// Delete a seat (of `license_id`, when given) and return it.
     fn delete_lease(&mut self, seat_id: &str, license_id: Option<&str>)
@@ -88,8 +124,9 @@ pub trait LeaseTx {
     /// Delete sessions that ended, denial counts and superseded pool sizes
     /// older than `cutoff`: at most `limit` rows of each. Returns how many.
     fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize>;
-    /// Give every lease of the license live at `was_live` (`expires_at >=
-    /// was_live`) an expiry of at least `until`; return how many changed.
+    /// Give every heartbeat-kept lease of the license live at `was_live`
+    /// (`expires_at >= was_live`) an expiry of at least `until`; return how
+    /// many changed. Lingering and borrowed seats keep their expiry.
     fn extend_live(
         &mut self,
         license_id: &str,

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use leasehold_common::Timestamp;
 use leasehold_common::api::{Event, SessionEnd};
 
-use super::LeaseRow;
 use super::rules::{EndedSession, LeaseTx, NewEvent, Result};
+use super::{LeaseRow, Scope, SeatMode};
 
 /// A lease and the Idempotency-Key it was checked out with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,21 @@ impl MemoryStore {
     ) -> impl Iterator<Item = &'a LeaseRow> + 'a {
         self.leases_of(license_id)
             .filter(move |l| l.expires_at >= threshold)
+    }
+
+    /// Live leases in `scope`.
+    fn live_in<'a>(
+        &'a self,
+        scope: Scope<'a>,
+        threshold: Timestamp,
+    ) -> impl Iterator<Item = &'a LeaseRow> + 'a {
+        self.live_of(scope.license_id(), threshold)
+            .filter(move |l| match scope {
+                Scope::License(_) => true,
+                Scope::Group { group, .. } => l.group.as_deref() == Some(group),
+                Scope::Holder { holder, .. } => l.holder == holder,
+                Scope::Mode { mode, .. } => l.mode == mode,
+            })
     }
 }
 
@@ -115,28 +130,29 @@ impl LeaseTx for MemoryStore {
         &mut self,
         license_id: &str,
         fingerprint: &str,
+        holder: &str,
         threshold: Timestamp,
     ) -> Result<Option<LeaseRow>> {
         Ok(self
             .live_of(license_id, threshold)
             .filter(|l| l.fingerprint.as_deref() == Some(fingerprint))
-            .max_by_key(|l| l.expires_at)
+            .max_by_key(|l| {
+                let takeable = l.mode != SeatMode::Linger || l.holder == holder;
+                (takeable, l.expires_at, &l.seat_id)
+            })
             .cloned())
     }
 
-    fn live_count(&mut self, license_id: &str, threshold: Timestamp) -> Result<u32> {
-        Ok(self.live_of(license_id, threshold).count() as u32)
+    fn live_count(&mut self, scope: Scope<'_>, threshold: Timestamp) -> Result<u32> {
+        Ok(self.live_in(scope, threshold).count() as u32)
     }
 
     fn earliest_live_expiry(
         &mut self,
-        license_id: &str,
+        scope: Scope<'_>,
         threshold: Timestamp,
     ) -> Result<Option<Timestamp>> {
-        Ok(self
-            .live_of(license_id, threshold)
-            .map(|l| l.expires_at)
-            .min())
+        Ok(self.live_in(scope, threshold).map(|l| l.expires_at).min())
     }
 
     fn lease(&mut self, license_id: &str, seat_id: &str) -> Result<Option<LeaseRow>> {
@@ -162,6 +178,7 @@ impl LeaseTx for MemoryStore {
         if let Some(s) = self.leases.get_mut(&old.seat_id) {
             s.lease.issued_at = renewed.issued_at;
             s.lease.expires_at = renewed.expires_at;
+            s.lease.mode = renewed.mode;
         }
         Ok(())
     }
@@ -269,7 +286,11 @@ impl LeaseTx for MemoryStore {
         let mut extended = 0;
         for s in self.leases.values_mut() {
             let l = &mut s.lease;
-            if l.license_id == license_id && l.expires_at >= was_live && l.expires_at < until {
+            if l.license_id == license_id
+                && l.mode == SeatMode::Heartbeat
+                && l.expires_at >= was_live
+                && l.expires_at < until
+            {
                 l.expires_at = until;
                 extended += 1;
             }

@@ -45,6 +45,7 @@ pub use batch::WriterStats;
 use batch::{BatchStore, Writer};
 use command::{Command, RuleCommand};
 pub use error::StoreError;
+pub use lease_tx::Scope;
 pub use seat_query::{SeatQuery, SeatSort, SeatsPage};
 pub use sqlite::database_path;
 pub use sqlite::schema::CURRENT_VERSION as SCHEMA_VERSION;
@@ -57,7 +58,7 @@ pub use ui_sessions::{UiSessionOp, UiSessionRow};
 /// `format!` on the writer's hot path).
 macro_rules! lease_columns {
     () => {
-        "seat_id, license_id, holder, fingerprint, checked_out_at, issued_at, expires_at"
+        "seat_id, license_id, holder, fingerprint, checked_out_at, issued_at, expires_at, grp, mode"
     };
 }
 pub(crate) use lease_columns;
@@ -72,6 +73,43 @@ pub struct LeaseRow {
     pub checked_out_at: Timestamp,
     pub issued_at: Timestamp,
     pub expires_at: Timestamp,
+    /// The group the seat counts for, fixed when it was granted (`None`:
+    /// ungrouped). A group the policy no longer has counts for nobody.
+    pub group: Option<String>,
+    pub mode: SeatMode,
+}
+
+/// How a seat is kept until `expires_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SeatMode {
+    /// Renewed by its client's heartbeats.
+    #[default]
+    Heartbeat,
+    /// Released by its client on a license with `linger`: it counts until
+    /// `expires_at`, and its machine may re-claim it meanwhile.
+    Linger,
+    /// Borrowed for offline use: no heartbeats until `expires_at`.
+    Borrow,
+}
+
+impl SeatMode {
+    /// As stored (`leases.mode`).
+    pub fn code(self) -> i32 {
+        match self {
+            SeatMode::Heartbeat => 0,
+            SeatMode::Linger => 1,
+            SeatMode::Borrow => 2,
+        }
+    }
+
+    pub fn from_code(code: i32) -> Option<SeatMode> {
+        match code {
+            0 => Some(SeatMode::Heartbeat),
+            1 => Some(SeatMode::Linger),
+            2 => Some(SeatMode::Borrow),
+            _ => None,
+        }
+    }
 }
 
 /// What a checkout did.
@@ -79,22 +117,64 @@ pub struct LeaseRow {
 pub enum CheckoutOutcome {
     /// A seat: freshly taken (`reused == false`), or the one this caller
     /// already holds, found by Idempotency-Key or fingerprint and renewed.
+    /// `overage`: a fresh seat that left more seats live than sold.
     Granted {
         lease: LeaseRow,
         reused: bool,
+        overage: bool,
     },
-    /// Every seat is live. `retry_after` is when the earliest live lease
-    /// could lapse.
+    /// No seat for this request: every seat live (with the overage), or
+    /// held back for other groups (`reserved`: their unused reservations).
+    /// `retry_after` is when the earliest live lease could lapse.
     Full {
         seats: u32,
         live: u32,
+        reserved: u32,
         retry_after: Duration,
     },
+    /// A cap the requester is at: its holder's or its group's live seats.
+    LimitReached {
+        limit: Limit,
+        max: u32,
+        group: Option<String>,
+        retry_after: Duration,
+    },
+    /// The license's `deny` matches the requester, or its `allow` does not.
+    NotAllowed,
     /// An admin revoked this holder + fingerprint and blocked re-checkout.
     Blocked {
         until: Timestamp,
     },
     UnknownLicense,
+}
+
+/// Which cap refused a checkout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// `max_per_holder`.
+    Holder,
+    /// The group's `max`.
+    Group,
+}
+
+impl Limit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Holder => "holder",
+            Limit::Group => "group",
+        }
+    }
+}
+
+/// What counts against one license's pool now, by the one predicate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    /// Every seat that counts: live, lingering and borrowed.
+    pub live: u32,
+    pub lingering: u32,
+    pub borrowed: u32,
+    /// Live seats per group of the policy, in file order.
+    pub groups: Vec<(String, u32)>,
 }
 
 /// What a heartbeat did.
@@ -448,9 +528,10 @@ impl Store {
         detached(self.reads.ui_session_write(op)).await
     }
 
-    /// Live seats per license, by the one predicate (from the writer's live
-    /// index, so it costs no scan however many leases there are).
-    pub async fn live_counts(&self) -> Result<Vec<(String, u32)>, StoreError> {
+    /// What counts against each license's pool, by the one predicate (on
+    /// SQLite from the writer's live index, so it costs no scan however
+    /// many leases there are).
+    pub async fn live_counts(&self) -> Result<Vec<(String, PoolCounts)>, StoreError> {
         self.call(|reply| RuleCommand::LiveCounts { reply }).await
     }
 

@@ -4,10 +4,9 @@
 //! outage rule and the pool-size history.
 //!
 //! The property test drives the rules directly (no writer thread, no
-//! database), so 1,000 sequences of up to 60 operations run in about a
-//! second in a debug build (measured 0.8-1.3 s wall, ~1.1 s CPU, for
-//! `rules_match_the_model` on a loaded 2-core box; the whole file in
-//! ~1.5 s). The real stores are held to the same answers by the slower
+//! database), so 1,000 sequences of up to 60 operations run in a few
+//! seconds in a debug build (with the seat policies: ~1.9 s CPU, 1.3-4.4 s
+//! wall for `rules_match_the_model` on a 2-core box at load 1-7). The real stores are held to the same answers by the slower
 //! model test in `server/tests/model.rs`.
 //!
 //! The model restates each rule from the one predicate
@@ -16,11 +15,23 @@
 //! count and the blocks against the model, and these invariants against
 //! the store's own state:
 //!
-//! - live (by `is_live`) ≤ seats for every license, and `live_counts` says
-//!   the same; a fresh grant only when `live + ahead < seats`;
-//! - `Full` only when `live + ahead >= seats` and the caller had no live
-//!   seat to get back (by key or fingerprint); `retry_after` is the time
-//!   until the earliest live lease lapses (`lapses_at`);
+//! - live (by `is_live`) ≤ seats + overage for every license, and
+//!   `live_counts` says the same (live, lingering, per group); a fresh
+//!   grant only when `live + ahead + others' unused reservations <
+//!   seats + overage`, to an allowed holder below `max_per_holder`, into a
+//!   group below its `max`, flagged `overage` exactly when `live >= seats`;
+//! - until a policy change (which never evicts a seat, so seats granted
+//!   before it may sit above a cap it lowered): no group above its `max`,
+//!   no holder above `max_per_holder`, and the seats outside a group never
+//!   reach into its reservation (`outside + reserve <= seats + overage`);
+//! - `Full` only when `live + ahead + reserved >= seats + overage` and the
+//!   caller had no seat it may get back (by key or fingerprint);
+//!   `retry_after` is the time until the earliest live lease lapses
+//!   (`lapses_at`), one TTL when the reservations alone refuse;
+//! - linger: a release keeps the seat (`lingering`, until now + linger), a
+//!   heartbeat on it is lost, a second release changes nothing, only its
+//!   holder on its machine (still allowed) takes it back, and its reap ends
+//!   the session as a `Release` when the linger ended;
 //! - a replay or re-claim returns the caller's seat, renewed, and adds no
 //!   lease;
 //! - reap takes exactly the reapable leases (`is_reapable`), oldest first,
@@ -30,7 +41,15 @@
 //!   at now), and no seat in the table has one;
 //! - event ids strictly increase, and the events the rules return are the
 //!   ones the store appended;
-//! - one live seat per fingerprint and one lease per Idempotency-Key.
+//! - one live (not lingering) seat per fingerprint and holder, and one
+//!   lease per Idempotency-Key.
+//!
+//! The generated licenses carry seat policies (parsed from a generated
+//! licenses file): 0-2 groups with holder/fingerprint patterns matching
+//! some of the generated holders, reserves and maxes, `max_per_holder`,
+//! `overage`, allow/deny and `linger`; a `Repolicy` step reloads the file
+//! with a group's max lowered, a group dropped, linger dropped or added,
+//! a holder cap or a deny added.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -44,7 +63,9 @@ use proptest::test_runner::TestCaseError;
 
 use super::memory::{MemoryStore, StoredLease, StoredSession};
 use super::rules::{EventThrottle, LeaseTx, Rules, reap_detail};
-use super::{CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow};
+use super::{
+    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Limit, PoolCounts, SeatMode,
+};
 
 // ---------------------------------------------------------------------------
 // A world: a store, the policies, the writer's throttle and the time
@@ -70,6 +91,234 @@ fn license_toml(id: &str, seats: u32, ttl_ms: u64, skew_ms: u64, grace_ms: u64) 
         "[[license]]\nid = \"{id}\"\nkey = \"{id}-key\"\nseats = {seats}\n\
          ttl = \"{ttl_ms}ms\"\nskew = \"{skew_ms}ms\"\nreap_grace = \"{grace_ms}ms\"\n"
     )
+}
+
+/// One `[[license.group]]` of a generated license.
+#[derive(Debug, Clone, PartialEq)]
+struct GroupPol {
+    name: String,
+    holders: Vec<String>,
+    fingerprints: Vec<String>,
+    reserve: u32,
+    max: Option<u32>,
+}
+
+/// The seat-policy fields of a generated license (all absent: a plain
+/// license, which must decide exactly as before them).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct SeatPol {
+    overage: u32,
+    linger_ms: Option<u64>,
+    max_per_holder: Option<u32>,
+    allow: Option<Vec<String>>,
+    deny: Vec<String>,
+    groups: Vec<GroupPol>,
+}
+
+fn toml_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|i| format!("\"{i}\"")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+impl SeatPol {
+    /// The policy's lines of a `[[license]]` (after its plain fields).
+    fn toml(&self) -> String {
+        let mut t = String::new();
+        if self.overage > 0 {
+            t += &format!("overage = {}\n", self.overage);
+        }
+        if let Some(l) = self.linger_ms {
+            t += &format!("linger = \"{l}ms\"\n");
+        }
+        if let Some(m) = self.max_per_holder {
+            t += &format!("max_per_holder = {m}\n");
+        }
+        if let Some(allow) = &self.allow {
+            t += &format!("allow = {}\n", toml_list(allow));
+        }
+        if !self.deny.is_empty() {
+            t += &format!("deny = {}\n", toml_list(&self.deny));
+        }
+        for g in &self.groups {
+            t += &format!("[[license.group]]\nname = \"{}\"\n", g.name);
+            if !g.holders.is_empty() {
+                t += &format!("holders = {}\n", toml_list(&g.holders));
+            }
+            if !g.fingerprints.is_empty() {
+                t += &format!("fingerprints = {}\n", toml_list(&g.fingerprints));
+            }
+            if g.reserve > 0 {
+                t += &format!("reserve = {}\n", g.reserve);
+            }
+            if let Some(m) = g.max {
+                t += &format!("max = {m}\n");
+            }
+        }
+        t
+    }
+
+    /// `*` only at the end in the generated patterns.
+    fn pattern_matches(p: &str, s: &str) -> bool {
+        match p.strip_suffix('*') {
+            Some(prefix) => s.starts_with(prefix),
+            None => p == s,
+        }
+    }
+
+    fn member(g: &GroupPol, holder: &str, fp: Option<&str>) -> bool {
+        g.holders.iter().any(|p| Self::pattern_matches(p, holder))
+            || fp.is_some_and(|f| g.fingerprints.iter().any(|p| Self::pattern_matches(p, f)))
+    }
+
+    /// The first group in file order the checkout is a member of.
+    fn group_of(&self, holder: &str, fp: Option<&str>) -> Option<&GroupPol> {
+        self.groups.iter().find(|g| Self::member(g, holder, fp))
+    }
+
+    fn who(&self, who: &str, holder: &str, fp: Option<&str>) -> bool {
+        match who.strip_prefix('@') {
+            Some(name) => self
+                .groups
+                .iter()
+                .any(|g| g.name == name && Self::member(g, holder, fp)),
+            None => Self::pattern_matches(who, holder),
+        }
+    }
+
+    /// deny first, then allow (absent: everyone).
+    fn allows(&self, holder: &str, fp: Option<&str>) -> bool {
+        if self.deny.iter().any(|w| self.who(w, holder, fp)) {
+            return false;
+        }
+        self.allow
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|w| self.who(w, holder, fp)))
+    }
+
+    /// A valid policy for `seats` from raw generated parts: reserves fit in
+    /// the seats, a max is at least its reserve, overage at most seats.
+    fn clamp(mut self, seats: u32) -> Self {
+        self.overage = self.overage.min(seats);
+        let mut reserved = 0;
+        for g in &mut self.groups {
+            g.reserve = g.reserve.min(seats - reserved);
+            reserved += g.reserve;
+            g.max = g.max.map(|m| m.max(g.reserve).max(1));
+        }
+        let names: Vec<String> = self.groups.iter().map(|g| format!("@{}", g.name)).collect();
+        let known = |w: &String| !w.starts_with('@') || names.contains(w);
+        self.deny.retain(known);
+        if let Some(a) = &mut self.allow {
+            a.retain(known);
+            if a.is_empty() {
+                self.allow = None;
+            }
+        }
+        self
+    }
+}
+
+fn group_pol(i: usize) -> impl Strategy<Value = GroupPol> {
+    (
+        proptest::sample::subsequence(vec!["h0", "h1", "h2", "h*"], 0..=2),
+        proptest::sample::subsequence(vec!["f0", "f1", "f*"], 0..=1),
+        0u32..=2,
+        proptest::option::weighted(0.7, 1u32..=3),
+    )
+        .prop_map(move |(holders, fingerprints, reserve, max)| {
+            let mut holders: Vec<String> = holders.into_iter().map(String::from).collect();
+            if holders.is_empty() && fingerprints.is_empty() {
+                holders.push(format!("h{i}"));
+            }
+            GroupPol {
+                name: format!("g{i}"),
+                holders,
+                fingerprints: fingerprints.into_iter().map(String::from).collect(),
+                reserve,
+                max,
+            }
+        })
+}
+
+fn seat_pol() -> impl Strategy<Value = SeatPol> {
+    let allow_deny = prop_oneof![
+        4 => Just((None, vec![])),
+        1 => Just((None, vec!["h2".to_string()])),
+        1 => Just((Some(vec!["@g0".to_string(), "h0".to_string()]), vec![])),
+        1 => Just((Some(vec!["h*".to_string()]), vec!["@g1".to_string()])),
+    ];
+    prop_oneof![
+        1 => Just(SeatPol::default()),
+        3 => (
+            0u32..=2,
+            proptest::option::weighted(0.7, prop_oneof![Just(1_000u64), 1_000u64..=20_000]),
+            proptest::option::weighted(0.4, 1u32..=2),
+            prop_oneof![
+                1 => Just(vec![]),
+                2 => group_pol(0).prop_map(|g| vec![g]),
+                2 => (group_pol(0), group_pol(1)).prop_map(|(a, b)| vec![a, b]),
+            ],
+            allow_deny,
+        )
+            .prop_map(|(overage, linger_ms, max_per_holder, groups, (allow, deny))| SeatPol {
+                overage,
+                linger_ms,
+                max_per_holder,
+                allow,
+                deny,
+                groups,
+            }),
+    ]
+}
+
+/// The generated licenses: timing and seats, and the seat policies
+/// (valid for the seats).
+fn licenses() -> impl Strategy<Value = Vec<(Pol, SeatPol)>> {
+    proptest::collection::vec((pol(), seat_pol()), 1..=2).prop_map(|v| {
+        v.into_iter()
+            .map(|(p, sp)| {
+                let sp = sp.clamp(p.seats);
+                (p, sp)
+            })
+            .collect()
+    })
+}
+
+/// A policy change: what a reload of the licenses file may do to one
+/// license (never its seats, overage or timing).
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    /// Every group's max down to its reserve (at least 1).
+    LowerMaxes,
+    /// The last group goes (its seats count as ungrouped).
+    DropGroup,
+    /// No more linger (lingering seats keep their expiry).
+    DropLinger,
+    /// One live seat per holder.
+    OneEach,
+    /// `h0` denied.
+    DenyH0,
+    /// A 3 s linger.
+    AddLinger,
+}
+
+impl Change {
+    fn apply(self, sp: &mut SeatPol) {
+        match self {
+            Change::LowerMaxes => {
+                for g in &mut sp.groups {
+                    g.max = Some(g.reserve.max(1).min(g.max.unwrap_or(u32::MAX)));
+                }
+            }
+            Change::DropGroup => {
+                sp.groups.pop();
+            }
+            Change::DropLinger => sp.linger_ms = None,
+            Change::OneEach => sp.max_per_holder = Some(1),
+            Change::DenyH0 => sp.deny.push("h0".to_string()),
+            Change::AddLinger => sp.linger_ms = Some(3_000),
+        }
+    }
 }
 
 /// A time as an offset from T0, for readable failures.
@@ -136,7 +385,11 @@ fn req(license: &str, holder: &str, fp: Option<&str>, key: Option<&str>) -> Chec
 
 fn granted(outcome: CheckoutOutcome) -> (LeaseRow, bool) {
     match outcome {
-        CheckoutOutcome::Granted { lease, reused } => (lease, reused),
+        CheckoutOutcome::Granted {
+            lease,
+            reused,
+            overage: false,
+        } => (lease, reused),
         other => panic!("expected a grant, got {other:?}"),
     }
 }
@@ -200,6 +453,12 @@ enum Lic {
     /// As the license, holder and fingerprint of the n-th (mod) block ever
     /// set (ended or not); `Known(n)` if there is none.
     Blocked(usize),
+    /// As the license, holder and fingerprint of the n-th (mod) seat in the
+    /// table (a re-claim, of a lingering seat too); `Known(n)` if none.
+    Seat(usize),
+    /// As the license, holder and fingerprint of the n-th (mod) lingering
+    /// seat; `Seat(n)` if none lingers.
+    Lingering(usize),
 }
 
 /// Which seat a heartbeat, release or revoke names.
@@ -270,6 +529,12 @@ enum Op {
     Outage {
         gap_ms: u64,
     },
+    /// The licenses file reloads with the n-th (mod) license's policy
+    /// changed: no seat may be evicted by it.
+    Repolicy {
+        license: usize,
+        change: Change,
+    },
 }
 
 fn target() -> impl Strategy<Value = Target> {
@@ -289,6 +554,8 @@ fn op() -> impl Strategy<Value = Op> {
                 12 => (0usize..2).prop_map(Lic::Known),
                 1 => Just(Lic::Unknown),
                 2 => (0usize..4).prop_map(Lic::Blocked),
+                2 => (0usize..8).prop_map(Lic::Seat),
+                3 => (0usize..8).prop_map(Lic::Lingering),
             ],
             0u8..3,
             proptest::option::weighted(0.6, 0u8..3),
@@ -305,7 +572,7 @@ fn op() -> impl Strategy<Value = Op> {
                 counted,
             }),
         5 => target().prop_map(Op::Heartbeat),
-        2 => target().prop_map(Op::Release),
+        3 => target().prop_map(Op::Release),
         2 => (
             target(),
             any::<bool>(),
@@ -332,6 +599,18 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(lease, edge)| Op::ToEdge { lease, edge }),
         1 => (0usize..4, any::<bool>()).prop_map(|(block, ended)| Op::ToBlockEnd { block, ended }),
         1 => prop_oneof![0u64..=3_000, 3_000u64..=60_000].prop_map(|gap_ms| Op::Outage { gap_ms }),
+        1 => (
+            0usize..2,
+            prop_oneof![
+                Just(Change::LowerMaxes),
+                Just(Change::DropGroup),
+                Just(Change::DropLinger),
+                Just(Change::OneEach),
+                Just(Change::DenyH0),
+                Just(Change::AddLinger),
+            ],
+        )
+            .prop_map(|(license, change)| Op::Repolicy { license, change }),
     ]
 }
 
@@ -342,14 +621,23 @@ fn op() -> impl Strategy<Value = Op> {
 /// What the model says a checkout must answer.
 #[derive(Debug)]
 enum Expect {
-    /// A new seat (its id comes from the rules).
-    Fresh(LeaseRow),
+    /// A new seat (its id comes from the rules), and whether it came from
+    /// the overage allowance.
+    Fresh(LeaseRow, bool),
     Reused(LeaseRow),
     Full {
         seats: u32,
         live: u32,
+        reserved: u32,
         retry_after: Duration,
     },
+    LimitReached {
+        limit: Limit,
+        max: u32,
+        group: Option<String>,
+        retry_after: Duration,
+    },
+    NotAllowed,
     Blocked {
         until: Timestamp,
     },
@@ -381,6 +669,11 @@ impl WantEvent {
 struct Model {
     now: Timestamp,
     pols: Vec<(String, Pol)>,
+    /// The seat policies in force, by license (same order as `pols`).
+    seat_pols: Vec<(String, SeatPol)>,
+    /// A policy change happened: seats granted before it may be above a
+    /// cap it lowered (never evicted), so the caps hold for new grants only.
+    changed: bool,
     /// Every lease in the table, by seat id, with its Idempotency-Key.
     leases: BTreeMap<String, StoredLease>,
     /// (license, holder, fingerprint or "") → blocked until (exclusive).
@@ -399,6 +692,61 @@ impl Model {
             .iter()
             .find(|(id, _)| id == license)
             .map(|(_, p)| *p)
+    }
+
+    fn sp(&self, license: &str) -> &SeatPol {
+        &self
+            .seat_pols
+            .iter()
+            .find(|(id, _)| id == license)
+            .unwrap()
+            .1
+    }
+
+    /// Live leases of a license matching `f`.
+    fn live_where(&self, license: &str, f: impl Fn(&LeaseRow) -> bool) -> Vec<&LeaseRow> {
+        self.leases
+            .values()
+            .map(|s| &s.lease)
+            .filter(|l| l.license_id == license && self.live(l) && f(l))
+            .collect()
+    }
+
+    /// Until the earliest of these lapses; one TTL if none.
+    fn retry_after(&self, pol: Pol, rows: &[&LeaseRow]) -> Duration {
+        let ms_left = rows
+            .iter()
+            .map(|l| lapses_at(l.expires_at, pol.skew()).millis_since(self.now))
+            .min()
+            .unwrap_or(pol.ttl_ms as i64);
+        ms(ms_left.max(0) as u64)
+    }
+
+    /// The unused reservations of every group but `own`.
+    fn others_reserved(&self, license: &str, own: Option<&str>) -> u32 {
+        self.sp(license)
+            .groups
+            .iter()
+            .filter(|g| g.reserve > 0 && Some(g.name.as_str()) != own)
+            .map(|g| {
+                let used = self
+                    .live_where(license, |l| l.group.as_deref() == Some(&g.name))
+                    .len() as u32;
+                g.reserve.saturating_sub(used)
+            })
+            .sum()
+    }
+
+    /// A lingering seat goes back only to the holder and machine that
+    /// released it, while the license still lets that holder in.
+    fn lingering_for_another(&self, row: &LeaseRow, req: &CheckoutRequest) -> bool {
+        row.mode == SeatMode::Linger
+            && (row.holder != req.holder
+                || req.fingerprint.is_none()
+                || row.fingerprint != req.fingerprint
+                || !self
+                    .sp(&req.license_id)
+                    .allows(&req.holder, req.fingerprint.as_deref()))
     }
 
     fn live(&self, row: &LeaseRow) -> bool {
@@ -474,6 +822,7 @@ impl Model {
         let s = self.leases.get_mut(seat).unwrap();
         s.lease.issued_at = now;
         s.lease.expires_at = now.saturating_add(ttl);
+        s.lease.mode = SeatMode::Heartbeat;
         s.lease.clone()
     }
 
@@ -502,7 +851,8 @@ impl Model {
                 })
                 .map(|(seat, _)| seat.clone());
             if let Some(seat) = seat {
-                if self.live(&self.leases[&seat].lease) {
+                let row = &self.leases[&seat].lease;
+                if self.live(row) && !self.lingering_for_another(row, req) {
                     return Expect::Reused(self.renew(&seat));
                 }
                 self.leases.get_mut(&seat).unwrap().idempotency_key = None;
@@ -517,36 +867,87 @@ impl Model {
                         && s.lease.fingerprint.as_ref() == Some(fp)
                         && self.live(&s.lease)
                 })
-                .max_by_key(|(_, s)| s.lease.expires_at)
+                // Not lingering for another holder first, then the
+                // latest-expiring, then the greatest seat id.
+                .max_by_key(|(seat, s)| {
+                    let takeable = s.lease.mode != SeatMode::Linger || s.lease.holder == req.holder;
+                    (takeable, s.lease.expires_at, seat.as_str())
+                })
                 .map(|(seat, _)| seat.clone());
             if let Some(seat) = seat {
-                return Expect::Reused(self.renew(&seat));
+                // A lingering seat goes back only to the holder that
+                // released it, while still allowed in; the rules look at
+                // the one row the store finds and no other.
+                if !self.lingering_for_another(&self.leases[&seat].lease, req) {
+                    return Expect::Reused(self.renew(&seat));
+                }
             }
         }
-        let live = self.live_count(&req.license_id);
-        if u64::from(live) + u64::from(ahead) >= u64::from(pol.seats) {
-            let retry_after = self
-                .leases
-                .values()
-                .filter(|s| s.lease.license_id == req.license_id && self.live(&s.lease))
-                .map(|s| lapses_at(s.lease.expires_at, pol.skew()).millis_since(self.now))
-                .min()
-                .unwrap_or(pol.ttl_ms as i64);
+        let license = req.license_id.as_str();
+        let fp = req.fingerprint.as_deref();
+        let sp = self.sp(license).clone();
+        if !sp.allows(&req.holder, fp) {
+            return Expect::NotAllowed;
+        }
+        if let Some(max) = sp.max_per_holder {
+            let mine = self.live_where(license, |l| l.holder == req.holder);
+            if mine.len() as u32 >= max {
+                return Expect::LimitReached {
+                    limit: Limit::Holder,
+                    max,
+                    group: None,
+                    retry_after: self.retry_after(pol, &mine),
+                };
+            }
+        }
+        let group = sp.group_of(&req.holder, fp);
+        if let Some(g) = group
+            && let Some(max) = g.max
+        {
+            let theirs = self.live_where(license, |l| l.group.as_deref() == Some(&g.name));
+            if theirs.len() as u32 >= max {
+                return Expect::LimitReached {
+                    limit: Limit::Group,
+                    max,
+                    group: Some(g.name.clone()),
+                    retry_after: self.retry_after(pol, &theirs),
+                };
+            }
+        }
+        let own = group.map(|g| g.name.as_str());
+        let live = self.live_count(license);
+        let others = self.others_reserved(license, own);
+        let room = i64::from(pol.seats) + i64::from(sp.overage)
+            - i64::from(live)
+            - i64::from(others)
+            - i64::from(ahead);
+        if room < 1 {
+            let retry_after = if pol.seats + sp.overage > others {
+                self.retry_after(pol, &self.live_where(license, |_| true))
+            } else {
+                pol.ttl()
+            };
             return Expect::Full {
                 seats: pol.seats,
                 live,
-                retry_after: ms(retry_after.max(0) as u64),
+                reserved: others,
+                retry_after,
             };
         }
-        Expect::Fresh(LeaseRow {
-            seat_id: String::new(),
-            license_id: req.license_id.clone(),
-            holder: req.holder.clone(),
-            fingerprint: req.fingerprint.clone(),
-            checked_out_at: self.now,
-            issued_at: self.now,
-            expires_at: self.now.saturating_add(pol.ttl()),
-        })
+        Expect::Fresh(
+            LeaseRow {
+                seat_id: String::new(),
+                license_id: req.license_id.clone(),
+                holder: req.holder.clone(),
+                fingerprint: req.fingerprint.clone(),
+                checked_out_at: self.now,
+                issued_at: self.now,
+                expires_at: self.now.saturating_add(pol.ttl()),
+                group: own.map(str::to_string),
+                mode: SeatMode::Heartbeat,
+            },
+            live >= pol.seats,
+        )
     }
 
     fn insert(&mut self, lease: LeaseRow, idempotency_key: Option<String>) {
@@ -642,22 +1043,33 @@ struct Effects {
 }
 
 impl Run {
-    fn new(pols: &[Pol]) -> Self {
-        let toml: String = pols
-            .iter()
+    fn licenses_toml(lics: &[(Pol, SeatPol)]) -> String {
+        lics.iter()
             .zip(LICENSE_IDS)
-            .map(|(p, id)| license_toml(id, p.seats, p.ttl_ms, p.skew_ms, p.grace_ms))
-            .collect();
+            .map(|((p, sp), id)| {
+                license_toml(id, p.seats, p.ttl_ms, p.skew_ms, p.grace_ms) + &sp.toml()
+            })
+            .collect()
+    }
+
+    fn new(lics: &[(Pol, SeatPol)]) -> Self {
+        let toml = Self::licenses_toml(lics);
         Run {
             stats: BTreeMap::new(),
             w: World::new(&toml),
             m: Model {
                 now: at(0),
-                pols: pols
+                pols: lics
                     .iter()
                     .zip(LICENSE_IDS)
-                    .map(|(p, id)| (id.to_string(), *p))
+                    .map(|((p, _), id)| (id.to_string(), *p))
                     .collect(),
+                seat_pols: lics
+                    .iter()
+                    .zip(LICENSE_IDS)
+                    .map(|((_, sp), id)| (id.to_string(), sp.clone()))
+                    .collect(),
+                changed: false,
                 leases: BTreeMap::new(),
                 blocks: BTreeMap::new(),
                 issued: Vec::new(),
@@ -708,13 +1120,49 @@ impl Run {
                 let (license, seat) = self.m.resolve(target);
                 let (got, events) = self.w.run(|r| r.release(&license, &seat));
                 let got = got.map_err(|e| e.to_string())?;
-                let present = self
+                let here = self
                     .m
                     .leases
                     .get(&seat)
-                    .is_some_and(|s| s.lease.license_id == license);
-                ensure_eq!(got, present, "release {license}/{seat}");
-                if got {
+                    .filter(|s| s.lease.license_id == license)
+                    .map(|s| s.lease.clone());
+                ensure_eq!(got, here.is_some(), "release {license}/{seat}");
+                let linger = self
+                    .m
+                    .seat_pols
+                    .iter()
+                    .find(|(id, _)| *id == license)
+                    .and_then(|(_, sp)| sp.linger_ms);
+                let lingers = here
+                    .as_ref()
+                    .zip(linger)
+                    .and_then(|(row, linger)| match row.mode {
+                        SeatMode::Linger => Some(None),
+                        SeatMode::Heartbeat if self.m.live(row) => Some(Some(linger)),
+                        _ => None,
+                    });
+                if let Some(linger) = lingers {
+                    // Released on a license with linger: the seat stays.
+                    match linger {
+                        None => self.note("release: again while lingering"),
+                        Some(linger) => {
+                            let now = self.m.now;
+                            let s = self.m.leases.get_mut(&seat).unwrap();
+                            s.lease.mode = SeatMode::Linger;
+                            s.lease.expires_at = now.saturating_add(ms(linger));
+                            let detail = format!("lingering until {}", s.lease.expires_at);
+                            let holder = s.lease.holder.clone();
+                            fx.events.push(WantEvent {
+                                kind: EventKind::Release,
+                                license: Some(license),
+                                seat: Some(seat),
+                                holder: Some(holder),
+                                detail: Some(Some(detail)),
+                            });
+                            self.note("release: lingering");
+                        }
+                    }
+                } else if got {
                     let row = self.m.remove(&seat);
                     fx.events.push(WantEvent {
                         kind: EventKind::Release,
@@ -789,9 +1237,15 @@ impl Run {
                         detail: Some(Some(reap_detail(row.expires_at))),
                     });
                     let at = live_until(row.expires_at, pol.skew());
+                    let end = if row.mode == SeatMode::Linger {
+                        self.note("reap: lingering");
+                        SessionEnd::Release
+                    } else {
+                        SessionEnd::Lapse
+                    };
                     fx.sessions.push(StoredSession {
                         lease: row,
-                        end: SessionEnd::Lapse,
+                        end,
                         at,
                     });
                 }
@@ -849,6 +1303,25 @@ impl Run {
                 Vec::new()
             }
             Op::Outage { gap_ms } => self.outage(gap_ms)?,
+            Op::Repolicy { license, change } => {
+                let i = license % self.m.seat_pols.len();
+                let seats = self.m.pols[i].1.seats;
+                let sp = &mut self.m.seat_pols[i].1;
+                change.apply(sp);
+                *sp = sp.clone().clamp(seats);
+                let lics: Vec<(Pol, SeatPol)> = self
+                    .m
+                    .pols
+                    .iter()
+                    .zip(&self.m.seat_pols)
+                    .map(|((_, p), (_, sp))| (*p, sp.clone()))
+                    .collect();
+                self.w.licenses = Licenses::parse(&Self::licenses_toml(&lics))
+                    .map_err(|e| format!("changed policy: {e}"))?;
+                self.m.changed = true;
+                self.note("policy change");
+                Vec::new()
+            }
         };
 
         // The events: what the store appended is what the rules returned,
@@ -910,7 +1383,26 @@ impl Run {
                 let (license, holder, fp) = blocks[n % blocks.len()].clone();
                 (license, holder, Some(fp).filter(|f| !f.is_empty()))
             }
-            Lic::Known(n) | Lic::Blocked(n) => (
+            Lic::Lingering(n) if self.m.held().iter().any(|l| l.mode == SeatMode::Linger) => {
+                let mut held = self.m.held();
+                held.retain(|l| l.mode == SeatMode::Linger);
+                let l = held[n % held.len()];
+                (
+                    l.license_id.clone(),
+                    l.holder.clone(),
+                    l.fingerprint.clone(),
+                )
+            }
+            Lic::Seat(n) | Lic::Lingering(n) if !self.m.held().is_empty() => {
+                let held = self.m.held();
+                let l = held[n % held.len()];
+                (
+                    l.license_id.clone(),
+                    l.holder.clone(),
+                    l.fingerprint.clone(),
+                )
+            }
+            Lic::Known(n) | Lic::Blocked(n) | Lic::Seat(n) | Lic::Lingering(n) => (
                 self.m.pols[n % self.m.pols.len()].0.clone(),
                 format!("h{holder}"),
                 fingerprint.map(|f| format!("f{f}")),
@@ -943,15 +1435,73 @@ impl Run {
                 CheckoutOutcome::Granted {
                     lease,
                     reused: false,
+                    overage,
                 },
-                Expect::Fresh(mut want),
+                Expect::Fresh(mut want, want_overage),
             ) => {
+                ensure_eq!(overage, want_overage, "{ctx}: overage flag");
                 let seats = known.unwrap().seats;
+                let sp = self.m.sp(&license_id).clone();
+                // Directly on the store: room for one more, counting the
+                // other groups' unused reservations, within the caps.
+                let of_group = |g: &str| {
+                    live_before
+                        .iter()
+                        .filter(|l| l.group.as_deref() == Some(g))
+                        .count() as u32
+                };
+                let others: u32 = sp
+                    .groups
+                    .iter()
+                    .filter(|g| Some(&g.name) != lease.group.as_ref())
+                    .map(|g| g.reserve.saturating_sub(of_group(&g.name)))
+                    .sum();
                 ensure!(
-                    live_before.len() as u64 + u64::from(ahead) < u64::from(seats),
-                    "{ctx}: fresh grant with {} live + {ahead} ahead of {seats} seats",
-                    live_before.len()
+                    live_before.len() as u64 + u64::from(ahead) + u64::from(others)
+                        < u64::from(seats + sp.overage),
+                    "{ctx}: fresh grant with {} live + {ahead} ahead + {others} reserved \
+                     for others of {seats} seats + {} overage",
+                    live_before.len(),
+                    sp.overage
                 );
+                ensure_eq!(
+                    overage,
+                    live_before.len() as u32 >= seats,
+                    "{ctx}: overage flag vs the live seats"
+                );
+                if let Some(g) = sp
+                    .groups
+                    .iter()
+                    .find(|g| Some(&g.name) == lease.group.as_ref())
+                    && let Some(max) = g.max
+                {
+                    ensure!(
+                        of_group(&g.name) < max,
+                        "{ctx}: granted to group {} at its max {max}",
+                        g.name
+                    );
+                }
+                if let Some(max) = sp.max_per_holder {
+                    let mine = live_before
+                        .iter()
+                        .filter(|l| l.holder == lease.holder)
+                        .count();
+                    ensure!(
+                        (mine as u32) < max,
+                        "{ctx}: granted to a holder with {mine} of {max} seats"
+                    );
+                }
+                ensure!(
+                    sp.allows(&lease.holder, lease.fingerprint.as_deref()),
+                    "{ctx}: granted to a holder not allowed"
+                );
+                self.note(if overage {
+                    "checkout: overage"
+                } else if lease.group.is_some() {
+                    "checkout: grouped"
+                } else {
+                    "checkout: fresh"
+                });
                 ensure!(
                     lease.seat_id.len() == 32
                         && !self.m.issued.iter().any(|(_, s)| *s == lease.seat_id),
@@ -965,12 +1515,20 @@ impl Run {
                     license: Some(license_id),
                     seat: Some(lease.seat_id.clone()),
                     holder: Some(lease.holder.clone()),
-                    detail: Some(
-                        lease
-                            .fingerprint
-                            .as_ref()
-                            .map(|f| format!("fingerprint {f}")),
-                    ),
+                    detail: Some({
+                        let parts: Vec<String> = [
+                            lease
+                                .fingerprint
+                                .as_ref()
+                                .map(|f| format!("fingerprint {f}")),
+                            lease.group.as_ref().map(|g| format!("group {g}")),
+                            overage.then(|| "overage".to_string()),
+                        ]
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                        (!parts.is_empty()).then(|| parts.join("; "))
+                    }),
                 });
                 self.m.insert(lease, req.idempotency_key.clone());
             }
@@ -978,6 +1536,7 @@ impl Run {
                 CheckoutOutcome::Granted {
                     lease,
                     reused: true,
+                    overage: false,
                 },
                 Expect::Reused(want),
             ) => {
@@ -999,7 +1558,15 @@ impl Run {
                         || (req.fingerprint.is_some() && lease.fingerprint == req.fingerprint),
                     "{ctx}: reused {stored:?}, which is neither its key's nor its machine's"
                 );
-                if req.idempotency_key.is_some() && stored.idempotency_key == req.idempotency_key {
+                let lingered = live_before
+                    .iter()
+                    .any(|l| l.seat_id == lease.seat_id && l.mode == SeatMode::Linger);
+                let replay =
+                    req.idempotency_key.is_some() && stored.idempotency_key == req.idempotency_key;
+                if lingered {
+                    self.note("checkout: lingering seat back");
+                }
+                if replay {
                     self.note("checkout: replay");
                 } else {
                     self.note("checkout: re-claim");
@@ -1009,20 +1576,25 @@ impl Run {
                 got @ CheckoutOutcome::Full {
                     seats,
                     live,
+                    reserved,
                     retry_after,
                 },
                 Expect::Full {
                     seats: ws,
                     live: wl,
+                    reserved: wres,
                     retry_after: wr,
                 },
             ) => {
                 ensure_eq!(
-                    (seats, live, retry_after),
-                    (ws, wl, wr),
+                    (seats, live, reserved, retry_after),
+                    (ws, wl, wres, wr),
                     "{ctx}: full answer"
                 );
-                self.note(if live < seats {
+                let overage = self.m.sp(&license_id).overage;
+                self.note(if reserved > 0 {
+                    "checkout: full with reservations"
+                } else if live < seats + overage {
                     "checkout: full by waiters ahead"
                 } else {
                     "checkout: full"
@@ -1030,12 +1602,18 @@ impl Run {
                 // Directly on the store: really full, nothing to get back.
                 ensure!(
                     live as usize == live_before.len()
-                        && u64::from(live) + u64::from(ahead) >= u64::from(seats),
+                        && u64::from(live) + u64::from(ahead) + u64::from(reserved)
+                            >= u64::from(seats + overage),
                     "{ctx}: {got:?} with {} live",
                     live_before.len()
                 );
+                let sp = self.m.sp(&license_id);
                 let mine = live_before.iter().find(|l| {
-                    (req.fingerprint.is_some() && l.fingerprint == req.fingerprint)
+                    (req.fingerprint.is_some()
+                        && l.fingerprint == req.fingerprint
+                        && (l.mode != SeatMode::Linger
+                            || (l.holder == req.holder
+                                && sp.allows(&req.holder, req.fingerprint.as_deref()))))
                         || (req.idempotency_key.is_some()
                             && self.w.store.leases[&l.seat_id].idempotency_key
                                 == req.idempotency_key)
@@ -1048,13 +1626,44 @@ impl Run {
                     .iter()
                     .map(|l| lapses_at(l.expires_at, known.unwrap().skew()))
                     .min();
-                if let Some(e) = earliest {
+                if let Some(e) = earliest
+                    && seats + overage > reserved
+                {
                     ensure_eq!(
                         retry_after,
                         ms(e.millis_since(self.m.now) as u64),
                         "{ctx}: retry_after"
                     );
                 }
+                self.denied(&req, counted, fx);
+            }
+            (
+                CheckoutOutcome::LimitReached {
+                    limit,
+                    max,
+                    group,
+                    retry_after,
+                },
+                Expect::LimitReached {
+                    limit: wl,
+                    max: wm,
+                    group: wg,
+                    retry_after: wr,
+                },
+            ) => {
+                ensure_eq!(
+                    (limit, max, &group, retry_after),
+                    (wl, wm, &wg, wr),
+                    "{ctx}: limit reached"
+                );
+                self.note(match limit {
+                    Limit::Holder => "checkout: holder limit",
+                    Limit::Group => "checkout: group limit",
+                });
+                self.denied(&req, counted, fx);
+            }
+            (CheckoutOutcome::NotAllowed, Expect::NotAllowed) => {
+                self.note("checkout: not allowed");
                 self.denied(&req, counted, fx);
             }
             (CheckoutOutcome::Blocked { until }, Expect::Blocked { until: want }) => {
@@ -1113,6 +1722,10 @@ impl Run {
             .filter(|s| s.lease.license_id == license && self.m.pol(&license).is_some())
             .map(|s| s.lease.clone());
         match here {
+            Some(row) if row.mode == SeatMode::Linger => {
+                ensure_eq!(got, HeartbeatOutcome::Lost, "{ctx} (lingering)");
+                self.note("heartbeat: lingering");
+            }
             Some(row) if self.m.live(&row) => {
                 let want = self.m.renew(&seat);
                 let ttl = self.m.pol(&license).unwrap().ttl();
@@ -1159,6 +1772,7 @@ impl Run {
             for s in self.m.leases.values_mut() {
                 let l = &mut s.lease;
                 if l.license_id == id
+                    && l.mode == SeatMode::Heartbeat
                     && is_live(l.expires_at, last_alive, pol.skew())
                     && l.expires_at < until
                 {
@@ -1175,7 +1789,7 @@ impl Run {
         // Everything live when the gap began is live for a TTL from now.
         for l in self.w.store.leases.values().map(|s| &s.lease) {
             let pol = self.m.pol(&l.license_id).unwrap();
-            if is_live(l.expires_at, last_alive, pol.skew()) {
+            if l.mode == SeatMode::Heartbeat && is_live(l.expires_at, last_alive, pol.skew()) {
                 ensure!(
                     l.expires_at >= now.saturating_add(pol.ttl()),
                     "outage left {l:?} short"
@@ -1203,20 +1817,68 @@ impl Run {
             "blocks (a reap prunes the ended ones)"
         );
 
-        // live ≤ seats, and the rules count what the predicate counts.
+        // live ≤ seats + overage, the caps and the reservations hold, and
+        // the rules count what the predicate counts.
         let (counts, events) = self.w.run(|r| r.live_counts());
         let counts = counts.map_err(|e| e.to_string())?;
         ensure!(events.is_empty(), "live_counts logged {events:?}");
         let mut by_predicate = Vec::new();
         for (id, pol) in &self.m.pols {
-            let n = self.stored_live(id).len() as u32;
+            let sp = self.m.sp(id);
+            let live = self.stored_live(id);
+            let n = live.len() as u32;
             ensure!(
-                n <= pol.seats,
-                "over-grant: {id} has {n} live of {} seats at {}",
+                n <= pol.seats + sp.overage,
+                "over-grant: {id} has {n} live of {} seats + {} overage at {}",
                 pol.seats,
+                sp.overage,
                 Rel(now)
             );
-            by_predicate.push((id.clone(), n));
+            let of_group = |g: &str| {
+                live.iter()
+                    .filter(|l| l.group.as_deref() == Some(g))
+                    .count() as u32
+            };
+            // A policy change may leave seats above a lowered cap (it
+            // never evicts); the grant checks cover the new decisions.
+            if !self.m.changed {
+                for g in &sp.groups {
+                    if let Some(max) = g.max {
+                        ensure!(
+                            of_group(&g.name) <= max,
+                            "group {} of {id} holds {} > max {max}",
+                            g.name,
+                            of_group(&g.name)
+                        );
+                    }
+                    // Everyone else together never reaches into g's
+                    // reservation.
+                    let outside = n - of_group(&g.name);
+                    ensure!(
+                        outside + g.reserve <= pol.seats + sp.overage,
+                        "{outside} seats outside group {} of {id} with its reserve {}",
+                        g.name,
+                        g.reserve
+                    );
+                }
+                if let Some(max) = sp.max_per_holder {
+                    for h in live.iter().map(|l| &l.holder) {
+                        let k = live.iter().filter(|l| &l.holder == h).count() as u32;
+                        ensure!(k <= max, "holder {h} of {id} has {k} > {max} seats");
+                    }
+                }
+            }
+            let want = PoolCounts {
+                live: n,
+                lingering: live.iter().filter(|l| l.mode == SeatMode::Linger).count() as u32,
+                borrowed: 0,
+                groups: sp
+                    .groups
+                    .iter()
+                    .map(|g| (g.name.clone(), of_group(&g.name)))
+                    .collect(),
+            };
+            by_predicate.push((id.clone(), want));
         }
         ensure_eq!(counts, by_predicate, "live_counts");
 
@@ -1236,19 +1898,23 @@ impl Run {
             ensure!(pair[0].id < pair[1].id, "event ids {pair:?}");
         }
 
-        // One live seat per fingerprint, one lease per key; sane times.
+        // One live (not lingering) seat per fingerprint and holder (two
+        // holders may share a machine when one's seat lingered), one lease
+        // per key; sane times (a lingering seat's expiry is its linger's end).
         let mut fps = BTreeSet::new();
         let mut keys = BTreeSet::new();
         for s in self.w.store.leases.values() {
             let l = &s.lease;
             let pol = self.m.pol(&l.license_id).unwrap();
             if let Some(fp) = &l.fingerprint
+                && l.mode == SeatMode::Heartbeat
                 && is_live(l.expires_at, now, pol.skew())
             {
                 ensure!(
-                    fps.insert((l.license_id.clone(), fp.clone())),
-                    "two live seats of {} for fingerprint {fp}",
-                    l.license_id
+                    fps.insert((l.license_id.clone(), fp.clone(), l.holder.clone())),
+                    "two live seats of {} for fingerprint {fp} and holder {}",
+                    l.license_id,
+                    l.holder
                 );
             }
             if let Some(key) = &s.idempotency_key {
@@ -1261,7 +1927,8 @@ impl Run {
             ensure!(
                 l.checked_out_at <= l.issued_at
                     && l.issued_at <= now
-                    && l.expires_at >= l.issued_at.saturating_add(pol.ttl()),
+                    && (l.mode == SeatMode::Linger
+                        || l.expires_at >= l.issued_at.saturating_add(pol.ttl())),
                 "lease times {l:?} at {}",
                 Rel(now)
             );
@@ -1270,8 +1937,8 @@ impl Run {
     }
 }
 
-fn run(pols: &[Pol], ops: &[Op]) -> std::result::Result<(), TestCaseError> {
-    let mut run = Run::new(pols);
+fn run(lics: &[(Pol, SeatPol)], ops: &[Op]) -> std::result::Result<(), TestCaseError> {
+    let mut run = Run::new(lics);
     for (i, op) in ops.iter().enumerate() {
         let now = Rel(run.m.now).to_string();
         run.step(op)
@@ -1296,10 +1963,10 @@ proptest! {
     /// every step.
     #[test]
     fn rules_match_the_model(
-        pols in proptest::collection::vec(pol(), 1..=2),
+        lics in licenses(),
         ops in proptest::collection::vec(op(), 1..=60),
     ) {
-        run(&pols, &ops)?;
+        run(&lics, &ops)?;
     }
 }
 
@@ -1316,10 +1983,7 @@ fn the_generated_sequences_reach_every_rule_step() {
         Config::default(),
         TestRng::deterministic_rng(RngAlgorithm::XorShift),
     );
-    let strategy = (
-        proptest::collection::vec(pol(), 1..=2),
-        proptest::collection::vec(op(), 1..=60),
-    );
+    let strategy = (licenses(), proptest::collection::vec(op(), 1..=60));
     let mut stats: BTreeMap<&'static str, usize> = BTreeMap::new();
     for _ in 0..200 {
         let (pols, ops) = strategy.new_tree(&mut runner).unwrap().current();
@@ -1351,6 +2015,18 @@ fn the_generated_sequences_reach_every_rule_step() {
         "session: release",
         "session: revoke",
         "session: lapse",
+        "checkout: not allowed",
+        "checkout: holder limit",
+        "checkout: group limit",
+        "checkout: full with reservations",
+        "checkout: overage",
+        "checkout: grouped",
+        "checkout: lingering seat back",
+        "release: lingering",
+        "release: again while lingering",
+        "heartbeat: lingering",
+        "reap: lingering",
+        "policy change",
     ] {
         let n = stats.get(what).copied().unwrap_or(0);
         assert!(
@@ -1450,6 +2126,7 @@ fn waiters_ahead_make_a_free_seat_look_full_but_not_for_a_reclaim() {
         CheckoutOutcome::Full {
             seats: 2,
             live: 1,
+            reserved: 0,
             retry_after: ms(retry as u64),
         }
     );
@@ -1469,6 +2146,7 @@ fn waiters_ahead_make_a_free_seat_look_full_but_not_for_a_reclaim() {
         CheckoutOutcome::Full {
             seats: 2,
             live: 0,
+            reserved: 0,
             retry_after: ms(10_000),
         }
     );

@@ -34,12 +34,14 @@ fn brute_force(
     let mut peaks = vec![0u32; n];
     let mut checkouts = vec![0u64; n];
     let mut bucket_denials = vec![0u64; n];
+    let mut bucket_over = vec![0u64; n];
     let in_range: Vec<&Session> = sessions
         .iter()
         .filter(|s| Sweep::in_range(range, ts(s.start), s.end.map(ts)))
         .collect();
     let (mut peak, mut peak_at) = (0u32, None);
-    let (mut session_ms, mut used, mut available, mut full) = (0u128, 0u128, 0u128, 0u128);
+    let (mut session_ms, mut used, mut available, mut full, mut over) =
+        (0u128, 0u128, 0u128, 0u128, 0u128);
     for x in from..to.min(now.max(from)) {
         let open = in_range
             .iter()
@@ -57,6 +59,10 @@ fn brute_force(
         available += u128::from(seats);
         if seats > 0 && open >= seats {
             full += 1;
+        }
+        if open > seats {
+            over += 1;
+            bucket_over[b] += 1;
         }
     }
     for s in &in_range {
@@ -78,6 +84,7 @@ fn brute_force(
                 t: ts(t),
                 seats: pool.at((t + range.step_ms).min(to)),
                 peak: peaks[i],
+                over_s: bucket_over[i] as f64 / 1000.0,
                 checkouts: checkouts[i],
                 denials: bucket_denials[i],
             }
@@ -91,6 +98,7 @@ fn brute_force(
             peak,
             peak_at,
             full_s: full as f64 / 1000.0,
+            over_s: over as f64 / 1000.0,
             denials: total_denials,
             seat_hours: session_ms as f64 / 3_600_000.0,
             utilization: if available == 0 {
@@ -158,6 +166,9 @@ proptest! {
         prop_assert_eq!((g.seats, g.peak, g.peak_at, g.denials, g.holders),
                         (w.seats, w.peak, w.peak_at, w.denials, w.holders));
         prop_assert!((g.full_s - w.full_s).abs() < 1e-9);
+        prop_assert!((g.over_s - w.over_s).abs() < 1e-9);
+        let points_over: f64 = got.points.iter().map(|p| p.over_s).sum();
+        prop_assert!((points_over - g.over_s).abs() < 1e-6);
         prop_assert!((g.seat_hours - w.seat_hours).abs() < 1e-12);
         prop_assert!((g.utilization - w.utilization).abs() < 1e-9);
         prop_assert!((0.0..=1.0).contains(&g.utilization));
@@ -210,5 +221,28 @@ fn an_end_and_a_start_at_the_same_instant_do_not_overlap() {
     assert_eq!(u.summary.peak, 1);
     assert_eq!(u.summary.peak_at, Some(ts(0)));
     assert_eq!(u.summary.full_s, 0.1);
+    assert_eq!(u.summary.over_s, 0.0);
     assert_eq!(u.summary.utilization, 1.0);
+}
+
+#[test]
+fn time_over_the_pool_is_over_and_full() {
+    // 2 seats until 40, then 1 (a shrink below the seats held), then 0 from
+    // 80 (suspended): three sessions overlap on [20, 60).
+    let pool = PoolTimeline::new(vec![(ts(0), 2), (ts(40), 1), (ts(80), 0)]);
+    let range = UsageRange::new(ts(0), ts(100), Some(50), ts(100)).unwrap();
+    let mut s = Sweep::new(range, pool);
+    s.session(ts(0), Some(ts(60)), "a");
+    s.session(ts(10), Some(ts(90)), "b");
+    s.session(ts(20), Some(ts(60)), "c");
+    let u = s.finish();
+    // Open: 1 on [0,10), 2 on [10,20), 3 on [20,60), 1 on [60,90).
+    // Over 2 seats on [20,40); over 1 seat on [40,60); over 0 on [80,90).
+    assert_eq!(u.summary.over_s, 0.05);
+    assert_eq!(
+        u.points.iter().map(|p| p.over_s).collect::<Vec<_>>(),
+        [0.03, 0.02]
+    );
+    // Full (>= seats on a pool of at least one): [10,80); never on 0 seats.
+    assert_eq!(u.summary.full_s, 0.07);
 }

@@ -80,6 +80,10 @@ pub enum RowState {
     /// Past expiry + skew (by the server's word or by the countdown): the
     /// seat no longer counts and the reaper will take it.
     Lapsed,
+    /// Released, still counting against the pool until its linger ends.
+    Lingering,
+    /// Borrowed for offline use: counts until the borrow ends or returns.
+    Borrowed,
 }
 
 impl RowState {
@@ -88,6 +92,8 @@ impl RowState {
             RowState::Live => "live",
             RowState::Expiring => "expiring",
             RowState::Lapsed => "lapsed",
+            RowState::Lingering => "lingering",
+            RowState::Borrowed => "borrowed",
         }
     }
 
@@ -96,6 +102,8 @@ impl RowState {
             RowState::Live => "●",
             RowState::Expiring => "▲",
             RowState::Lapsed => "✗",
+            RowState::Lingering => "◌",
+            RowState::Borrowed => "⇄",
         }
     }
 }
@@ -259,6 +267,13 @@ impl App {
         let skew = policy.map(|p| p.skew).unwrap_or_default();
         if seat.state == SeatState::Lapsed || !is_live(seat.expires_at, server_now, skew) {
             return RowState::Lapsed;
+        }
+        // Neither heartbeats: their expiry is the linger's or the borrow's
+        // end, not a missed renewal.
+        match seat.state {
+            SeatState::Lingering => return RowState::Lingering,
+            SeatState::Borrowed => return RowState::Borrowed,
+            SeatState::Live | SeatState::Lapsed => {}
         }
         let ttl_ms = policy.map(|p| p.ttl.as_millis() as i64).unwrap_or(30_000);
         let left = seat.expires_at.millis_since(server_now);

@@ -34,6 +34,7 @@ pub fn seat(license: &str, holder: &str, id: &str, checked_out: i64, expires: i6
         issued_at: ts(expires - 60),
         expires_at: ts(expires),
         state: SeatState::Live,
+        group: None,
     }
 }
 
@@ -46,6 +47,7 @@ pub fn pool(id: &str, seats: u32, live: u32) -> LicenseSummary {
         skew_s: 5.0,
         reap_grace_s: 15.0,
         waiting: 0,
+        ..Default::default()
     }
 }
 

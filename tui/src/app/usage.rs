@@ -32,8 +32,8 @@ pub struct PoolUsage {
     pub denials_today: Option<u64>,
 }
 
-/// One pool's fetch, as it arrived.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One pool's fetch, as it arrived (not `Eq`: a point's `over_s` is a float).
+#[derive(Debug, Clone, PartialEq)]
 pub struct UsageUpdate {
     pub license_id: String,
     /// The points of `from=now-1h&step=60s`.
@@ -85,6 +85,7 @@ mod tests {
             t: ts(i * 60),
             seats: 3,
             peak,
+            over_s: 0.0,
             checkouts: 0,
             denials: 0,
         }

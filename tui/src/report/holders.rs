@@ -90,6 +90,7 @@ mod tests {
             ended_at: end.map(t),
             end: end.map(|_| SessionEnd::Release),
             duration_s: duration_ms as f64 / 1000.0,
+            group: None,
         }
     }
 

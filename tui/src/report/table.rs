@@ -179,9 +179,10 @@ mod tests {
                 "demo-cad",
                 UsageSummary {
                     seats: 10,
-                    peak: 10,
+                    peak: 11,
                     peak_at: Some(Timestamp::from_millis(T0 - 2 * DAY_MS + 3_600_000)),
                     full_s: 75_600.0,
+                    over_s: 720.0,
                     denials: 3,
                     seat_hours: 1028.4,
                     utilization: 0.612,
@@ -196,6 +197,7 @@ mod tests {
                     peak: 2,
                     peak_at: Some(Timestamp::from_millis(T0 - 5 * DAY_MS)),
                     full_s: 0.0,
+                    over_s: 0.0,
                     denials: 0,
                     seat_hours: 123_456_789.5,
                     utilization: 0.00001,
@@ -210,6 +212,7 @@ mod tests {
                     peak: 4,
                     peak_at: Some(Timestamp::from_millis(T0 - DAY_MS)),
                     full_s: 3600.0,
+                    over_s: 0.0,
                     denials: 0,
                     seat_hours: 310.0,
                     utilization: 0.4613,
@@ -224,6 +227,7 @@ mod tests {
                     peak: 0,
                     peak_at: None,
                     full_s: 0.0,
+                    over_s: 0.0,
                     denials: 0,
                     seat_hours: 0.0,
                     utilization: 0.0,
@@ -244,12 +248,12 @@ mod tests {
         usage from 2026-11-23T04:00:00.000Z to 2026-11-30T04:00:00.000Z (7d00h)
 
         LICENSE               SEATS  PEAK  PEAK AT                    FULL  FULL FOR  DENIALS  UTILIZATION    SEAT-HOURS  HOLDERS
-        demo-cad                 10    10  2026-11-28T05:00:00.000Z  12.5%    21h00m        3        61.2%       1028.40       14
+        demo-cad                 10    11  2026-11-28T05:00:00.000Z  12.5%    21h00m        3        61.2%       1028.40       14
         render-farm-eu-west  100000     2  2026-11-25T04:00:00.000Z   0.0%        0s        0         0.0%  123456789.50        3
         build                     4     4  2026-11-29T04:00:00.000Z   0.6%     1h00m        0        46.1%        310.00        2
         spare                     2     0  -                          0.0%        0s        0         0.0%          0.00        0
 
-        demo-cad: short of seats — 3 denials; every seat in use 12.5% of the range (>= 10%)
+        demo-cad: short of seats — more seats in use than sold for 12m00s; 3 denials; every seat in use 12.5% of the range (>= 10%)
           TOP HOLDERS  HOURS
           alice        40.20
           bob�[2J      38.00

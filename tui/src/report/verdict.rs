@@ -3,6 +3,10 @@
 //!
 //! The thresholds are named here and nowhere else; `leasehold report --help`
 //! and the README print them from [`thresholds_help`].
+//!
+//! Any time with more seats in use than sold (`over_s`: overage granted, or
+//! a pool shrunk below the seats still held) is short of seats whatever its
+//! length: the pool was not enough for the demand it served.
 
 use std::time::Duration;
 
@@ -48,7 +52,7 @@ pub struct Judgement {
 pub fn thresholds_help() -> String {
     format!(
         "Verdict per license:\n  \
-         short of seats          any denial, or every seat in use for >= {SHORT_FULL_PCT}% of the range\n  \
+         short of seats          any time with more seats in use than sold, any denial, or every seat in use for >= {SHORT_FULL_PCT}% of the range\n  \
          more seats than needed  peak <= {SURPLUS_PEAK_PCT}% of the seats and no denial, over a range of at least {}\n  \
          about right             otherwise",
         min_range_words()
@@ -60,6 +64,17 @@ fn min_range_words() -> String {
     let ms = SURPLUS_MIN_RANGE.as_millis() as i64;
     if ms % 86_400_000 == 0 {
         format!("{} days", ms / 86_400_000)
+    } else {
+        fmt_duration_ms(ms)
+    }
+}
+
+/// How long the pool was over: `12m00s`; a blip shorter than a second is
+/// `under 1s`, never `0s`.
+fn over_words(over_s: f64) -> String {
+    let ms = (over_s * 1000.0).round() as i64;
+    if ms < 1000 {
+        "under 1s".to_string()
     } else {
         fmt_duration_ms(ms)
     }
@@ -80,8 +95,15 @@ pub fn judge(s: &UsageSummary, range_ms: i64) -> Judgement {
     };
     let full_words = format!("every seat in use {} of the range", pct(full_share));
     let full_is_short = s.full_s * 100.0 >= f64::from(SHORT_FULL_PCT) * range_s && s.full_s > 0.0;
-    if s.denials > 0 || full_is_short {
+    let over_is_short = s.over_s > 0.0;
+    if over_is_short || s.denials > 0 || full_is_short {
         let mut why = Vec::new();
+        if over_is_short {
+            why.push(format!(
+                "more seats in use than sold for {}",
+                over_words(s.over_s)
+            ));
+        }
         if s.denials > 0 {
             let plural = if s.denials == 1 { "" } else { "s" };
             why.push(format!("{} denial{plural}", s.denials));
@@ -138,6 +160,7 @@ mod tests {
             peak,
             peak_at: None,
             full_s,
+            over_s: 0.0,
             denials,
             seat_hours: 0.0,
             utilization: 0.0,
@@ -168,6 +191,48 @@ mod tests {
         assert_eq!(
             j.reason,
             "2 denials; every seat in use 100.0% of the range (>= 10%)"
+        );
+    }
+
+    #[test]
+    fn any_time_over_the_pool_is_short() {
+        // Twelve minutes over 10 seats in a week: full only 0.1% of it, no
+        // denial, yet more seats were in use than sold.
+        let s = UsageSummary {
+            over_s: 720.0,
+            ..summary(10, 12, 720.0, 0)
+        };
+        let j = judge(&s, 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::ShortOfSeats);
+        assert_eq!(j.reason, "more seats in use than sold for 12m00s");
+        // A blip still counts, and reads as one.
+        let s = UsageSummary {
+            over_s: 0.25,
+            ..summary(10, 11, 0.25, 0)
+        };
+        let j = judge(&s, 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::ShortOfSeats);
+        assert_eq!(j.reason, "more seats in use than sold for under 1s");
+        // Every reason, over first.
+        let s = UsageSummary {
+            over_s: 3_600.0,
+            ..summary(3, 4, 43_200.0, 2)
+        };
+        assert_eq!(
+            judge(&s, DAY_MS).reason,
+            "more seats in use than sold for 1h00m; 2 denials; \
+             every seat in use 50.0% of the range (>= 10%)"
+        );
+        // A suspended pool (0 seats) with a seat still held is over.
+        let s = UsageSummary {
+            over_s: 60.0,
+            ..summary(0, 1, 0.0, 0)
+        };
+        assert_eq!(judge(&s, 30 * DAY_MS).verdict, Verdict::ShortOfSeats);
+        // No time over: the verdict is as before.
+        assert_eq!(
+            judge(&summary(10, 7, 0.0, 0), 7 * DAY_MS).verdict,
+            Verdict::MoreThanNeeded
         );
     }
 
@@ -223,6 +288,7 @@ mod tests {
     fn help_states_the_constants() {
         let help = thresholds_help();
         assert!(help.contains(">= 10% of the range"), "{help}");
+        assert!(help.contains("more seats in use than sold"), "{help}");
         assert!(help.contains("<= 70% of the seats"), "{help}");
         assert!(help.contains("at least 7 days"), "{help}");
     }

@@ -18,7 +18,7 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::fit_line;
 use super::theme::{Theme, pane_block};
-use crate::app::{App, Pane, SortKey};
+use crate::app::{App, Pane, RowState, SortKey};
 use crate::format::{cells, ellipsize, fmt_duration_ms, short_id, wrap_cells};
 
 /// The highlight symbol's cells, and the space between columns.
@@ -43,6 +43,7 @@ struct RowText<'a> {
     seat: &'a SeatView,
     held: String,
     expires: String,
+    state: RowState,
 }
 
 pub fn draw_holders(frame: &mut Frame, area: Rect, app: &App, theme: Theme, server_now: Timestamp) {
@@ -56,15 +57,14 @@ pub fn draw_holders(frame: &mut Frame, area: Rect, app: &App, theme: Theme, serv
                 seat,
                 held: fmt_duration_ms(server_now.millis_since(seat.checked_out_at)),
                 expires: fmt_duration_ms(seat.expires_at.millis_since(server_now)),
+                state: app.row_state(seat, server_now),
             }
         })
         .collect();
     let inner = area.width.saturating_sub(2) as usize;
     let labels = labels(app);
     let widths = fit_columns(app, &labels, &texts, inner);
-    let rows = texts
-        .into_iter()
-        .map(|t| seat_row(app, t, &widths, theme, server_now));
+    let rows = texts.into_iter().map(|t| seat_row(t, &widths, theme));
     let focused = app.pane == Pane::Holders;
     let constraints = widths.map(|w| Constraint::Length(w as u16));
     let table = Table::new(rows, constraints)
@@ -121,15 +121,9 @@ fn header(labels: &[(String, bool); 7], widths: &[usize; 7]) -> Row<'static> {
     }))
 }
 
-fn seat_row(
-    app: &App,
-    t: RowText,
-    widths: &[usize; 7],
-    theme: Theme,
-    server_now: Timestamp,
-) -> Row<'static> {
+fn seat_row(t: RowText, widths: &[usize; 7], theme: Theme) -> Row<'static> {
     let s = t.seat;
-    let state = app.row_state(s, server_now);
+    let state = t.state;
     let st = theme.state(state);
     let text = |v: &str, w: usize| Cell::from(ellipsize(v, w).into_owned());
     Row::new([
@@ -139,8 +133,13 @@ fn seat_row(
         text(short_id(&s.seat_id), widths[3]),
         Cell::from(t.held),
         Cell::from(t.expires).style(st),
-        Cell::from(format!("{} {}", state.glyph(), state.word())).style(st),
+        Cell::from(state_text(state)).style(st),
     ])
+}
+
+/// A state as the STATE column shows it: glyph and word.
+fn state_text(state: RowState) -> String {
+    format!("{} {}", state.glyph(), state.word())
 }
 
 /// Counts, sort, and the filter and freeze when they are on, cut to the
@@ -199,7 +198,11 @@ fn fit_columns(
         label(3).max(8),
         label(4).max(shown(&|r| cells(&r.held))),
         label(5).max(shown(&|r| cells(&r.expires))),
-        label(6).max("▲ expiring".chars().count()),
+        // As wide as `▲ expiring`, wider only when a row on screen
+        // lingers (`◌ lingering`).
+        label(6)
+            .max("▲ expiring".chars().count())
+            .max(shown(&|r| cells(&state_text(r.state)))),
     ];
     let total = |w: &[usize; 7]| MARK + w.iter().sum::<usize>() + GAP * (w.len() - 1);
     while total(&w) > inner {
@@ -218,7 +221,7 @@ fn fit_columns(
 }
 
 /// The selected seat whole, for copying into a ticket: holder, fingerprint,
-/// seat id and license, as many to a line as fit in `width`; a value too
+/// seat id, license and the group it counts for (when it has one), as many to a line as fit in `width`; a value too
 /// long for a line of its own is wrapped, never cut. One line saying so when
 /// nothing is selected.
 pub fn detail_lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
@@ -231,6 +234,8 @@ pub fn detail_lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>>
         ("seat", s.seat_id.as_str()),
         ("license", s.license_id.as_str()),
     ];
+    let group = s.group.as_deref().map(|g| ("group", g));
+    let fields = fields.into_iter().chain(group);
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let mut lines: Vec<Vec<Span<'static>>> = Vec::new();
     let mut used = 0;

@@ -2,6 +2,7 @@
 //! exact figures, for when the pools pane shows them compact) and the
 //! revoke confirmation.
 
+use leasehold_common::api::LicenseSummary;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -63,6 +64,29 @@ pub fn draw_help(frame: &mut Frame, theme: Theme, app: &App) {
         "  State: ● live   ▲ expiring (< 1/3 TTL left)   ✗ lapsed",
         theme.dim(),
     )));
+    // The seat policies' states and columns, when a pool has them.
+    if app
+        .licenses
+        .iter()
+        .any(|l| l.linger_s.is_some() || l.borrow.is_some() || l.lingering + l.borrowed > 0)
+    {
+        lines.push(Line::from(Span::styled(
+            "         ◌ lingering (released, still counting)   ⇄ borrowed (offline)",
+            theme.dim(),
+        )));
+    }
+    if app.licenses.iter().any(|l| {
+        !l.groups.is_empty() || l.linger_s.is_some() || l.borrow.is_some() || l.live > l.seats
+    }) {
+        lines.push(Line::from(Span::styled(
+            "  Pools: RSVD reserved for groups, unused · LING lingering · BORR borrowed",
+            theme.dim(),
+        )));
+        lines.push(Line::from(Span::styled(
+            "         ⇡ OVER: more live than seats, granted from the overage",
+            theme.dim(),
+        )));
+    }
     lines.push(Line::from(Span::styled(
         "  Times count down on the server's clock. Any key closes this help.",
         theme.dim(),
@@ -114,25 +138,24 @@ fn pool_figures(app: &App, theme: Theme, width: usize, room: usize) -> Vec<Line<
         if let Some(d) = app.pool_usage(&l.id).and_then(|u| u.denials_today) {
             figures.push(format!("{} denied today", grouped(d)));
         }
+        figures.extend(policy_figures(l));
         let mut lines = vec![Line::from(Span::styled(
             format!("  {}", ellipsize(&l.id, width.saturating_sub(2))),
             bold,
         ))];
-        let mut line = String::from("    ");
-        for f in figures {
-            let sep = if line.trim().is_empty() { "" } else { " · " };
-            if cells(&line) + sep.len() + cells(&f) > width && !line.trim().is_empty() {
-                lines.push(Line::raw(std::mem::replace(
-                    &mut line,
-                    String::from("    "),
-                )));
-                line.push_str(&f);
-            } else {
-                line.push_str(sep);
-                line.push_str(&f);
-            }
+        lines.extend(wrap_figures(figures, width));
+        for g in &l.groups {
+            let mut figures = vec![
+                format!("group {}:", ellipsize(&g.name, width.saturating_sub(12))),
+                format!("{} in use", grouped(g.live.into())),
+                format!("reserve {}", grouped(g.reserve.into())),
+            ];
+            figures.push(match g.max {
+                Some(max) => format!("max {}", grouped(max.into())),
+                None => "no max".to_string(),
+            });
+            lines.extend(wrap_figures(figures, width));
         }
-        lines.push(Line::raw(line));
         let left = app.licenses.len() - i;
         if out.len() + lines.len() + usize::from(left > 1) > room {
             out.push(Line::from(Span::styled(
@@ -147,6 +170,64 @@ fn pool_figures(app: &App, theme: Theme, width: usize, room: usize) -> Vec<Line<
         out.extend(lines);
     }
     out
+}
+
+/// A pool's seat-policy figures, those it has: unused reservations,
+/// lingering and borrowed seats, and how far over its seats it is.
+fn policy_figures(l: &LicenseSummary) -> Vec<String> {
+    let mut figures = Vec::new();
+    if !l.groups.is_empty() || l.reserved > 0 {
+        figures.push(format!("{} reserved", grouped(l.reserved.into())));
+    }
+    if l.linger_s.is_some() || l.lingering > 0 {
+        let linger = l
+            .linger_s
+            .map(|s| format!(" (linger {})", policy_secs(s)))
+            .unwrap_or_default();
+        figures.push(format!("{} lingering{linger}", grouped(l.lingering.into())));
+    }
+    if l.borrow.is_some() || l.borrowed > 0 {
+        figures.push(format!("{} borrowed", grouped(l.borrowed.into())));
+    }
+    let over = l.live.saturating_sub(l.seats);
+    if over > 0 {
+        figures.push(format!(
+            "⇡ OVER by {} (overage {})",
+            grouped(over.into()),
+            grouped(l.overage.into())
+        ));
+    } else if l.overage > 0 {
+        figures.push(format!("overage {}", grouped(l.overage.into())));
+    }
+    figures
+}
+
+/// `figures` on lines of at most `width` cells, indented, ` · ` apart,
+/// wrapped between figures.
+fn wrap_figures(figures: Vec<String>, width: usize) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    let mut line = String::from("    ");
+    for f in figures {
+        let sep = if line.trim().is_empty() {
+            ""
+        } else if line.ends_with(':') {
+            " "
+        } else {
+            " · "
+        };
+        if cells(&line) + sep.len() + cells(&f) > width && !line.trim().is_empty() {
+            lines.push(Line::raw(std::mem::replace(
+                &mut line,
+                String::from("    "),
+            )));
+            line.push_str(&f);
+        } else {
+            line.push_str(sep);
+            line.push_str(&f);
+        }
+    }
+    lines.push(Line::raw(line));
+    lines
 }
 
 /// The revoke dialog's width, and where its values start.

@@ -44,6 +44,11 @@ struct Columns {
     gauge: usize,
     live: usize,
     free: usize,
+    /// The seat-policy counts, 0 when no pool has the policy: unused
+    /// reservations (RSVD), lingering (LING) and borrowed (BORR) seats.
+    reserved: usize,
+    lingering: usize,
+    borrowed: usize,
     ttl: usize,
     status: usize,
     denied: usize,
@@ -71,6 +76,36 @@ fn free_cell(l: &LicenseSummary, compact: bool) -> String {
     count(l.seats.saturating_sub(l.live).into(), compact)
 }
 
+/// The seat-policy columns: header, whether a pool has the policy (or seats
+/// in that state), and the count.
+type PolicyColumn = (
+    &'static str,
+    fn(&LicenseSummary) -> bool,
+    fn(&LicenseSummary) -> u32,
+);
+const POLICY_COLUMNS: [PolicyColumn; 3] = [
+    (
+        "RSVD",
+        |l| !l.groups.is_empty() || l.reserved > 0,
+        |l| l.reserved,
+    ),
+    (
+        "LING",
+        |l| l.linger_s.is_some() || l.lingering > 0,
+        |l| l.lingering,
+    ),
+    (
+        "BORR",
+        |l| l.borrow.is_some() || l.borrowed > 0,
+        |l| l.borrowed,
+    ),
+];
+
+/// Live beyond the pool's seats: granted from its overage.
+pub(super) fn over(l: &LicenseSummary) -> u32 {
+    l.live.saturating_sub(l.seats)
+}
+
 fn denied_cell(app: &App, l: &LicenseSummary, compact: bool) -> String {
     match app.pool_usage(&l.id).and_then(|u| u.denials_today) {
         Some(d) => count(d, compact),
@@ -95,6 +130,9 @@ fn columns(inner: usize, app: &App) -> Columns {
         gauge: GAUGE_MAX,
         live: 0,
         free: 0,
+        reserved: 0,
+        lingering: 0,
+        borrowed: 0,
         ttl,
         status,
         denied: 0,
@@ -105,12 +143,26 @@ fn columns(inner: usize, app: &App) -> Columns {
         cols.compact = compact;
         cols.live = widest(&|l| live_cell(l, compact), "LIVE/SEATS".len());
         cols.free = widest(&|l| free_cell(l, compact), 5);
+        let [reserved, lingering, borrowed] = POLICY_COLUMNS.map(|(head, has, n)| {
+            if app.licenses.iter().any(has) {
+                widest(&|l| count(n(l).into(), compact), head.len())
+            } else {
+                0
+            }
+        });
+        (cols.reserved, cols.lingering, cols.borrowed) = (reserved, lingering, borrowed);
+        // Each shown policy column and the space after it.
+        let policy: usize = [reserved, lingering, borrowed]
+            .iter()
+            .filter(|&&w| w > 0)
+            .map(|w| w + 1)
+            .sum();
         if usage {
             cols.denied = widest(&|l| denied_cell(app, l, compact), "DENIED".len());
         }
         // The columns and the filler after them, one space apart (one
         // more than needed without usage: the pane looked so before).
-        let fixed = cols.live + cols.free + ttl + status + cols.denied + 8;
+        let fixed = cols.live + cols.free + policy + ttl + status + cols.denied + 8;
         let id_least = ID_MIN.min(id_full);
         cols.id = inner
             .saturating_sub(fixed + GAUGE_MIN)
@@ -158,7 +210,12 @@ fn title(app: &App, cols: Columns, width: usize) -> Line<'static> {
 
 fn pool_row(l: &LicenseSummary, app: &App, cols: Columns, theme: Theme) -> Row<'static> {
     let full = l.live >= l.seats;
-    let (status, style) = if full {
+    let (status, style) = if over(l) > 0 {
+        (
+            "⇡ OVER",
+            theme.fg(Color::Magenta).add_modifier(Modifier::BOLD),
+        )
+    } else if full {
         ("■ FULL", theme.fg(Color::Red).add_modifier(Modifier::BOLD))
     } else if u64::from(l.live) * 5 >= u64::from(l.seats) * 4 {
         ("▲ busy", theme.fg(Color::Yellow))
@@ -170,9 +227,20 @@ fn pool_row(l: &LicenseSummary, app: &App, cols: Columns, theme: Theme) -> Row<'
         Cell::from(bar(l.live, l.seats, cols.gauge)).style(style),
         Cell::from(live_cell(l, cols.compact)),
         Cell::from(free_cell(l, cols.compact)),
-        Cell::from(policy_secs(l.ttl_s)),
-        Cell::from(status).style(style),
     ];
+    let policy_widths = [cols.reserved, cols.lingering, cols.borrowed];
+    for ((_, has, n), w) in POLICY_COLUMNS.iter().zip(policy_widths) {
+        if w == 0 {
+            continue;
+        }
+        cells.push(if has(l) {
+            Cell::from(count(n(l).into(), cols.compact))
+        } else {
+            Cell::from("—").style(theme.dim())
+        });
+    }
+    cells.push(Cell::from(policy_secs(l.ttl_s)));
+    cells.push(Cell::from(status).style(style));
     if cols.denied > 0 {
         let usage = app.pool_usage(&l.id);
         let denied = usage.and_then(|u| u.denials_today);
@@ -196,15 +264,17 @@ fn pool_row(l: &LicenseSummary, app: &App, cols: Columns, theme: Theme) -> Row<'
 pub(super) fn draw_pools(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     let inner = area.width.saturating_sub(2) as usize;
     let cols = columns(inner, app);
-    let mut header = vec!["POOL", "USED", "LIVE/SEATS", "FREE", "TTL", "STATUS"];
-    let mut widths = vec![
-        cols.id,
-        cols.gauge,
-        cols.live,
-        cols.free,
-        cols.ttl,
-        cols.status,
-    ];
+    let mut header = vec!["POOL", "USED", "LIVE/SEATS", "FREE"];
+    let mut widths = vec![cols.id, cols.gauge, cols.live, cols.free];
+    let policy_widths = [cols.reserved, cols.lingering, cols.borrowed];
+    for ((head, _, _), w) in POLICY_COLUMNS.iter().zip(policy_widths) {
+        if w > 0 {
+            header.push(head);
+            widths.push(w);
+        }
+    }
+    header.extend(["TTL", "STATUS"]);
+    widths.extend([cols.ttl, cols.status]);
     if cols.denied > 0 {
         header.push("DENIED");
         widths.push(cols.denied);

@@ -48,6 +48,8 @@ impl Theme {
             RowState::Live => self.fg(Color::Green),
             RowState::Expiring => self.fg(Color::Yellow).add_modifier(Modifier::BOLD),
             RowState::Lapsed => self.fg(Color::Red).add_modifier(Modifier::BOLD),
+            RowState::Lingering => self.fg(Color::Cyan),
+            RowState::Borrowed => self.fg(Color::Magenta),
         }
     }
 

@@ -9,12 +9,12 @@ use leasehold_common::{Timestamp, live_threshold};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, IsolationLevel, Row};
 
-use super::super::StoreError;
 use super::super::history::{
     RawSession, SessionsQuery, UsageQuery, ended_columns, lapsed_at, open_columns, ran_past,
     resolve,
 };
 use super::pool::PgPool;
+use crate::store::{SeatMode, StoreError};
 use crate::usage::{PoolTimeline, Sweep, Usage};
 
 fn raw_from_row(r: &Row) -> RawSession {
@@ -27,6 +27,8 @@ fn raw_from_row(r: &Row) -> RawSession {
         ended_at: r.get::<_, Option<i64>>(5).map(Timestamp::from_millis),
         end_kind: r.get(6),
         expires_at: r.get::<_, Option<i64>>(7).map(Timestamp::from_millis),
+        group: r.get(8),
+        lingering: r.get::<_, i32>(9) == SeatMode::Linger.code(),
     }
 }
 

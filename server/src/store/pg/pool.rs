@@ -11,8 +11,8 @@ use leasehold_common::api::{Event, EventKind};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::{Client, NoTls, Row};
 
-use super::super::{LeaseRow, StoreError};
 pub(super) use super::tx::lease_from_row;
+use crate::store::{LeaseRow, StoreError, lease_columns};
 
 /// Read connections open at once; a read beyond that waits for one to be
 /// given back. Opening a connection forks a database backend, which costs
@@ -142,10 +142,12 @@ impl PgPool {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT seat_id, license_id, holder, fingerprint, checked_out_at, issued_at,
-                        expires_at
-                 FROM leases WHERE ($1::text IS NULL OR license_id = $1)
-                 ORDER BY license_id, checked_out_at, seat_id",
+                concat!(
+                    "SELECT ",
+                    lease_columns!(),
+                    " FROM leases WHERE ($1::text IS NULL OR license_id = $1)
+                 ORDER BY license_id, checked_out_at, seat_id"
+                ),
                 &[&license_id],
             )
             .await?;
@@ -157,9 +159,11 @@ impl PgPool {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT seat_id, license_id, holder, fingerprint, checked_out_at, issued_at,
-                        expires_at
-                 FROM leases WHERE seat_id = $1",
+                concat!(
+                    "SELECT ",
+                    lease_columns!(),
+                    " FROM leases WHERE seat_id = $1"
+                ),
                 &[&seat_id],
             )
             .await?;

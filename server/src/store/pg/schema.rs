@@ -190,6 +190,15 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX sessions_open;
     ALTER TABLE leases DROP COLUMN session_id;
     "#,
+    // v7: seat policies (the same as SQLite's v7). Counts per group and
+    // holder are asked under the license's lock, and only of licenses
+    // with groups or caps: they read the license's live leases
+    // (`leases_by_license_expiry`), as the pool count does.
+    r#"
+    ALTER TABLE leases ADD COLUMN grp TEXT;
+    ALTER TABLE leases ADD COLUMN mode INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN grp TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

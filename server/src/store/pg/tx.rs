@@ -9,9 +9,15 @@ use leasehold_common::Timestamp;
 use postgres::{Client, Row, Statement};
 
 use super::super::rules::{EndedSession, LeaseTx, NewEvent, Result};
-use crate::store::{LeaseRow, lease_columns};
+use crate::store::{LeaseRow, Scope, SeatMode, lease_columns};
 
 const LEASE_COLUMNS: &str = lease_columns!();
+
+/// The live leases of one scope: `$1` license, `$2` threshold, then the
+/// group, holder or mode (the others NULL).
+const SCOPED: &str = "license_id = $1 AND expires_at >= $2
+    AND ($3::text IS NULL OR grp = $3) AND ($4::text IS NULL OR holder = $4)
+    AND ($5::integer IS NULL OR mode = $5)";
 
 /// Every statement the writer runs, prepared once per connection.
 pub struct Statements {
@@ -23,6 +29,8 @@ pub struct Statements {
     live_by_fingerprint: Statement,
     live_count: Statement,
     earliest_live: Statement,
+    live_count_scoped: Statement,
+    earliest_live_scoped: Statement,
     lease: Statement,
     insert_lease: Statement,
     renew_lease: Statement,
@@ -56,7 +64,9 @@ impl Statements {
             live_by_fingerprint: p(&format!(
                 "SELECT {LEASE_COLUMNS} FROM leases
                  WHERE license_id = $1 AND fingerprint = $2 AND expires_at >= $3
-                 ORDER BY expires_at DESC LIMIT 1"
+                 ORDER BY (mode = 1 AND holder <> $4), expires_at DESC,
+                          seat_id COLLATE \"C\" DESC
+                 LIMIT 1"
             ))?,
             live_count: p(
                 "SELECT count(*) FROM leases WHERE license_id = $1 AND expires_at >= $2",
@@ -64,16 +74,24 @@ impl Statements {
             earliest_live: p(
                 "SELECT min(expires_at) FROM leases WHERE license_id = $1 AND expires_at >= $2",
             )?,
+            // A group's, a holder's or a mode's seats: asked only of
+            // licenses with seat policies, under the license's lock.
+            live_count_scoped: p(&format!(
+                "SELECT count(*) FROM leases WHERE {SCOPED}"
+            ))?,
+            earliest_live_scoped: p(&format!(
+                "SELECT min(expires_at) FROM leases WHERE {SCOPED}"
+            ))?,
             lease: p(&format!(
                 "SELECT {LEASE_COLUMNS} FROM leases WHERE seat_id = $1 AND license_id = $2"
             ))?,
             insert_lease: p(
                 "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                     checked_out_at, issued_at, expires_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                                     checked_out_at, issued_at, expires_at, grp, mode)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )?,
             renew_lease: p(
-                "UPDATE leases SET issued_at = $2, expires_at = $3 WHERE seat_id = $1",
+                "UPDATE leases SET issued_at = $2, expires_at = $3, mode = $4 WHERE seat_id = $1",
             )?,
             delete_lease: p(&format!(
                 "DELETE FROM leases WHERE seat_id = $1 AND ($2::text IS NULL OR license_id = $2)
@@ -89,7 +107,7 @@ impl Statements {
                      FOR UPDATE SKIP LOCKED)
                  DELETE FROM leases l USING victims v WHERE l.seat_id = v.seat_id
                  RETURNING l.seat_id, l.license_id, l.holder, l.fingerprint, l.checked_out_at,
-                           l.issued_at, l.expires_at",
+                           l.issued_at, l.expires_at, l.grp, l.mode",
             )?,
             take_event_ids: p(
                 "UPDATE cluster SET last_event_id = last_event_id + $1 WHERE id = 1
@@ -106,7 +124,7 @@ impl Statements {
             )?,
             extend_live: p(
                 "UPDATE leases SET expires_at = $1
-                 WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1",
+                 WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1 AND mode = 0",
             )?,
             // A size in force at the cutoff stays: it judges what comes after.
         })
@@ -130,9 +148,9 @@ impl HistoryStatements {
         Ok(HistoryStatements {
             record_sessions: p(
                 "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
-                                       ended_at, end_kind)
+                                       ended_at, end_kind, grp)
                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
-                                      $5::bigint[], $6::bigint[], $7::text[])",
+                                      $5::bigint[], $6::bigint[], $7::text[], $8::text[])",
             )?,
             count_denial: p(
                 "INSERT INTO denials (license_id, second_ms, count) VALUES ($1, $2, 1)
@@ -176,11 +194,58 @@ pub fn lease_from_row(r: &Row) -> LeaseRow {
         checked_out_at: Timestamp::from_millis(r.get(4)),
         issued_at: Timestamp::from_millis(r.get(5)),
         expires_at: Timestamp::from_millis(r.get(6)),
+        group: r.get(7),
+        // The schema check refuses a database newer than this build, so
+        // every stored mode is one it knows.
+        mode: SeatMode::from_code(r.get(8)).unwrap_or_default(),
     }
 }
 
 fn count(n: i64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl PgTx<'_> {
+    /// One row of `whole` (a license's live leases) or of `scoped` (a
+    /// group's, holder's or mode's).
+    fn scoped(
+        &mut self,
+        whole: &Statement,
+        scoped: &Statement,
+        scope: Scope<'_>,
+        threshold: Timestamp,
+    ) -> std::result::Result<Row, postgres::Error> {
+        let threshold = threshold.as_millis();
+        let (mut group, mut holder, mut mode) = (None::<&str>, None::<&str>, None::<i32>);
+        let license_id = match scope {
+            Scope::License(license_id) => {
+                return self.client.query_one(whole, &[&license_id, &threshold]);
+            }
+            Scope::Group {
+                license_id,
+                group: g,
+            } => {
+                group = Some(g);
+                license_id
+            }
+            Scope::Holder {
+                license_id,
+                holder: h,
+            } => {
+                holder = Some(h);
+                license_id
+            }
+            Scope::Mode {
+                license_id,
+                mode: m,
+            } => {
+                mode = Some(m.code());
+                license_id
+            }
+        };
+        self.client
+            .query_one(scoped, &[&license_id, &threshold, &group, &holder, &mode])
+    }
 }
 
 impl LeaseTx for PgTx<'_> {
@@ -233,21 +298,23 @@ impl LeaseTx for PgTx<'_> {
         &mut self,
         license_id: &str,
         fingerprint: &str,
+        holder: &str,
         threshold: Timestamp,
     ) -> Result<Option<LeaseRow>> {
         let row = self.client.query_opt(
             &self.statements.live_by_fingerprint,
-            &[&license_id, &fingerprint, &threshold.as_millis()],
+            &[&license_id, &fingerprint, &threshold.as_millis(), &holder],
         )?;
         Ok(row.as_ref().map(lease_from_row))
     }
 
-    fn live_count(&mut self, license_id: &str, threshold: Timestamp) -> Result<u32> {
+    fn live_count(&mut self, scope: Scope<'_>, threshold: Timestamp) -> Result<u32> {
         let n: i64 = self
-            .client
-            .query_one(
+            .scoped(
                 &self.statements.live_count,
-                &[&license_id, &threshold.as_millis()],
+                &self.statements.live_count_scoped,
+                scope,
+                threshold,
             )?
             .get(0);
         Ok(count(n))
@@ -255,14 +322,15 @@ impl LeaseTx for PgTx<'_> {
 
     fn earliest_live_expiry(
         &mut self,
-        license_id: &str,
+        scope: Scope<'_>,
         threshold: Timestamp,
     ) -> Result<Option<Timestamp>> {
         let earliest: Option<i64> = self
-            .client
-            .query_one(
+            .scoped(
                 &self.statements.earliest_live,
-                &[&license_id, &threshold.as_millis()],
+                &self.statements.earliest_live_scoped,
+                scope,
+                threshold,
             )?
             .get(0);
         Ok(earliest.map(Timestamp::from_millis))
@@ -287,6 +355,8 @@ impl LeaseTx for PgTx<'_> {
                 &lease.checked_out_at.as_millis(),
                 &lease.issued_at.as_millis(),
                 &lease.expires_at.as_millis(),
+                &lease.group,
+                &lease.mode.code(),
             ],
         )?;
         Ok(())
@@ -299,6 +369,7 @@ impl LeaseTx for PgTx<'_> {
                 &old.seat_id,
                 &renewed.issued_at.as_millis(),
                 &renewed.expires_at.as_millis(),
+                &renewed.mode.code(),
             ],
         )?;
         Ok(())
@@ -366,6 +437,7 @@ impl LeaseTx for PgTx<'_> {
             .collect();
         let ended: Vec<i64> = sessions.iter().map(|s| s.at.as_millis()).collect();
         let ends = column(|s| s.end.as_str());
+        let groups: Vec<Option<&str>> = sessions.iter().map(|s| s.lease.group.as_deref()).collect();
         self.client.execute(
             &self.statements.history.record_sessions,
             &[
@@ -376,6 +448,7 @@ impl LeaseTx for PgTx<'_> {
                 &started,
                 &ended,
                 &ends,
+                &groups,
             ],
         )?;
         Ok(())

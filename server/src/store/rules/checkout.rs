@@ -1,18 +1,28 @@
-//! The checkout rule, as named steps: blocked → idempotency replay →
-//! fingerprint re-claim → full → grant.
+//! The checkout rule, as named steps, in the order they are asked:
+//! blocked → idempotency replay → fingerprint re-claim → not allowed →
+//! holder cap → group cap → count (with reservations and overage) → grant.
+//! A license without seat policies skips the steps it has nothing for and
+//! decides exactly as before them.
 
 use std::time::Duration;
 
 use leasehold_common::api::EventKind;
 use leasehold_common::liveness::lapses_at;
+use leasehold_common::policy::{Group, LicenseConfig};
 use leasehold_common::{Timestamp, is_live, live_threshold};
 
 use super::{LeaseTx, Result, Rules, new_seat_id};
-use crate::store::{CheckoutOutcome, CheckoutRequest, LeaseRow};
+use crate::store::{CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, Scope, SeatMode};
+
+/// What the count step found: every seat that counts, and the unused
+/// reservations of the groups the requester is not in.
+struct PoolCount {
+    live: u32,
+    others_reserved: u32,
+}
 
 impl<T: LeaseTx> Rules<'_, T> {
-    /// Checkout: blocked → idempotency replay → fingerprint re-claim → full →
-    /// grant. `ahead` waiters in line before this one have their seats
+    /// Checkout. `ahead` waiters in line before this one have their seats
     /// spoken for. `counted`: a refusal is the answer the client sees, so
     /// it counts as a denial in the usage history (a `?wait=` attempt that
     /// will be retried is not).
@@ -25,38 +35,55 @@ impl<T: LeaseTx> Rules<'_, T> {
         let Some(lic) = self.licenses.get(&req.license_id) else {
             return Ok(CheckoutOutcome::UnknownLicense);
         };
-        let (license_id, policy) = (lic.id.as_str(), lic.policy);
-        if let Some(until) = self.blocked(license_id, req)? {
-            if counted {
-                self.tx.count_denial(license_id, self.now)?;
-            }
-            return Ok(CheckoutOutcome::Blocked { until });
+        if let Some(until) = self.blocked(&lic.id, req)? {
+            return self.refused(&lic.id, counted, CheckoutOutcome::Blocked { until });
         }
-        if let Some(lease) = self.idempotent_replay(license_id, req, policy.skew, policy.ttl)? {
-            return Ok(CheckoutOutcome::Granted {
-                lease,
-                reused: true,
-            });
+        if let Some(lease) = self.idempotent_replay(lic, req)? {
+            return Ok(reused(lease));
         }
-        if let Some(lease) = self.fingerprint_reclaim(license_id, req, policy.skew, policy.ttl)? {
-            return Ok(CheckoutOutcome::Granted {
-                lease,
-                reused: true,
-            });
+        if let Some(lease) = self.fingerprint_reclaim(lic, req)? {
+            return Ok(reused(lease));
         }
-        let threshold = live_threshold(self.now, policy.skew);
-        let live = self.tx.live_count(license_id, threshold)?;
-        if live.saturating_add(ahead) >= policy.seats {
-            if counted {
-                self.tx.count_denial(license_id, self.now)?;
-            }
-            return self.full(license_id, req, live, policy.seats, policy.skew, policy.ttl);
+        if !self.allowed(lic, req)? {
+            return self.refused(&lic.id, counted, CheckoutOutcome::NotAllowed);
         }
-        let lease = self.grant(license_id, req, policy.ttl)?;
+        let threshold = live_threshold(self.now, lic.policy.skew);
+        if let Some(limit) = self.holder_cap(lic, req, threshold)? {
+            return self.refused(&lic.id, counted, limit);
+        }
+        let group = lic.group_of(&req.holder, req.fingerprint.as_deref());
+        if let Some(limit) = self.group_cap(lic, req, group, threshold)? {
+            return self.refused(&lic.id, counted, limit);
+        }
+        let count = self.count(lic, group, threshold)?;
+        let room = i64::from(lic.policy.seats) + i64::from(lic.policy.overage)
+            - i64::from(count.live)
+            - i64::from(count.others_reserved)
+            - i64::from(ahead);
+        if room < 1 {
+            let full = self.full(lic, req, &count)?;
+            return self.refused(&lic.id, counted, full);
+        }
+        let overage = count.live >= lic.policy.seats;
+        let lease = self.grant(lic, req, group, overage)?;
         Ok(CheckoutOutcome::Granted {
             lease,
             reused: false,
+            overage,
         })
+    }
+
+    /// A refusal, counted as a denial when the client sees it.
+    fn refused(
+        &mut self,
+        license_id: &str,
+        counted: bool,
+        outcome: CheckoutOutcome,
+    ) -> Result<CheckoutOutcome> {
+        if counted {
+            self.tx.count_denial(license_id, self.now)?;
+        }
+        Ok(outcome)
     }
 
     /// An admin revoked this holder + fingerprint and blocked re-checkout.
@@ -77,106 +104,286 @@ impl<T: LeaseTx> Rules<'_, T> {
     /// it is still live. A lapsed one frees its key for a new seat.
     fn idempotent_replay(
         &mut self,
-        license_id: &str,
+        lic: &LicenseConfig,
         req: &CheckoutRequest,
-        skew: Duration,
-        ttl: Duration,
     ) -> Result<Option<LeaseRow>> {
         let Some(key) = &req.idempotency_key else {
             return Ok(None);
         };
-        let Some(row) = self.tx.lease_by_idempotency_key(license_id, key)? else {
+        let Some(row) = self.tx.lease_by_idempotency_key(&lic.id, key)? else {
             return Ok(None);
         };
-        if is_live(row.expires_at, self.now, skew) {
-            return self.renew(&row, ttl).map(Some);
+        if is_live(row.expires_at, self.now, lic.policy.skew)
+            && !lingering_for_another(lic, &row, req)
+        {
+            return self.take_back(&row, lic.policy.ttl).map(Some);
         }
+        // Lapsed, or released and lingering for someone else: the request
+        // it answered is over, and the key is free for a new seat.
         self.tx.forget_idempotency_key(&row.seat_id)?;
         Ok(None)
     }
 
     /// The same machine asking again (it lost its lease in a network blip):
-    /// give back its live seat rather than counting it twice.
+    /// give back its live seat rather than counting it twice. A lingering
+    /// seat goes back only to the holder that released it, and only while
+    /// the license still lets that holder in.
     fn fingerprint_reclaim(
         &mut self,
-        license_id: &str,
+        lic: &LicenseConfig,
         req: &CheckoutRequest,
-        skew: Duration,
-        ttl: Duration,
     ) -> Result<Option<LeaseRow>> {
         let Some(fingerprint) = &req.fingerprint else {
             return Ok(None);
         };
-        let threshold = live_threshold(self.now, skew);
-        match self
-            .tx
-            .live_lease_by_fingerprint(license_id, fingerprint, threshold)?
-        {
-            Some(row) => self.renew(&row, ttl).map(Some),
-            None => Ok(None),
+        let threshold = live_threshold(self.now, lic.policy.skew);
+        let Some(row) =
+            self.tx
+                .live_lease_by_fingerprint(&lic.id, fingerprint, &req.holder, threshold)?
+        else {
+            return Ok(None);
+        };
+        if lingering_for_another(lic, &row, req) {
+            return Ok(None);
+        }
+        self.take_back(&row, lic.policy.ttl).map(Some)
+    }
+
+    /// A seat its holder asks for again: renewed (a lingering one is live
+    /// again); a borrowed one is returned as stored, never shortened.
+    fn take_back(&mut self, row: &LeaseRow, ttl: Duration) -> Result<LeaseRow> {
+        match row.mode {
+            SeatMode::Borrow => Ok(row.clone()),
+            SeatMode::Heartbeat | SeatMode::Linger => self.renew(row, ttl),
         }
     }
 
-    /// Every seat is live (or spoken for by a waiter ahead): say when the
-    /// earliest live lease could lapse.
+    /// `deny` matches, or `allow` is present and does not: refused without
+    /// counting anything (and never waiting in line).
+    fn allowed(&mut self, lic: &LicenseConfig, req: &CheckoutRequest) -> Result<bool> {
+        if lic.allows(&req.holder, req.fingerprint.as_deref()) {
+            return Ok(true);
+        }
+        self.denied(&lic.id, &req.holder, || {
+            "not allowed by the license's allow/deny lists".to_string()
+        })?;
+        Ok(false)
+    }
+
+    /// The holder already has `max_per_holder` live seats.
+    fn holder_cap(
+        &mut self,
+        lic: &LicenseConfig,
+        req: &CheckoutRequest,
+        threshold: Timestamp,
+    ) -> Result<Option<CheckoutOutcome>> {
+        let Some(max) = lic.policy.max_per_holder else {
+            return Ok(None);
+        };
+        let scope = Scope::Holder {
+            license_id: &lic.id,
+            holder: &req.holder,
+        };
+        self.at_cap(lic, req, scope, Limit::Holder, max, threshold)
+    }
+
+    /// The requester's group already holds its `max` live seats.
+    fn group_cap(
+        &mut self,
+        lic: &LicenseConfig,
+        req: &CheckoutRequest,
+        group: Option<&Group>,
+        threshold: Timestamp,
+    ) -> Result<Option<CheckoutOutcome>> {
+        let Some((group, max)) = group.and_then(|g| g.max.map(|max| (g, max))) else {
+            return Ok(None);
+        };
+        let scope = Scope::Group {
+            license_id: &lic.id,
+            group: &group.name,
+        };
+        self.at_cap(lic, req, scope, Limit::Group, max, threshold)
+    }
+
+    /// `limit_reached` if `scope` already has `max` live seats, with the
+    /// time until the earliest of them could lapse.
+    fn at_cap(
+        &mut self,
+        lic: &LicenseConfig,
+        req: &CheckoutRequest,
+        scope: Scope<'_>,
+        limit: Limit,
+        max: u32,
+        threshold: Timestamp,
+    ) -> Result<Option<CheckoutOutcome>> {
+        if self.tx.live_count(scope, threshold)? < max {
+            return Ok(None);
+        }
+        let retry_after = self.retry_after(lic, scope, threshold)?;
+        let group = match scope {
+            Scope::Group { group, .. } => Some(group.to_string()),
+            _ => None,
+        };
+        self.denied(&lic.id, &req.holder, || match &group {
+            Some(group) => format!("group limit: {group} holds its {max} seat(s)"),
+            None => format!("holder limit: {max} live seat(s) per holder"),
+        })?;
+        Ok(Some(CheckoutOutcome::LimitReached {
+            limit,
+            max,
+            group,
+            retry_after,
+        }))
+    }
+
+    /// Every seat that counts, and the reservations other groups have not
+    /// used: a member may use its own group's, nobody else may.
+    fn count(
+        &mut self,
+        lic: &LicenseConfig,
+        group: Option<&Group>,
+        threshold: Timestamp,
+    ) -> Result<PoolCount> {
+        let live = self.tx.live_count(Scope::License(&lic.id), threshold)?;
+        let own = group.map(|g| g.name.as_str());
+        let mut others_reserved = 0u32;
+        for other in lic
+            .groups
+            .iter()
+            .filter(|g| g.reserve > 0 && Some(g.name.as_str()) != own)
+        {
+            let scope = Scope::Group {
+                license_id: &lic.id,
+                group: &other.name,
+            };
+            let used = self.tx.live_count(scope, threshold)?;
+            others_reserved = others_reserved.saturating_add(other.reserve.saturating_sub(used));
+        }
+        Ok(PoolCount {
+            live,
+            others_reserved,
+        })
+    }
+
+    /// No seat left for this request (every seat live, spoken for by a
+    /// waiter ahead, or held back for another group).
     fn full(
         &mut self,
-        license_id: &str,
+        lic: &LicenseConfig,
         req: &CheckoutRequest,
-        live: u32,
-        seats: u32,
-        skew: Duration,
-        ttl: Duration,
+        count: &PoolCount,
     ) -> Result<CheckoutOutcome> {
-        let threshold = live_threshold(self.now, skew);
-        let retry_after = self
-            .tx
-            .earliest_live_expiry(license_id, threshold)?
-            .map(|e| lapses_at(e, skew).millis_since(self.now))
-            .unwrap_or(ttl.as_millis() as i64)
-            .max(0);
-        self.denied(license_id, &req.holder, || {
-            format!("pool full: {live} of {seats} seats live")
+        let threshold = live_threshold(self.now, lic.policy.skew);
+        let (seats, live, reserved) = (lic.policy.seats, count.live, count.others_reserved);
+        // When the reservations alone take every seat the overage leaves, no
+        // lapse lifts the refusal: say one TTL.
+        let retry_after = if seats + lic.policy.overage > reserved {
+            self.retry_after(lic, Scope::License(&lic.id), threshold)?
+        } else {
+            lic.policy.ttl
+        };
+        self.denied(&lic.id, &req.holder, || {
+            if reserved == 0 {
+                format!("pool full: {live} of {seats} seats live")
+            } else {
+                format!(
+                    "pool full: {live} of {seats} seats live, {reserved} reserved for other groups"
+                )
+            }
         })?;
         Ok(CheckoutOutcome::Full {
             seats,
             live,
-            retry_after: Duration::from_millis(retry_after as u64),
+            reserved,
+            retry_after,
         })
     }
 
-    /// A new seat with a fresh capability id, one TTL from now.
+    /// Until the earliest live seat in `scope` lapses (one TTL if none).
+    fn retry_after(
+        &mut self,
+        lic: &LicenseConfig,
+        scope: Scope<'_>,
+        threshold: Timestamp,
+    ) -> Result<Duration> {
+        let skew = lic.policy.skew;
+        let ms = self
+            .tx
+            .earliest_live_expiry(scope, threshold)?
+            .map(|e| lapses_at(e, skew).millis_since(self.now))
+            .unwrap_or(lic.policy.ttl.as_millis() as i64)
+            .max(0);
+        Ok(Duration::from_millis(ms as u64))
+    }
+
+    /// A new seat with a fresh capability id, one TTL from now, counting
+    /// for the requester's group from now until it leaves.
     fn grant(
         &mut self,
-        license_id: &str,
+        lic: &LicenseConfig,
         req: &CheckoutRequest,
-        ttl: Duration,
+        group: Option<&Group>,
+        overage: bool,
     ) -> Result<LeaseRow> {
         let lease = LeaseRow {
             seat_id: new_seat_id(),
-            license_id: license_id.to_string(),
+            license_id: lic.id.clone(),
             holder: req.holder.clone(),
             fingerprint: req.fingerprint.clone(),
             checked_out_at: self.now,
             issued_at: self.now,
-            expires_at: self.now.saturating_add(ttl),
+            expires_at: self.now.saturating_add(lic.policy.ttl),
+            group: group.map(|g| g.name.clone()),
+            mode: SeatMode::Heartbeat,
         };
         // The lease row is the open session (a replay or re-claim continues
         // it; heartbeats and the outage rule extend it through the lease's
         // own expiry); the session is written once, when the seat leaves.
         self.tx
             .insert_lease(&lease, req.idempotency_key.as_deref())?;
-        let detail = lease
-            .fingerprint
-            .as_deref()
-            .map(|f| format!("fingerprint {f}"));
+        let detail = checkout_detail(&lease, overage);
         self.event(
             EventKind::Checkout,
-            Some(license_id),
+            Some(&lic.id),
             Some(&lease.seat_id),
             Some(&lease.holder),
             detail.as_deref(),
         )?;
         Ok(lease)
     }
+}
+
+/// A lingering seat goes back only to the holder and machine that
+/// released it, and only while the license still lets that holder in.
+fn lingering_for_another(lic: &LicenseConfig, row: &LeaseRow, req: &CheckoutRequest) -> bool {
+    row.mode == SeatMode::Linger
+        && (row.holder != req.holder
+            || req.fingerprint.is_none()
+            || row.fingerprint != req.fingerprint
+            || !lic.allows(&req.holder, req.fingerprint.as_deref()))
+}
+
+fn reused(lease: LeaseRow) -> CheckoutOutcome {
+    CheckoutOutcome::Granted {
+        lease,
+        reused: true,
+        overage: false,
+    }
+}
+
+/// The text of a `checkout` event: the machine, the group, and whether
+/// the seat came from the overage allowance.
+fn checkout_detail(lease: &LeaseRow, overage: bool) -> Option<String> {
+    let parts: Vec<String> = [
+        lease
+            .fingerprint
+            .as_ref()
+            .map(|f| format!("fingerprint {f}")),
+        lease.group.as_ref().map(|g| format!("group {g}")),
+        overage.then(|| "overage".to_string()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }

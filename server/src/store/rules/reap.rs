@@ -9,7 +9,7 @@ use leasehold_common::liveness::live_until;
 use leasehold_common::{Timestamp, live_threshold, reap_cutoff};
 
 use super::{EndedSession, LeaseTx, NewEvent, Result, Rules, reap_detail};
-use crate::store::LeaseRow;
+use crate::store::{LeaseRow, PoolCounts, Scope, SeatMode};
 
 impl<T: LeaseTx> Rules<'_, T> {
     /// Reap: delete up to `limit` leases that are reapable by the one
@@ -31,8 +31,8 @@ impl<T: LeaseTx> Rules<'_, T> {
         Ok(reaped)
     }
 
-    /// Reaped seats lapsed: each session ended when its lease stopped being
-    /// live, and each gets a `reap` event.
+    /// Reaped seats lapsed (or ended their linger): each session ended when
+    /// its lease stopped being live, and each gets a `reap` event.
     fn record_reaped(&mut self, gone: &[LeaseRow], skew: Duration) -> Result<()> {
         if gone.is_empty() {
             return Ok(());
@@ -41,7 +41,11 @@ impl<T: LeaseTx> Rules<'_, T> {
             .iter()
             .map(|lease| EndedSession {
                 lease,
-                end: SessionEnd::Lapse,
+                // A lingering seat was released; it stopped counting now.
+                end: match lease.mode {
+                    SeatMode::Linger => SessionEnd::Release,
+                    SeatMode::Heartbeat | SeatMode::Borrow => SessionEnd::Lapse,
+                },
                 at: live_until(lease.expires_at, skew),
             })
             .collect();
@@ -78,14 +82,33 @@ impl<T: LeaseTx> Rules<'_, T> {
         extended
     }
 
-    /// Live seats per license, by the one predicate.
-    pub fn live_counts(&mut self) -> Result<Vec<(String, u32)>> {
+    /// What counts against each license's pool, by the one predicate.
+    pub fn live_counts(&mut self) -> Result<Vec<(String, PoolCounts)>> {
         let licenses = self.licenses;
         licenses
             .iter()
             .map(|l| {
                 let threshold = live_threshold(self.now, l.policy.skew);
-                Ok((l.id.clone(), self.tx.live_count(&l.id, threshold)?))
+                let license_id = l.id.as_str();
+                let mut count = |scope| self.tx.live_count(scope, threshold);
+                let mode = |mode| Scope::Mode { license_id, mode };
+                let counts = PoolCounts {
+                    live: count(Scope::License(license_id))?,
+                    lingering: count(mode(SeatMode::Linger))?,
+                    borrowed: count(mode(SeatMode::Borrow))?,
+                    groups: l
+                        .groups
+                        .iter()
+                        .map(|g| {
+                            let scope = Scope::Group {
+                                license_id,
+                                group: &g.name,
+                            };
+                            Ok((g.name.clone(), count(scope)?))
+                        })
+                        .collect::<Result<_>>()?,
+                };
+                Ok((l.id.clone(), counts))
             })
             .collect()
     }

@@ -9,15 +9,17 @@ use leasehold_common::is_live;
 use leasehold_common::liveness::live_until;
 
 use super::{EndedSession, LeaseTx, Result, Rules};
-use crate::store::{HeartbeatOutcome, LeaseRow};
+use crate::store::{HeartbeatOutcome, LeaseRow, SeatMode};
 
 impl<T: LeaseTx> Rules<'_, T> {
-    /// New expiry for an existing seat, on the server's clock. Only the two
-    /// times change, so the renewed row is built here rather than read back.
+    /// New expiry for an existing seat, on the server's clock, kept by
+    /// heartbeats from now on (a lingering seat is live again). Only these
+    /// change, so the renewed row is built here rather than read back.
     pub(super) fn renew(&mut self, row: &LeaseRow, ttl: Duration) -> Result<LeaseRow> {
         let renewed = LeaseRow {
             issued_at: self.now,
             expires_at: self.now.saturating_add(ttl),
+            mode: SeatMode::Heartbeat,
             ..row.clone()
         };
         self.tx.renew_lease(row, &renewed)?;
@@ -34,6 +36,10 @@ impl<T: LeaseTx> Rules<'_, T> {
         let Some(row) = self.tx.lease(license_id, seat_id)? else {
             return Ok(HeartbeatOutcome::Lost);
         };
+        // Released (lingering): only a new checkout takes it back.
+        if row.mode == SeatMode::Linger {
+            return Ok(HeartbeatOutcome::Lost);
+        }
         if is_live(row.expires_at, self.now, policy.skew) {
             return Ok(HeartbeatOutcome::Renewed(self.renew(&row, policy.ttl)?));
         }
@@ -54,8 +60,12 @@ impl<T: LeaseTx> Rules<'_, T> {
         Ok(HeartbeatOutcome::Lost)
     }
 
-    /// Release: idempotent, `false` if the seat was not there.
+    /// Release: idempotent, `false` if the seat was not there. On a license
+    /// with `linger`, a live seat stays and counts until the linger ends.
     pub fn release(&mut self, license_id: &str, seat_id: &str) -> Result<bool> {
+        if let Some(released) = self.linger(license_id, seat_id)? {
+            return Ok(released);
+        }
         let Some(row) = self.tx.delete_lease(seat_id, Some(license_id))? else {
             return Ok(false);
         };
@@ -68,6 +78,45 @@ impl<T: LeaseTx> Rules<'_, T> {
             None,
         )?;
         Ok(true)
+    }
+
+    /// The seat stays, lingering: it counts (for the pool, its group and its
+    /// holder) until `linger` from now, and its machine may take it back.
+    /// `None` when it leaves at once instead (no linger, lapsed, borrowed).
+    fn linger(&mut self, license_id: &str, seat_id: &str) -> Result<Option<bool>> {
+        let Some(lic) = self.licenses.get(license_id) else {
+            return Ok(None);
+        };
+        let Some(linger) = lic.policy.linger else {
+            return Ok(None);
+        };
+        let Some(row) = self.tx.lease(license_id, seat_id)? else {
+            return Ok(None);
+        };
+        match row.mode {
+            // A second release changes nothing.
+            SeatMode::Linger => return Ok(Some(true)),
+            SeatMode::Borrow => return Ok(None),
+            SeatMode::Heartbeat if !is_live(row.expires_at, self.now, lic.policy.skew) => {
+                return Ok(None);
+            }
+            SeatMode::Heartbeat => {}
+        }
+        let lingering = LeaseRow {
+            expires_at: self.now.saturating_add(linger),
+            mode: SeatMode::Linger,
+            ..row.clone()
+        };
+        self.tx.renew_lease(&row, &lingering)?;
+        let detail = format!("lingering until {}", lingering.expires_at);
+        self.event(
+            EventKind::Release,
+            Some(license_id),
+            Some(seat_id),
+            Some(&row.holder),
+            Some(&detail),
+        )?;
+        Ok(Some(true))
     }
 
     /// Revoke (admin): delete the seat and, with `block`, refuse its holder +

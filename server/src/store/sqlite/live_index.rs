@@ -1,4 +1,5 @@
-//! An in-memory index of lease expiries per license, kept by the writer.
+//! An in-memory index of lease expiries per license (and per group, holder
+//! and way of keeping a seat), kept by the writer.
 //!
 //! It answers "how many leases of this license are live at `now`?" in
 //! O(log n) instead of a range scan over every live lease, so a 99%-full pool
@@ -15,9 +16,13 @@ use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::Connection;
 
+use super::rows::{lease_columns, lease_from_row};
+use crate::store::lease_tx::Scope;
+use crate::store::{LeaseRow, SeatMode};
+
 #[derive(Default, Debug)]
 pub struct LiveIndex {
-    licenses: HashMap<String, Expiries>,
+    licenses: HashMap<String, LicenseIndex>,
 }
 
 /// One license's expiries as a multiset, plus a cursor that makes repeated
@@ -73,47 +78,112 @@ impl Expiries {
     }
 }
 
+/// One license's expiries: all of them, and the same split by the group a
+/// seat counts for, by holder, and by how a seat is kept (lingering or
+/// borrowed), so each count a checkout asks is O(log n) too.
+#[derive(Default, Debug)]
+struct LicenseIndex {
+    all: Expiries,
+    groups: HashMap<String, Expiries>,
+    holders: HashMap<String, Expiries>,
+    lingering: Expiries,
+    borrowed: Expiries,
+}
+
+impl LicenseIndex {
+    /// Every multiset `lease` is in.
+    fn for_each(&mut self, lease: &LeaseRow, mut f: impl FnMut(&mut Expiries)) {
+        f(&mut self.all);
+        if let Some(group) = &lease.group {
+            f(entry(&mut self.groups, group));
+        }
+        f(entry(&mut self.holders, &lease.holder));
+        match lease.mode {
+            SeatMode::Heartbeat => {}
+            SeatMode::Linger => f(&mut self.lingering),
+            SeatMode::Borrow => f(&mut self.borrowed),
+        }
+    }
+
+    fn scope(&mut self, scope: Scope<'_>) -> Option<&mut Expiries> {
+        match scope {
+            Scope::License(_) => Some(&mut self.all),
+            Scope::Group { group, .. } => self.groups.get_mut(group),
+            Scope::Holder { holder, .. } => self.holders.get_mut(holder),
+            Scope::Mode { mode, .. } => match mode {
+                SeatMode::Heartbeat => None,
+                SeatMode::Linger => Some(&mut self.lingering),
+                SeatMode::Borrow => Some(&mut self.borrowed),
+            },
+        }
+    }
+
+    /// Holders and groups come and go: drop their empty multisets.
+    fn forget_empty(&mut self, lease: &LeaseRow) {
+        if self
+            .holders
+            .get(&lease.holder)
+            .is_some_and(|e| e.total == 0)
+        {
+            self.holders.remove(&lease.holder);
+        }
+        if let Some(group) = &lease.group
+            && self.groups.get(group).is_some_and(|e| e.total == 0)
+        {
+            self.groups.remove(group);
+        }
+    }
+}
+
+fn entry<'m>(map: &'m mut HashMap<String, Expiries>, key: &str) -> &'m mut Expiries {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), Expiries::default());
+    }
+    map.get_mut(key).expect("inserted above")
+}
+
 impl LiveIndex {
-    /// Load every lease's expiry from the database.
+    /// Load every lease from the database.
     pub fn load(conn: &Connection) -> rusqlite::Result<LiveIndex> {
+        const SQL: &str = concat!("SELECT ", lease_columns!(), " FROM leases");
         let mut index = LiveIndex::default();
-        let mut stmt = conn.prepare("SELECT license_id, expires_at FROM leases")?;
+        let mut stmt = conn.prepare(SQL)?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
-            let license: String = row.get(0)?;
-            index.insert(&license, row.get(1)?);
+            index.insert(&lease_from_row(row)?);
         }
         Ok(index)
     }
 
-    pub fn insert(&mut self, license_id: &str, expires_at: i64) {
-        match self.licenses.get_mut(license_id) {
-            Some(e) => e.insert(expires_at),
-            None => {
-                let mut e = Expiries::default();
-                e.insert(expires_at);
-                self.licenses.insert(license_id.to_string(), e);
-            }
-        }
-    }
-
-    pub fn remove(&mut self, license_id: &str, expires_at: i64) {
-        if let Some(e) = self.licenses.get_mut(license_id) {
-            e.remove(expires_at);
-        }
-    }
-
-    /// Leases of `license_id` with `expires_at >= threshold`.
-    pub fn count_from(&mut self, license_id: &str, threshold: i64) -> u64 {
+    pub fn insert(&mut self, lease: &LeaseRow) {
+        let expires_at = lease.expires_at.as_millis();
         self.licenses
-            .get_mut(license_id)
+            .entry(lease.license_id.clone())
+            .or_default()
+            .for_each(lease, |e| e.insert(expires_at));
+    }
+
+    pub fn remove(&mut self, lease: &LeaseRow) {
+        let expires_at = lease.expires_at.as_millis();
+        if let Some(index) = self.licenses.get_mut(&lease.license_id) {
+            index.for_each(lease, |e| e.remove(expires_at));
+            index.forget_empty(lease);
+        }
+    }
+
+    /// Leases in `scope` with `expires_at >= threshold`.
+    pub fn count_from(&mut self, scope: Scope<'_>, threshold: i64) -> u64 {
+        self.licenses
+            .get_mut(scope.license_id())
+            .and_then(|index| index.scope(scope))
             .map_or(0, |e| e.count_from(threshold))
     }
 
-    /// The earliest `expires_at >= threshold` of `license_id`.
-    pub fn earliest_from(&self, license_id: &str, threshold: i64) -> Option<i64> {
+    /// The earliest `expires_at >= threshold` in `scope`.
+    pub fn earliest_from(&mut self, scope: Scope<'_>, threshold: i64) -> Option<i64> {
         self.licenses
-            .get(license_id)?
+            .get_mut(scope.license_id())?
+            .scope(scope)?
             .by_expiry
             .range(threshold..)
             .next()
@@ -124,38 +194,112 @@ impl LiveIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use leasehold_common::Timestamp;
     use proptest::prelude::*;
+
+    fn lease(license_id: &str, expires_at: i64) -> LeaseRow {
+        LeaseRow {
+            seat_id: format!("{license_id}-{expires_at}"),
+            license_id: license_id.into(),
+            holder: "h".into(),
+            fingerprint: None,
+            checked_out_at: Timestamp::from_millis(0),
+            issued_at: Timestamp::from_millis(0),
+            expires_at: Timestamp::from_millis(expires_at),
+            group: None,
+            mode: SeatMode::Heartbeat,
+        }
+    }
 
     #[test]
     fn counts_by_threshold_in_both_directions() {
         let mut ix = LiveIndex::default();
         for e in [10, 20, 20, 30, 40] {
-            ix.insert("a", e);
+            ix.insert(&lease("a", e));
         }
-        ix.insert("b", 5);
-        assert_eq!(ix.count_from("a", 0), 5);
-        assert_eq!(ix.count_from("a", 20), 4);
-        assert_eq!(ix.count_from("a", 21), 2);
+        ix.insert(&lease("b", 5));
+        assert_eq!(ix.count_from(Scope::License("a"), 0), 5);
+        assert_eq!(ix.count_from(Scope::License("a"), 20), 4);
+        assert_eq!(ix.count_from(Scope::License("a"), 21), 2);
         assert_eq!(
-            ix.count_from("a", 15),
+            ix.count_from(Scope::License("a"), 15),
             4,
             "threshold moving back (clock jump)"
         );
-        ix.remove("a", 10);
-        ix.remove("a", 20);
-        assert_eq!(ix.count_from("a", 15), 3);
-        ix.insert("a", 12);
+        ix.remove(&lease("a", 10));
+        ix.remove(&lease("a", 20));
+        assert_eq!(ix.count_from(Scope::License("a"), 15), 3);
+        ix.insert(&lease("a", 12));
         assert_eq!(
-            ix.count_from("a", 15),
+            ix.count_from(Scope::License("a"), 15),
             3,
             "an entry below the cursor stays uncounted"
         );
-        assert_eq!(ix.count_from("a", 0), 4);
-        assert_eq!(ix.earliest_from("a", 13), Some(20));
-        assert_eq!(ix.count_from("b", 0), 1);
-        assert_eq!(ix.count_from("none", 0), 0);
-        ix.remove("a", 999); // absent: no change
-        assert_eq!(ix.count_from("a", 0), 4);
+        assert_eq!(ix.count_from(Scope::License("a"), 0), 4);
+        assert_eq!(ix.earliest_from(Scope::License("a"), 13), Some(20));
+        assert_eq!(ix.count_from(Scope::License("b"), 0), 1);
+        assert_eq!(ix.count_from(Scope::License("none"), 0), 0);
+        ix.remove(&lease("a", 999)); // absent: no change
+        assert_eq!(ix.count_from(Scope::License("a"), 0), 4);
+    }
+
+    #[test]
+    fn counts_by_group_holder_and_mode() {
+        let mut ix = LiveIndex::default();
+        let seat = |holder: &str, group: Option<&str>, mode, expires_at| LeaseRow {
+            holder: holder.into(),
+            group: group.map(str::to_string),
+            mode,
+            ..lease("a", expires_at)
+        };
+        let rows = [
+            seat("ann", Some("design"), SeatMode::Heartbeat, 10),
+            seat("ann", Some("design"), SeatMode::Linger, 20),
+            seat("bob", None, SeatMode::Borrow, 30),
+            seat("bob", Some("lab"), SeatMode::Heartbeat, 40),
+        ];
+        for r in &rows {
+            ix.insert(r);
+        }
+        let group = |group| Scope::Group {
+            license_id: "a",
+            group,
+        };
+        let holder = |holder| Scope::Holder {
+            license_id: "a",
+            holder,
+        };
+        let mode = |mode| Scope::Mode {
+            license_id: "a",
+            mode,
+        };
+        assert_eq!(ix.count_from(Scope::License("a"), 0), 4);
+        assert_eq!(ix.count_from(group("design"), 0), 2);
+        assert_eq!(ix.count_from(group("design"), 15), 1);
+        assert_eq!(ix.count_from(group("lab"), 0), 1);
+        assert_eq!(ix.count_from(group("none"), 0), 0);
+        assert_eq!(ix.count_from(holder("bob"), 0), 2);
+        assert_eq!(ix.earliest_from(holder("bob"), 0), Some(30));
+        assert_eq!(ix.count_from(mode(SeatMode::Linger), 0), 1);
+        assert_eq!(ix.count_from(mode(SeatMode::Borrow), 0), 1);
+        assert_eq!(
+            ix.count_from(mode(SeatMode::Heartbeat), 0),
+            0,
+            "not indexed apart"
+        );
+        // A renewal that changes the mode moves the seat between multisets.
+        let relive = LeaseRow {
+            mode: SeatMode::Heartbeat,
+            ..rows[1].clone()
+        };
+        ix.remove(&rows[1]);
+        ix.insert(&relive);
+        assert_eq!(ix.count_from(mode(SeatMode::Linger), 0), 0);
+        assert_eq!(ix.count_from(group("design"), 0), 2);
+        // Emptied holders and groups are forgotten.
+        ix.remove(&rows[3]);
+        assert_eq!(ix.count_from(group("lab"), 0), 0);
+        assert!(!ix.licenses["a"].groups.contains_key("lab"));
     }
 
     proptest! {
@@ -167,17 +311,17 @@ mod tests {
             let mut plain: Vec<i64> = Vec::new();
             for (op, v) in ops {
                 match op {
-                    0 => { ix.insert("l", v); plain.push(v); }
+                    0 => { ix.insert(&lease("l", v)); plain.push(v); }
                     1 => {
                         if let Some(pos) = plain.iter().position(|&x| x == v) {
                             plain.remove(pos);
-                            ix.remove("l", v);
+                            ix.remove(&lease("l", v));
                         }
                     }
                     _ => {
                         let expected = plain.iter().filter(|&&x| x >= v).count() as u64;
-                        prop_assert_eq!(ix.count_from("l", v), expected);
-                        prop_assert_eq!(ix.earliest_from("l", v), plain.iter().copied().filter(|&x| x >= v).min());
+                        prop_assert_eq!(ix.count_from(Scope::License("l"), v), expected);
+                        prop_assert_eq!(ix.earliest_from(Scope::License("l"), v), plain.iter().copied().filter(|&x| x >= v).min());
                     }
                 }
             }

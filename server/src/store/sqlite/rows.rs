@@ -4,7 +4,7 @@ use leasehold_common::Timestamp;
 use leasehold_common::api::{Event, EventKind};
 use rusqlite::Row;
 
-use crate::store::LeaseRow;
+use crate::store::{LeaseRow, SeatMode};
 
 pub(crate) use crate::store::lease_columns;
 
@@ -17,6 +17,8 @@ pub fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
         checked_out_at: Timestamp::from_millis(r.get(4)?),
         issued_at: Timestamp::from_millis(r.get(5)?),
         expires_at: Timestamp::from_millis(r.get(6)?),
+        group: r.get(7)?,
+        mode: mode_from(r.get(8)?)?,
     })
 }
 
@@ -38,5 +40,15 @@ pub fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
         seat_id: r.get(4)?,
         holder: r.get(5)?,
         detail: r.get(6)?,
+    })
+}
+
+fn mode_from(code: i32) -> rusqlite::Result<SeatMode> {
+    SeatMode::from_code(code).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            8,
+            rusqlite::types::Type::Integer,
+            format!("unknown seat mode {code}").into(),
+        )
     })
 }

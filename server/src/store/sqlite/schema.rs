@@ -177,6 +177,15 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX sessions_open;
     ALTER TABLE leases DROP COLUMN session_id;
     "#,
+    // v7: seat policies. A seat records the group it counts for (`grp`,
+    // fixed at its grant) and how it is kept (`mode`: 0 by heartbeats,
+    // 1 lingering after a release, 2 borrowed); a session keeps its group.
+    // Counts per group, holder and mode come from the writer's live index.
+    r#"
+    ALTER TABLE leases ADD COLUMN grp TEXT;
+    ALTER TABLE leases ADD COLUMN mode INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN grp TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -10,8 +10,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::live_index::LiveIndex;
 use super::rows::{lease_columns, lease_from_row};
-use crate::store::LeaseRow;
 use crate::store::rules::{EndedSession, LeaseTx, NewEvent, Result};
+use crate::store::{LeaseRow, Scope};
 
 /// The writer's connection and live index, for one batch.
 pub struct SqliteTx<'a> {
@@ -85,6 +85,7 @@ impl LeaseTx for SqliteTx<'_> {
         &mut self,
         license_id: &str,
         fingerprint: &str,
+        holder: &str,
         threshold: Timestamp,
     ) -> Result<Option<LeaseRow>> {
         const SQL: &str = concat!(
@@ -96,31 +97,31 @@ impl LeaseTx for SqliteTx<'_> {
             // holds a handful of leases at most.
             " FROM leases INDEXED BY leases_by_fingerprint
              WHERE license_id = ?1 AND fingerprint = ?2 AND expires_at >= ?3
-             ORDER BY expires_at DESC LIMIT 1"
+             ORDER BY (mode = 1 AND holder <> ?4), expires_at DESC, seat_id DESC LIMIT 1" // (mode 1: lingering; another holder's lingering seat last.)
         );
         Ok(self
             .conn
             .prepare_cached(SQL)?
             .query_row(
-                params![license_id, fingerprint, threshold.as_millis()],
+                params![license_id, fingerprint, threshold.as_millis(), holder],
                 lease_from_row,
             )
             .optional()?)
     }
 
-    fn live_count(&mut self, license_id: &str, threshold: Timestamp) -> Result<u32> {
-        let n = self.index.count_from(license_id, threshold.as_millis());
+    fn live_count(&mut self, scope: Scope<'_>, threshold: Timestamp) -> Result<u32> {
+        let n = self.index.count_from(scope, threshold.as_millis());
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
     fn earliest_live_expiry(
         &mut self,
-        license_id: &str,
+        scope: Scope<'_>,
         threshold: Timestamp,
     ) -> Result<Option<Timestamp>> {
         Ok(self
             .index
-            .earliest_from(license_id, threshold.as_millis())
+            .earliest_from(scope, threshold.as_millis())
             .map(Timestamp::from_millis))
     }
 
@@ -141,8 +142,8 @@ impl LeaseTx for SqliteTx<'_> {
         self.conn
             .prepare_cached(
                 "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                     checked_out_at, issued_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                                     checked_out_at, issued_at, expires_at, grp, mode)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?
             .execute(params![
                 lease.seat_id,
@@ -153,24 +154,26 @@ impl LeaseTx for SqliteTx<'_> {
                 lease.checked_out_at.as_millis(),
                 lease.issued_at.as_millis(),
                 lease.expires_at.as_millis(),
+                lease.group,
+                lease.mode.code(),
             ])?;
-        self.index
-            .insert(&lease.license_id, lease.expires_at.as_millis());
+        self.index.insert(lease);
         Ok(())
     }
 
     fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()> {
         self.conn
-            .prepare_cached("UPDATE leases SET issued_at = ?2, expires_at = ?3 WHERE seat_id = ?1")?
+            .prepare_cached(
+                "UPDATE leases SET issued_at = ?2, expires_at = ?3, mode = ?4 WHERE seat_id = ?1",
+            )?
             .execute(params![
                 old.seat_id,
                 renewed.issued_at.as_millis(),
-                renewed.expires_at.as_millis()
+                renewed.expires_at.as_millis(),
+                renewed.mode.code()
             ])?;
-        self.index
-            .remove(&old.license_id, old.expires_at.as_millis());
-        self.index
-            .insert(&renewed.license_id, renewed.expires_at.as_millis());
+        self.index.remove(old);
+        self.index.insert(renewed);
         Ok(())
     }
 
@@ -189,7 +192,7 @@ impl LeaseTx for SqliteTx<'_> {
             .query_row(params![seat_id, license_id], lease_from_row)
             .optional()?;
         if let Some(d) = &deleted {
-            self.index.remove(&d.license_id, d.expires_at.as_millis());
+            self.index.remove(d);
         }
         Ok(deleted)
     }
@@ -220,7 +223,7 @@ impl LeaseTx for SqliteTx<'_> {
         // RETURNING has no order of its own; the rules expect the index's.
         gone.sort_by(|a, b| (a.expires_at, &a.seat_id).cmp(&(b.expires_at, &b.seat_id)));
         for lease in &gone {
-            self.index.remove(license_id, lease.expires_at.as_millis());
+            self.index.remove(lease);
         }
         Ok(gone)
     }
@@ -238,8 +241,8 @@ impl LeaseTx for SqliteTx<'_> {
     fn record_sessions(&mut self, sessions: &[EndedSession<'_>]) -> Result<()> {
         let mut insert = self.conn.prepare_cached(
             "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
-                                   ended_at, end_kind)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                                   ended_at, end_kind, grp)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
         for s in sessions {
             insert.execute(params![
@@ -249,7 +252,8 @@ impl LeaseTx for SqliteTx<'_> {
                 s.lease.fingerprint,
                 s.lease.checked_out_at.as_millis(),
                 s.at.as_millis(),
-                s.end.as_str()
+                s.end.as_str(),
+                s.lease.group
             ])?;
         }
         Ok(())
@@ -325,7 +329,7 @@ impl LeaseTx for SqliteTx<'_> {
         // stale), so it is not adjusted row by row here.
         Ok(self.conn.execute(
             "UPDATE leases SET expires_at = ?1
-             WHERE license_id = ?2 AND expires_at >= ?3 AND expires_at < ?1",
+             WHERE license_id = ?2 AND expires_at >= ?3 AND expires_at < ?1 AND mode = 0",
             params![until.as_millis(), license_id, was_live.as_millis()],
         )?)
     }

@@ -88,4 +88,8 @@ pub struct CommonArgs {
     /// Print the licenses file a `--server` needs, and exit.
     #[arg(long)]
     pub print_licenses: bool,
+    /// Also configure the seat-policy pool (the `checkout-policy` scenario
+    /// turns it on; a server that predates seat policies refuses it).
+    #[arg(long)]
+    pub policy_pool: bool,
 }

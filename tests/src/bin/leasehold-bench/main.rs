@@ -69,7 +69,7 @@ fn main() -> anyhow::Result<()> {
         None => cli.common.clone(),
     };
     if common.print_licenses {
-        print!("{}", licenses_toml());
+        print!("{}", licenses_toml(common.policy_pool));
         return Ok(());
     }
     if common.connections == 0 {
@@ -93,7 +93,11 @@ fn main() -> anyhow::Result<()> {
                 few,
                 no_fullish,
             }) => modes::scale::run_scale(common, preload, few, !no_fullish).await,
-            None => modes::scenarios::run_scenarios(cli.common, &cli.scenario, cli.held).await,
+            None => {
+                let mut common = cli.common;
+                common.policy_pool |= cli.scenario.contains("checkout-policy");
+                modes::scenarios::run_scenarios(common, &cli.scenario, cli.held).await
+            }
         }
     })
 }

@@ -6,6 +6,8 @@ use anyhow::bail;
 pub enum Scenario {
     Healthz,
     Checkout,
+    /// Checkouts of a pool with eight groups and a per-holder cap.
+    CheckoutPolicy,
     Heartbeat,
     Mixed,
 }
@@ -15,6 +17,7 @@ impl Scenario {
         match self {
             Scenario::Healthz => "healthz",
             Scenario::Checkout => "checkout",
+            Scenario::CheckoutPolicy => "checkout-policy",
             Scenario::Heartbeat => "heartbeat",
             Scenario::Mixed => "mixed",
         }
@@ -32,10 +35,14 @@ impl Scenario {
                 ]),
                 "healthz" => out.push(Scenario::Healthz),
                 "checkout" => out.push(Scenario::Checkout),
+                "checkout-policy" => out.push(Scenario::CheckoutPolicy),
                 "heartbeat" => out.push(Scenario::Heartbeat),
                 "mixed" => out.push(Scenario::Mixed),
                 other => {
-                    bail!("unknown scenario {other:?} (healthz, checkout, heartbeat, mixed, all)")
+                    bail!(
+                        "unknown scenario {other:?} (healthz, checkout, checkout-policy, \
+                         heartbeat, mixed, all)"
+                    )
                 }
             }
         }

@@ -94,7 +94,7 @@ impl Target {
         }
         let dir = tempfile::tempdir()?;
         let licenses = dir.path().join("licenses.toml");
-        std::fs::write(&licenses, licenses_toml())?;
+        std::fs::write(&licenses, licenses_toml(args.policy_pool))?;
         let token = format!("bench-{:032x}", rand::random::<u128>());
         let mut cmd = Command::new(&binary);
         cmd.arg("--listen")

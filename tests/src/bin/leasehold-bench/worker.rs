@@ -10,7 +10,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::client::{Conn, seat_id};
-use crate::pools::{BIG, BIG_KEY, FULLISH, FULLISH_KEY, SMALL, SMALL_KEY};
+use crate::pools::{
+    BIG, BIG_KEY, FULLISH, FULLISH_KEY, POLICY, POLICY_GROUPS, POLICY_KEY, SMALL, SMALL_KEY,
+};
 use crate::scenario::Scenario;
 use crate::server::Endpoint;
 use crate::tally::Tally;
@@ -20,7 +22,9 @@ pub struct Ctx {
     big_auth: String,
     small_auth: String,
     fullish_auth: String,
+    policy_auth: String,
     checkout_big: String,
+    checkout_policy: String,
     checkout_small: String,
     checkout_fullish: String,
 }
@@ -37,7 +41,9 @@ impl Ctx {
             big_auth: format!("Bearer {BIG_KEY}"),
             small_auth: format!("Bearer {SMALL_KEY}"),
             fullish_auth: format!("Bearer {FULLISH_KEY}"),
+            policy_auth: format!("Bearer {POLICY_KEY}"),
             checkout_big: format!("/v1/licenses/{BIG}/seats"),
+            checkout_policy: format!("/v1/licenses/{POLICY}/seats"),
             checkout_small: format!("/v1/licenses/{SMALL}/seats"),
             checkout_fullish: format!("/v1/licenses/{FULLISH}/seats"),
         }
@@ -68,6 +74,7 @@ pub enum Op {
     CheckoutBig,
     CheckoutSmall,
     CheckoutFullish,
+    CheckoutPolicy,
     Heartbeat(usize),
     Release(usize),
 }
@@ -103,6 +110,7 @@ impl Worker {
         match scenario {
             Scenario::Healthz => Op::Healthz,
             Scenario::Checkout => Op::CheckoutBig,
+            Scenario::CheckoutPolicy => Op::CheckoutPolicy,
             Scenario::Heartbeat => self.next_heartbeat(),
             Scenario::Mixed => {
                 let r = self.rng.gen_range(0..100u32);
@@ -130,10 +138,15 @@ impl Worker {
     pub async fn execute(&mut self, ctx: &Ctx, op: Op) -> anyhow::Result<(StatusCode, Outcome)> {
         let (method, path, auth, body) = match op {
             Op::Healthz => (Method::GET, "/healthz".to_string(), None, None),
-            Op::CheckoutBig | Op::CheckoutSmall | Op::CheckoutFullish => {
+            Op::CheckoutBig | Op::CheckoutSmall | Op::CheckoutFullish | Op::CheckoutPolicy => {
                 self.serial += 1;
+                // The policy pool's groups take holders by prefix.
+                let group = match op {
+                    Op::CheckoutPolicy => format!("g{}-", self.id % POLICY_GROUPS),
+                    _ => String::new(),
+                };
                 let body = Bytes::from(format!(
-                    r#"{{"holder":"bench-{}-{}-{}"}}"#,
+                    r#"{{"holder":"{group}bench-{}-{}-{}"}}"#,
                     std::process::id(),
                     self.id,
                     self.serial
@@ -141,6 +154,7 @@ impl Worker {
                 let (path, auth) = match op {
                     Op::CheckoutBig => (&ctx.checkout_big, &ctx.big_auth),
                     Op::CheckoutSmall => (&ctx.checkout_small, &ctx.small_auth),
+                    Op::CheckoutPolicy => (&ctx.checkout_policy, &ctx.policy_auth),
                     _ => (&ctx.checkout_fullish, &ctx.fullish_auth),
                 };
                 (Method::POST, path.clone(), Some(auth.as_str()), Some(body))
@@ -172,7 +186,7 @@ impl Worker {
                 }
                 Outcome::Ok
             }
-            (Op::CheckoutSmall | Op::CheckoutFullish, 201) => Outcome::Ok,
+            (Op::CheckoutSmall | Op::CheckoutFullish | Op::CheckoutPolicy, 201) => Outcome::Ok,
             (Op::CheckoutSmall | Op::CheckoutFullish, 409) => Outcome::Denied,
             (Op::Release(i), 204) => {
                 self.held.swap_remove(i);

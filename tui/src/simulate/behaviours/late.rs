@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leasehold_common::api::{CheckoutRequest, Lease};
-use leasehold_common::client::{Client, ClientError, MAX_CHECKOUT_WAIT};
+use leasehold_common::client::{Client, MAX_CHECKOUT_WAIT};
 
 use super::manual::{HoldEnd, checkout_request, hold_manually};
 use crate::format::short_id;
@@ -104,7 +104,7 @@ async fn wait_in_line(
         };
         match result {
             Ok(lease) => return Some((lease, sent)),
-            Err(ClientError::NoSeats { .. }) => ctx.reporter.event(
+            Err(e) if e.seat_wait().is_some() => ctx.reporter.event(
                 &slot.plan,
                 Kind::WaitTimeout,
                 &format!("no seat freed within {wait_s}s"),

@@ -79,14 +79,19 @@ pub(super) async fn checkout_manually(
         let sent = Instant::now();
         let wait = match client.checkout(&req, None, Duration::from_secs(10)).await {
             Ok(lease) => return Some((lease, sent)),
-            Err(ClientError::NoSeats { retry_after, .. }) => {
+            Err(e) if e.seat_wait().is_some() => {
+                let retry_after = e.seat_wait().flatten();
+                let what = match e {
+                    ClientError::LimitReached { .. } => "limit reached",
+                    _ => "pool full",
+                };
                 let wait = retry_after
                     .unwrap_or(Duration::from_secs(1))
                     .clamp(Duration::from_millis(200), Duration::from_secs(5));
                 ctx.reporter.event(
                     &slot.plan,
                     Kind::Denied,
-                    &format!("pool full, retrying in {}", secs(wait)),
+                    &format!("{what}, retrying in {}", secs(wait)),
                 );
                 wait
             }

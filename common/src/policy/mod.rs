@@ -8,6 +8,23 @@
 //! ttl = "60s"
 //! skew = "5s"
 //! reap_grace = "15s"     # must be > skew
+//! overage = 2            # optional seat policies: see [`groups`]
+//! linger = "5m"
+//! max_per_holder = 1
+//! allow = ["@design", "ci-*"]
+//! deny = ["guest"]
+//!
+//! [[license.group]]
+//! name = "design"
+//! holders = ["alice", "design-*"]
+//! fingerprints = ["render-node-*"]
+//! reserve = 3
+//! max = 6
+//!
+//! [license.borrow]
+//! max = "7d"
+//! seats = 3
+//! allow = ["@design"]
 //! ```
 //!
 //! [`Licenses::parse`] rejects the whole file on the first problem and names
@@ -15,9 +32,18 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use serde::Deserialize;
+
+pub mod groups;
+pub mod patterns;
+#[cfg(test)]
+mod seat_tests;
+
+pub use groups::{BorrowPolicy, Group};
+pub use patterns::{Pattern, PatternError, Who};
 
 /// The seat policy of one license.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +56,13 @@ pub struct Policy {
     pub skew: Duration,
     /// The reaper deletes a lease only after `expires_at + reap_grace`.
     pub reap_grace: Duration,
+    /// Grants allowed beyond `seats` (a soft limit); at most `seats`. Default 0.
+    pub overage: u32,
+    /// A seat released by its client keeps counting this long. `None`: freed
+    /// at once. At most 30 days.
+    pub linger: Option<Duration>,
+    /// Live seats one holder name may have. `None`: no cap. Never 0.
+    pub max_per_holder: Option<u32>,
 }
 
 impl Policy {
@@ -54,6 +87,26 @@ impl Policy {
                 ),
             ));
         }
+        if self.overage > self.seats {
+            return Err(PolicyField::new(
+                "overage",
+                format!("({}) must be at most seats ({})", self.overage, self.seats),
+            ));
+        }
+        if let Some(linger) = self.linger
+            && linger > MAX_DURATION
+        {
+            return Err(PolicyField::new(
+                "linger",
+                format!("({}) must be at most 30 days", format_duration(linger)),
+            ));
+        }
+        if self.max_per_holder == Some(0) {
+            return Err(PolicyField::new(
+                "max_per_holder",
+                "must be at least 1 (leave it out for no cap)",
+            ));
+        }
         Ok(())
     }
 }
@@ -67,6 +120,14 @@ pub struct LicenseConfig {
     /// The bearer key clients of this license present. Never logged.
     pub key: String,
     pub policy: Policy,
+    /// `[[license.group]]` entries, in file order.
+    pub groups: Vec<Group>,
+    /// Who may check out. `None`: everyone.
+    pub allow: Option<Vec<Who>>,
+    /// Who may not check out; checked before `allow`.
+    pub deny: Vec<Who>,
+    /// `[license.borrow]`. `None`: no borrowing.
+    pub borrow: Option<BorrowPolicy>,
 }
 
 impl fmt::Debug for LicenseConfig {
@@ -75,6 +136,10 @@ impl fmt::Debug for LicenseConfig {
             .field("id", &self.id)
             .field("key", &"<redacted>")
             .field("policy", &self.policy)
+            .field("groups", &self.groups)
+            .field("allow", &self.allow)
+            .field("deny", &self.deny)
+            .field("borrow", &self.borrow)
             .finish()
     }
 }
@@ -112,14 +177,24 @@ impl Licenses {
                 ttl: raw.ttl.0,
                 skew: raw.skew.0,
                 reap_grace: raw.reap_grace.0,
+                overage: raw.overage,
+                // `linger = "0s"` is no linger.
+                linger: raw.linger.map(|d| d.0).filter(|d| !d.is_zero()),
+                max_per_holder: raw.max_per_holder,
             };
             policy.validate().map_err(named)?;
+            let seat = groups::seat_policies(raw.seats, raw.group, raw.allow, raw.deny, raw.borrow)
+                .map_err(named)?;
             by_id.insert(
                 raw.id.clone(),
                 LicenseConfig {
                     id: raw.id,
                     key: raw.key,
                     policy,
+                    groups: seat.groups,
+                    allow: seat.allow,
+                    deny: seat.deny,
+                    borrow: seat.borrow,
                 },
             );
         }
@@ -168,6 +243,7 @@ impl Licenses {
                             ));
                         }
                     }
+                    groups::describe_seat_changes(old, n, &mut parts);
                     if old.key != n.key {
                         parts.push("key changed".to_string());
                     }
@@ -212,12 +288,30 @@ pub struct PolicyField {
 }
 
 impl PolicyField {
-    fn new(field: &'static str, problem: impl Into<String>) -> Self {
+    pub(crate) fn new(field: &'static str, problem: impl Into<String>) -> Self {
         PolicyField {
             field,
             problem: problem.into(),
         }
     }
+}
+
+/// A field name built at run time (`group.design.max`) as the `&'static str`
+/// that [`PolicyError::Invalid`] carries. Only rejected files get here, and
+/// each distinct name is leaked once, so the memory is bounded by the names
+/// an admin has ever written wrong.
+fn intern(name: String) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(&known) = names.get(name.as_str()) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.into_boxed_str());
+    names.insert(leaked);
+    leaked
 }
 
 /// License ids appear in URL paths and admins' terminals: keep them plain.
@@ -275,6 +369,20 @@ struct RawLicense {
     skew: DurationText,
     #[serde(default = "default_reap_grace")]
     reap_grace: DurationText,
+    #[serde(default)]
+    overage: u32,
+    #[serde(default)]
+    linger: Option<DurationText>,
+    #[serde(default)]
+    max_per_holder: Option<u32>,
+    #[serde(default)]
+    allow: Option<Vec<String>>,
+    #[serde(default)]
+    deny: Vec<String>,
+    #[serde(default)]
+    group: Vec<groups::RawGroup>,
+    #[serde(default)]
+    borrow: Option<groups::RawBorrow>,
 }
 
 fn default_ttl() -> DurationText {
