@@ -89,6 +89,7 @@ impl Metrics {
         write_writer_counters(&mut out, writer);
         write_pool_gauges(&mut out, pools);
         self.write_outcome_counters(&mut out);
+        self.write_overage(&mut out, pools);
         self.write_http(&mut out);
         out
     }
@@ -150,19 +151,27 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{labels} {}", value.load(Relaxed));
             }
         }
-        self.write_overage(out);
     }
 
-    fn write_overage(&self, out: &mut String) {
+    /// Every configured license's series, 0 until its first overage grant
+    /// (a replica that never granted one still shows the series), and any
+    /// license since removed that had some.
+    fn write_overage(&self, out: &mut String, pools: &[PoolGauges]) {
         let name = "leasehold_overage_grants_total";
         let _ = writeln!(
             out,
             "# HELP {name} Seats granted beyond the license's seats (overage).\n# TYPE {name} counter"
         );
-        if let Ok(grants) = self.overage_grants.lock() {
-            for (license, n) in grants.iter() {
-                let _ = writeln!(out, "{name}{{license=\"{license}\"}} {n}");
-            }
+        let mut grants = self
+            .overage_grants
+            .lock()
+            .map(|g| g.clone())
+            .unwrap_or_default();
+        for p in pools {
+            grants.entry(p.license.clone()).or_default();
+        }
+        for (license, n) in &grants {
+            let _ = writeln!(out, "{name}{{license=\"{license}\"}} {n}");
         }
     }
 
@@ -328,6 +337,10 @@ mod tests {
         assert!(
             text.contains("leasehold_waiting{license=\"demo\"} 2"),
             "{text}"
+        );
+        assert!(
+            text.contains("leasehold_overage_grants_total{license=\"demo\"} 0"),
+            "a license's series is there before its first overage grant: {text}"
         );
         assert!(
             text.contains("leasehold_checkouts_total{outcome=\"new\"} 1"),
