@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::*;
 
-/// The example of docs/POLICIES.md, "The file".
-const BRIEF: &str = r#"
+/// The example of the README, "Seat policies": every field at once.
+const EXAMPLE: &str = r#"
 [[license]]
 id = "cad"
 key = "cad-key"
@@ -37,7 +37,11 @@ allow = ["@design"]               # who may borrow; absent: whoever may check ou
 "#;
 
 fn cad() -> LicenseConfig {
-    Licenses::parse(BRIEF).unwrap().get("cad").unwrap().clone()
+    Licenses::parse(EXAMPLE)
+        .unwrap()
+        .get("cad")
+        .unwrap()
+        .clone()
 }
 
 fn one(body: &str) -> Result<Licenses, PolicyError> {
@@ -328,7 +332,7 @@ fn membership_and_the_group_one_counts_for() {
     assert_eq!(name("carol", None), None);
 
     let swapped = Licenses::parse(
-        &BRIEF.replace("holders = [\"ext-*\"]", "holders = [\"ext-*\", \"alice\"]"),
+        &EXAMPLE.replace("holders = [\"ext-*\"]", "holders = [\"ext-*\", \"alice\"]"),
     )
     .unwrap();
     let swapped = swapped.get("cad").unwrap();
@@ -395,10 +399,10 @@ fn who_may_borrow() {
 
 #[test]
 fn describes_changes_of_the_seat_policies() {
-    let old = Licenses::parse(BRIEF).unwrap();
+    let old = Licenses::parse(EXAMPLE).unwrap();
     let changed = |from: &str, to: &str| {
-        assert!(BRIEF.contains(from), "{from}");
-        let new = Licenses::parse(&BRIEF.replace(from, to)).unwrap();
+        assert!(EXAMPLE.contains(from), "{from}");
+        let new = Licenses::parse(&EXAMPLE.replace(from, to)).unwrap();
         old.describe_changes(&new)
     };
     assert_eq!(changed("overage = 2", "overage = 0"), ["cad: overage 2→0"]);
