@@ -1,10 +1,12 @@
 //! Waiting for a seat: `POST …/seats?wait=SECONDS`.
 //!
 //! Each license has a first-come-first-served line of waiting checkouts. A
-//! checkout is told how many waiters stand ahead of it and the writer treats
-//! those seats as spoken for (`live + ahead >= seats` is full), so a newcomer
-//! never jumps the line and a waiter wins only when every waiter ahead of it
-//! could win too. Waiters re-try when something may have freed a seat
+//! checkout is told who stands ahead of it, and the rules give those
+//! waiters their seats first (on paper, in arrival order, each only if the
+//! rules would let it in now), so a newcomer never jumps the line, and a
+//! waiter who cannot use a freed seat (reserved for a group it is not in,
+//! its holder or group at its cap) does not hold up one behind it who can.
+//! Waiters re-try when something may have freed a seat
 //! (release, revoke, reap, a config reload, someone leaving the line) and when
 //! the earliest live lease lapses. A waiter whose client disconnects is
 //! dropped by hyper, and its [`Ticket`] leaves the line without taking a seat.
@@ -19,14 +21,14 @@ use tokio::sync::{Notify, broadcast, watch};
 use tokio::time::Instant;
 
 use crate::store::pg::line::SharedLine;
-use crate::store::{CheckoutOutcome, CheckoutRequest, Store, StoreError};
+use crate::store::{CheckoutOutcome, CheckoutRequest, Store, StoreError, Waiter};
 
 /// The longest a checkout may wait.
 pub const MAX_WAIT_S: u64 = 60;
 
 #[derive(Default)]
 pub struct WaitQueues {
-    lines: Mutex<HashMap<String, VecDeque<u64>>>,
+    lines: Mutex<HashMap<String, VecDeque<(u64, Waiter)>>>,
     next_ticket: AtomicU64,
     /// Something changed that may let a waiter in.
     pub changed: Notify,
@@ -67,22 +69,35 @@ impl WaitQueues {
 
     /// How many wait in `license_id`'s line now.
     pub async fn waiting(&self, license_id: &str) -> Result<usize, StoreError> {
+        Ok(self.line(license_id).await?.len())
+    }
+
+    /// Who waits in `license_id`'s line now, first come first.
+    pub async fn line(&self, license_id: &str) -> Result<Vec<Waiter>, StoreError> {
         match &self.shared {
-            Some(line) => Ok(line.line.ahead(license_id, None).await? as usize),
-            None => Ok(self.lock().get(license_id).map_or(0, VecDeque::len)),
+            Some(line) => line.line.ahead(license_id, None).await,
+            None => Ok(self
+                .lock()
+                .get(license_id)
+                .map(|line| line.iter().map(|(_, w)| w.clone()).collect())
+                .unwrap_or_default()),
         }
     }
 
     /// Join the back of the line.
-    pub async fn join(self: &Arc<Self>, license_id: &str) -> Result<Ticket, StoreError> {
+    pub async fn join(
+        self: &Arc<Self>,
+        license_id: &str,
+        waiter: Waiter,
+    ) -> Result<Ticket, StoreError> {
         let place = match &self.shared {
-            Some(line) => Place::Shared(line.line.join(license_id, &line.replica).await?),
+            Some(line) => Place::Shared(line.line.join(license_id, &line.replica, &waiter).await?),
             None => {
                 let id = self.next_ticket.fetch_add(1, Ordering::Relaxed);
                 self.lock()
                     .entry(license_id.to_string())
                     .or_default()
-                    .push_back(id);
+                    .push_back((id, waiter));
                 Place::Local(id)
             }
         };
@@ -93,25 +108,28 @@ impl WaitQueues {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<u64>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<(u64, Waiter)>>> {
         self.lines.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 impl Ticket {
-    /// Waiters ahead of this one.
-    pub async fn ahead(&self) -> Result<usize, StoreError> {
+    /// The waiters ahead of this one, first come first.
+    pub async fn ahead(&self) -> Result<Vec<Waiter>, StoreError> {
         match (&self.place, &self.queues.shared) {
-            (Place::Shared(id), Some(line)) => {
-                Ok(line.line.ahead(&self.license_id, Some(*id)).await? as usize)
-            }
+            (Place::Shared(id), Some(line)) => line.line.ahead(&self.license_id, Some(*id)).await,
             (Place::Local(id), _) => Ok(self
                 .queues
                 .lock()
                 .get(&self.license_id)
-                .and_then(|line| line.iter().position(|t| t == id))
-                .unwrap_or(0)),
-            (Place::Shared(_), None) => Ok(0),
+                .map(|line| {
+                    line.iter()
+                        .take_while(|(t, _)| t != id)
+                        .map(|(_, w)| w.clone())
+                        .collect()
+                })
+                .unwrap_or_default()),
+            (Place::Shared(_), None) => Ok(Vec::new()),
         }
     }
 }
@@ -132,7 +150,7 @@ impl Drop for Ticket {
             (Place::Local(id), _) => {
                 let mut lines = self.queues.lock();
                 if let Some(line) = lines.get_mut(&self.license_id) {
-                    line.retain(|t| t != id);
+                    line.retain(|(t, _)| t != id);
                     if line.is_empty() {
                         lines.remove(&self.license_id);
                     }
@@ -189,12 +207,11 @@ pub async fn checkout_in_line<R>(
         notified.as_mut().enable();
         let ahead = match &ticket {
             Some(t) => t.ahead().await?,
-            None => queues.waiting(&req.license_id).await?,
+            None => queues.line(&req.license_id).await?,
         };
         // Decided before the attempt, so the attempt whose refusal the
         // client sees is the one counted as a denial, exactly once.
         let last_try = Instant::now() >= deadline;
-        let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
         let applied = store.checkout_applied(req.clone(), ahead, last_try).await?;
         match applied.value {
             CheckoutOutcome::Full { retry_after, .. }
@@ -203,7 +220,7 @@ pub async fn checkout_in_line<R>(
             {
                 applied.committed().await?;
                 if ticket.is_none() {
-                    ticket = Some(queues.join(&req.license_id).await?);
+                    ticket = Some(queues.join(&req.license_id, Waiter::from(&req)).await?);
                 }
                 // Wake on a freed seat, on the earliest lease lapsing, or at
                 // the end of the wait (one last try, then 409).
@@ -251,21 +268,31 @@ pub async fn forward_events(
 mod tests {
     use super::*;
 
+    fn waiter(holder: &str) -> Waiter {
+        Waiter {
+            holder: holder.to_string(),
+            fingerprint: None,
+        }
+    }
+
+    fn holders(line: Vec<Waiter>) -> Vec<String> {
+        line.into_iter().map(|w| w.holder).collect()
+    }
+
     #[tokio::test]
     async fn line_is_first_come_first_served_and_tickets_leave_on_drop() {
         let q = Arc::new(WaitQueues::default());
-        let a = q.join("l").await.unwrap();
-        let b = q.join("l").await.unwrap();
-        let c = q.join("l").await.unwrap();
-        let other = q.join("m").await.unwrap();
-        let mut places = Vec::new();
-        for t in [&a, &b, &c, &other] {
-            places.push(t.ahead().await.unwrap());
-        }
-        assert_eq!(places, [0, 1, 2, 0]);
+        let a = q.join("l", waiter("a")).await.unwrap();
+        let b = q.join("l", waiter("b")).await.unwrap();
+        let c = q.join("l", waiter("c")).await.unwrap();
+        let other = q.join("m", waiter("x")).await.unwrap();
+        assert!(a.ahead().await.unwrap().is_empty());
+        assert_eq!(holders(b.ahead().await.unwrap()), ["a"]);
+        assert_eq!(holders(c.ahead().await.unwrap()), ["a", "b"]);
+        assert!(other.ahead().await.unwrap().is_empty());
         drop(b);
-        assert_eq!((a.ahead().await.unwrap(), c.ahead().await.unwrap()), (0, 1));
-        assert_eq!(q.waiting("l").await.unwrap(), 2);
+        assert_eq!(holders(c.ahead().await.unwrap()), ["a"]);
+        assert_eq!(holders(q.line("l").await.unwrap()), ["a", "c"]);
         drop(a);
         drop(c);
         assert_eq!(q.waiting("l").await.unwrap(), 0);

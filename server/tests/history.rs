@@ -200,7 +200,7 @@ async fn a_scripted_day_adds_up_to_the_hand_count() {
     d.clock.set(s(21));
     let waiting = d
         .store
-        .checkout_applied(req("carol", None, None), 0, false)
+        .checkout_applied(req("carol", None, None), Vec::new(), false)
         .await
         .unwrap()
         .committed()

@@ -342,3 +342,96 @@ async fn an_invalid_policy_is_rejected_whole_and_names_the_field() {
     let (status, _, body) = checkout(&s, "guarded", json!({"holder": "s-2"})).await;
     assert_eq!(status, 201, "{body}");
 }
+
+/// A `?wait=` checkout of `license` in the background: (status, body).
+fn wait_in_line(s: &Server, license: &str, body: Value) -> tokio::task::JoinHandle<(u16, Value)> {
+    let (c, url) = (
+        s.client(),
+        s.url(&format!("/v1/licenses/{license}/seats?wait=30")),
+    );
+    let key = format!("{license}-key");
+    tokio::spawn(async move {
+        let resp = c
+            .post(url)
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (resp.status().as_u16(), resp.json().await.unwrap())
+    })
+}
+
+async fn until_waiting(s: &Server, license: &str, n: u64) {
+    eventually(
+        Duration::from_secs(10),
+        &format!("{n} waiter(s) in {license}'s line"),
+        || async { (s.license(license).await["waiting"].as_u64() == Some(n)).then_some(()) },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_member_takes_its_reserved_seat_while_a_non_member_waits() {
+    let s = Server::start(POLICIES).await;
+    let mut held = Vec::new();
+    for who in ["a", "b"] {
+        let (status, _, lease) = checkout(&s, "reserved", json!({"holder": who})).await;
+        assert_eq!(status, 201, "{lease}");
+        held.push(lease["seat_id"].as_str().unwrap().to_string());
+    }
+    // c waits: the one free seat is render's.
+    let c = wait_in_line(&s, "reserved", json!({"holder": "c"}));
+    until_waiting(&s, "reserved", 1).await;
+    // A member behind c is not held up by it...
+    let (status, _, lease) = checkout(&s, "reserved", json!({"holder": "r-1"})).await;
+    assert_eq!(status, 201, "{lease}");
+    // ...nor is a member who waits in line behind c.
+    let r2 = wait_in_line(&s, "reserved", json!({"holder": "r-2"}));
+    let r1_seat = lease["seat_id"].as_str().unwrap().to_string();
+    until_waiting(&s, "reserved", 2).await;
+    assert_eq!(
+        s.release("reserved", "reserved-key", &r1_seat)
+            .await
+            .status(),
+        204
+    );
+    let (status, body) = r2.await.unwrap();
+    assert_eq!(
+        status, 201,
+        "the freed reserved seat goes to the member: {body}"
+    );
+    assert!(
+        !c.is_finished(),
+        "c still waits: nothing it may use is free"
+    );
+    // A seat anyone may use goes to c, first in line.
+    assert_eq!(
+        s.release("reserved", "reserved-key", &held[0])
+            .await
+            .status(),
+        204
+    );
+    let (status, body) = c.await.unwrap();
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["holder"], "c");
+    assert_eq!(s.live("reserved").await, 3);
+}
+
+#[tokio::test]
+async fn a_holder_at_its_cap_waits_in_line_for_its_own_seat_to_go() {
+    let s = Server::start(POLICIES).await;
+    let body = |fp: &str| json!({"holder": "h", "fingerprint": fp});
+    let (status, _, first) = checkout(&s, "capped", body("one")).await;
+    assert_eq!(status, 201, "{first}");
+    let second = wait_in_line(&s, "capped", body("two"));
+    until_waiting(&s, "capped", 1).await;
+    // The waiter at its cap holds up nobody else.
+    let (status, _, other) = checkout(&s, "capped", json!({"holder": "k"})).await;
+    assert_eq!(status, 201, "{other}");
+    let seat = first["seat_id"].as_str().unwrap();
+    assert_eq!(s.release("capped", "capped-key", seat).await.status(), 204);
+    let (status, lease) = second.await.unwrap();
+    assert_eq!(status, 201, "{lease}");
+    assert_eq!(lease["fingerprint"], "two");
+}

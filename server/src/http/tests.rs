@@ -18,7 +18,7 @@ use crate::keys::AdminToken;
 use crate::licenses::LicensesHandle;
 use crate::metrics::Metrics;
 use crate::queue::WaitQueues;
-use crate::store::{self, Store, StoreOptions};
+use crate::store::{self, Store, StoreOptions, Waiter};
 
 const LICENSES: &str = r#"
 [[license]]
@@ -195,8 +195,12 @@ async fn a_body_over_the_limit_is_413_before_authentication() {
 #[tokio::test]
 async fn the_waiting_line_shows_in_licenses_and_metrics() {
     let h = Harness::new();
-    let _first = h.state.queues.join("tiny").await.unwrap();
-    let _second = h.state.queues.join("tiny").await.unwrap();
+    let waiter = |holder: &str| Waiter {
+        holder: holder.to_string(),
+        fingerprint: None,
+    };
+    let _first = h.state.queues.join("tiny", waiter("a")).await.unwrap();
+    let _second = h.state.queues.join("tiny", waiter("b")).await.unwrap();
     let resp = h.send("GET", "/v1/admin/licenses", Some(ADMIN), b"").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(json(&resp)["licenses"][0]["waiting"], 2);

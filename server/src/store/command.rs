@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::rules::{LeaseTx, Rules};
 use super::{
     Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, PoolCounts, StoreError,
-    StoreOptions,
+    StoreOptions, Waiter,
 };
 
 pub type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
@@ -32,8 +32,9 @@ pub enum RuleCommand {
     /// Answered before the commit (see [`Applied`]).
     Checkout {
         req: CheckoutRequest,
-        /// Waiters in line ahead of this checkout: their seats are spoken for.
-        ahead: u32,
+        /// Waiters in line ahead of this checkout, first come first: the
+        /// seats the rules would give them are spoken for.
+        ahead: Vec<Waiter>,
         /// A refusal is an answer the client sees (counted in the usage
         /// history's denials); `false` for a `?wait=` attempt that will be
         /// retried.
@@ -146,7 +147,7 @@ pub fn apply<T: LeaseTx>(
             ahead,
             counted,
             reply,
-        } => early(reply, rules.checkout(&req, ahead, counted), commit),
+        } => early(reply, rules.checkout(&req, &ahead, counted), commit),
         RuleCommand::Heartbeat {
             license_id,
             seat_id,

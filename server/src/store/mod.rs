@@ -194,6 +194,24 @@ pub struct CheckoutRequest {
     pub idempotency_key: Option<String>,
 }
 
+/// Who stands in a license's waiting line: what the rules need to tell
+/// whether a freed seat would go to them (their holder cap, their group's
+/// reservation and max).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter {
+    pub holder: String,
+    pub fingerprint: Option<String>,
+}
+
+impl From<&CheckoutRequest> for Waiter {
+    fn from(req: &CheckoutRequest) -> Self {
+        Waiter {
+            holder: req.holder.clone(),
+            fingerprint: req.fingerprint.clone(),
+        }
+    }
+}
+
 /// What the writer decided for a command whose batch is not yet durable.
 ///
 /// Prepare the answer from `value` (sign the token, build the body) while the
@@ -394,12 +412,16 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed)?
     }
     pub async fn checkout(&self, req: CheckoutRequest) -> Result<CheckoutOutcome, StoreError> {
-        self.checkout_applied(req, 0, true).await?.committed().await
+        self.checkout_applied(req, Vec::new(), true)
+            .await?
+            .committed()
+            .await
     }
 
-    /// A checkout with `ahead` waiters in line before it: it succeeds only if
-    /// a seat is free for each of them and one more. Answers as soon as the
-    /// writer has decided; see [`Applied`].
+    /// A checkout with the waiters `ahead` of it in line, in arrival order:
+    /// it succeeds only if a seat is left for it once every waiter ahead
+    /// that the rules would serve has one. Answers as soon as the writer has
+    /// decided; see [`Applied`].
     ///
     /// `counted`: a refusal is the answer the client gets (it counts as a
     /// denial in the usage history); `false` for an attempt that will be
@@ -407,7 +429,7 @@ impl Store {
     pub async fn checkout_applied(
         &self,
         req: CheckoutRequest,
-        ahead: u32,
+        ahead: Vec<Waiter>,
         counted: bool,
     ) -> Result<Applied<CheckoutOutcome>, StoreError> {
         self.call(|reply| RuleCommand::Checkout {

@@ -65,6 +65,7 @@ use super::memory::{MemoryStore, StoredLease, StoredSession};
 use super::rules::{EventThrottle, LeaseTx, Rules, reap_detail};
 use super::{
     CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Limit, PoolCounts, SeatMode,
+    Waiter,
 };
 
 // ---------------------------------------------------------------------------
@@ -361,7 +362,7 @@ impl World {
         (r, rules.events)
     }
 
-    fn checkout(&mut self, req: &CheckoutRequest, ahead: u32) -> CheckoutOutcome {
+    fn checkout(&mut self, req: &CheckoutRequest, ahead: &[Waiter]) -> CheckoutOutcome {
         self.run(|r| r.checkout(req, ahead, true)).0.unwrap()
     }
 
@@ -380,6 +381,13 @@ fn req(license: &str, holder: &str, fp: Option<&str>, key: Option<&str>) -> Chec
         holder: holder.into(),
         fingerprint: fp.map(str::to_string),
         idempotency_key: key.map(str::to_string),
+    }
+}
+
+fn waiter(holder: &str, fp: Option<&str>) -> Waiter {
+    Waiter {
+        holder: holder.into(),
+        fingerprint: fp.map(str::to_string),
     }
 }
 
@@ -496,7 +504,8 @@ enum Op {
         holder: u8,
         fingerprint: Option<u8>,
         key: Option<u8>,
-        ahead: u32,
+        /// The waiters ahead in line: holder and fingerprint numbers.
+        ahead: Vec<(u8, Option<u8>)>,
         counted: bool,
     },
     Heartbeat(Target),
@@ -555,12 +564,18 @@ fn op() -> impl Strategy<Value = Op> {
                 1 => Just(Lic::Unknown),
                 2 => (0usize..4).prop_map(Lic::Blocked),
                 2 => (0usize..8).prop_map(Lic::Seat),
-                3 => (0usize..8).prop_map(Lic::Lingering),
+                4 => (0usize..8).prop_map(Lic::Lingering),
             ],
             0u8..3,
             proptest::option::weighted(0.6, 0u8..3),
             proptest::option::weighted(0.4, 0u8..3),
-            prop_oneof![4 => Just(0u32), 1 => 1u32..=2],
+            prop_oneof![
+                4 => Just(Vec::new()),
+                1 => proptest::collection::vec(
+                    (0u8..3, proptest::option::weighted(0.6, 0u8..3)),
+                    1..=3
+                ),
+            ],
             any::<bool>(),
         )
             .prop_map(|(license, holder, fingerprint, key, ahead, counted)| Op::Checkout {
@@ -666,6 +681,20 @@ impl WantEvent {
     }
 }
 
+/// Seats given (on paper) to waiters ahead in line: (holder, group).
+type Spoken = Vec<(String, Option<String>)>;
+
+/// What the cap and count steps say.
+enum Admit {
+    /// In, counting for this group.
+    Grant(Option<String>),
+    HolderCap(u32),
+    GroupCap(String, u32),
+    Full {
+        others: u32,
+    },
+}
+
 struct Model {
     now: Timestamp,
     pols: Vec<(String, Pol)>,
@@ -722,19 +751,59 @@ impl Model {
         ms(ms_left.max(0) as u64)
     }
 
-    /// The unused reservations of every group but `own`.
-    fn others_reserved(&self, license: &str, own: Option<&str>) -> u32 {
-        self.sp(license)
+    /// The cap and count steps for `holder`, with the seats `spoken` for
+    /// waiters ahead (holder, group) counted as live.
+    fn admit(&self, license: &str, holder: &str, fp: Option<&str>, spoken: &Spoken) -> Admit {
+        let pol = self.pol(license).unwrap();
+        let sp = self.sp(license);
+        let count = |f: &dyn Fn(&str, Option<&str>) -> bool| {
+            let stored = self.live_where(license, |l| f(&l.holder, l.group.as_deref()));
+            let ahead = spoken.iter().filter(|(h, g)| f(h, g.as_deref()));
+            (stored.len() + ahead.count()) as u32
+        };
+        if let Some(max) = sp.max_per_holder
+            && count(&|h, _| h == holder) >= max
+        {
+            return Admit::HolderCap(max);
+        }
+        let group = sp.group_of(holder, fp);
+        if let Some(g) = group
+            && let Some(max) = g.max
+            && count(&|_, of| of == Some(g.name.as_str())) >= max
+        {
+            return Admit::GroupCap(g.name.clone(), max);
+        }
+        let others: u32 = sp
             .groups
             .iter()
-            .filter(|g| g.reserve > 0 && Some(g.name.as_str()) != own)
+            .filter(|g| g.reserve > 0 && Some(&g.name) != group.map(|own| &own.name))
             .map(|g| {
-                let used = self
-                    .live_where(license, |l| l.group.as_deref() == Some(&g.name))
-                    .len() as u32;
-                g.reserve.saturating_sub(used)
+                g.reserve
+                    .saturating_sub(count(&|_, of| of == Some(g.name.as_str())))
             })
-            .sum()
+            .sum();
+        if u64::from(count(&|_, _| true)) + u64::from(others)
+            >= u64::from(pol.seats) + u64::from(sp.overage)
+        {
+            return Admit::Full { others };
+        }
+        Admit::Grant(group.map(|g| g.name.clone()))
+    }
+
+    /// The waiters ahead, in arrival order, each given a seat if the rules
+    /// let it in now (with the seats given to those before it).
+    fn spoken_for(&self, license: &str, ahead: &[Waiter]) -> Spoken {
+        let mut spoken = Spoken::new();
+        for w in ahead {
+            let fp = w.fingerprint.as_deref();
+            if !self.sp(license).allows(&w.holder, fp) {
+                continue;
+            }
+            if let Admit::Grant(group) = self.admit(license, &w.holder, fp, &spoken) {
+                spoken.push((w.holder.clone(), group));
+            }
+        }
+        spoken
     }
 
     /// A lingering seat goes back only to the holder and machine that
@@ -828,7 +897,7 @@ impl Model {
 
     /// Decide a checkout and apply its effects (renewal, a freed key), but
     /// not the insertion of a fresh seat: see [`Model::insert`].
-    fn checkout(&mut self, req: &CheckoutRequest, ahead: u32) -> Expect {
+    fn checkout(&mut self, req: &CheckoutRequest, ahead: &[Waiter]) -> Expect {
         let Some(pol) = self.pol(&req.license_id) else {
             return Expect::UnknownLicense;
         };
@@ -889,65 +958,57 @@ impl Model {
         if !sp.allows(&req.holder, fp) {
             return Expect::NotAllowed;
         }
-        if let Some(max) = sp.max_per_holder {
-            let mine = self.live_where(license, |l| l.holder == req.holder);
-            if mine.len() as u32 >= max {
-                return Expect::LimitReached {
+        let spoken = self.spoken_for(license, ahead);
+        match self.admit(license, &req.holder, fp, &spoken) {
+            Admit::HolderCap(max) => {
+                let mine = self.live_where(license, |l| l.holder == req.holder);
+                Expect::LimitReached {
                     limit: Limit::Holder,
                     max,
                     group: None,
                     retry_after: self.retry_after(pol, &mine),
-                };
+                }
             }
-        }
-        let group = sp.group_of(&req.holder, fp);
-        if let Some(g) = group
-            && let Some(max) = g.max
-        {
-            let theirs = self.live_where(license, |l| l.group.as_deref() == Some(&g.name));
-            if theirs.len() as u32 >= max {
-                return Expect::LimitReached {
+            Admit::GroupCap(group, max) => {
+                let theirs = self.live_where(license, |l| l.group.as_ref() == Some(&group));
+                Expect::LimitReached {
                     limit: Limit::Group,
                     max,
-                    group: Some(g.name.clone()),
+                    group: Some(group),
                     retry_after: self.retry_after(pol, &theirs),
+                }
+            }
+            Admit::Full { others } => {
+                let retry_after = if pol.seats + sp.overage > others {
+                    self.retry_after(pol, &self.live_where(license, |_| true))
+                } else {
+                    pol.ttl()
                 };
+                Expect::Full {
+                    seats: pol.seats,
+                    live: self.live_count(license),
+                    reserved: others,
+                    retry_after,
+                }
+            }
+            Admit::Grant(group) => {
+                let live = self.live_count(license);
+                Expect::Fresh(
+                    LeaseRow {
+                        seat_id: String::new(),
+                        license_id: req.license_id.clone(),
+                        holder: req.holder.clone(),
+                        fingerprint: req.fingerprint.clone(),
+                        checked_out_at: self.now,
+                        issued_at: self.now,
+                        expires_at: self.now.saturating_add(pol.ttl()),
+                        group,
+                        mode: SeatMode::Heartbeat,
+                    },
+                    live >= pol.seats,
+                )
             }
         }
-        let own = group.map(|g| g.name.as_str());
-        let live = self.live_count(license);
-        let others = self.others_reserved(license, own);
-        let room = i64::from(pol.seats) + i64::from(sp.overage)
-            - i64::from(live)
-            - i64::from(others)
-            - i64::from(ahead);
-        if room < 1 {
-            let retry_after = if pol.seats + sp.overage > others {
-                self.retry_after(pol, &self.live_where(license, |_| true))
-            } else {
-                pol.ttl()
-            };
-            return Expect::Full {
-                seats: pol.seats,
-                live,
-                reserved: others,
-                retry_after,
-            };
-        }
-        Expect::Fresh(
-            LeaseRow {
-                seat_id: String::new(),
-                license_id: req.license_id.clone(),
-                holder: req.holder.clone(),
-                fingerprint: req.fingerprint.clone(),
-                checked_out_at: self.now,
-                issued_at: self.now,
-                expires_at: self.now.saturating_add(pol.ttl()),
-                group: own.map(str::to_string),
-                mode: SeatMode::Heartbeat,
-            },
-            live >= pol.seats,
-        )
     }
 
     fn insert(&mut self, lease: LeaseRow, idempotency_key: Option<String>) {
@@ -1112,7 +1173,7 @@ impl Run {
                 holder,
                 fingerprint,
                 key,
-                ahead,
+                ref ahead,
                 counted,
             } => self.checkout(license, holder, fingerprint, key, ahead, counted, &mut fx)?,
             Op::Heartbeat(target) => self.heartbeat(target, &mut fx)?,
@@ -1373,7 +1434,7 @@ impl Run {
         holder: u8,
         fingerprint: Option<u8>,
         key: Option<u8>,
-        ahead: u32,
+        ahead: &[(u8, Option<u8>)],
         counted: bool,
         fx: &mut Effects,
     ) -> std::result::Result<Vec<Event>, String> {
@@ -1426,10 +1487,21 @@ impl Run {
             None => Vec::new(),
         };
         let leases_before = self.w.store.leases.len();
-        let expect = self.m.checkout(&req, ahead);
-        let (got, events) = self.w.run(|r| r.checkout(&req, ahead, counted));
+        let ahead: Vec<Waiter> = ahead
+            .iter()
+            .map(|&(h, f)| Waiter {
+                holder: format!("h{h}"),
+                fingerprint: f.map(|f| format!("f{f}")),
+            })
+            .collect();
+        let spoken = match known {
+            Some(_) => self.m.spoken_for(&license_id, &ahead),
+            None => Vec::new(),
+        };
+        let expect = self.m.checkout(&req, &ahead);
+        let (got, events) = self.w.run(|r| r.checkout(&req, &ahead, counted));
         let got = got.map_err(|e| e.to_string())?;
-        let ctx = format!("checkout {req:?} ahead {ahead}");
+        let ctx = format!("checkout {req:?} ahead {ahead:?}");
         match (got, expect) {
             (
                 CheckoutOutcome::Granted {
@@ -1445,10 +1517,9 @@ impl Run {
                 // Directly on the store: room for one more, counting the
                 // other groups' unused reservations, within the caps.
                 let of_group = |g: &str| {
-                    live_before
-                        .iter()
-                        .filter(|l| l.group.as_deref() == Some(g))
-                        .count() as u32
+                    let stored = live_before.iter().filter(|l| l.group.as_deref() == Some(g));
+                    let ahead = spoken.iter().filter(|(_, of)| of.as_deref() == Some(g));
+                    (stored.count() + ahead.count()) as u32
                 };
                 let others: u32 = sp
                     .groups
@@ -1457,13 +1528,17 @@ impl Run {
                     .map(|g| g.reserve.saturating_sub(of_group(&g.name)))
                     .sum();
                 ensure!(
-                    live_before.len() as u64 + u64::from(ahead) + u64::from(others)
+                    (live_before.len() + spoken.len()) as u64 + u64::from(others)
                         < u64::from(seats + sp.overage),
-                    "{ctx}: fresh grant with {} live + {ahead} ahead + {others} reserved \
+                    "{ctx}: fresh grant with {} live + {} spoken for + {others} reserved \
                      for others of {seats} seats + {} overage",
                     live_before.len(),
+                    spoken.len(),
                     sp.overage
                 );
+                if spoken.len() < ahead.len() {
+                    self.note("checkout: past a waiter who cannot use the seat");
+                }
                 ensure_eq!(
                     overage,
                     live_before.len() as u32 >= seats,
@@ -1602,7 +1677,7 @@ impl Run {
                 // Directly on the store: really full, nothing to get back.
                 ensure!(
                     live as usize == live_before.len()
-                        && u64::from(live) + u64::from(ahead) + u64::from(reserved)
+                        && u64::from(live) + spoken.len() as u64 + u64::from(reserved)
                             >= u64::from(seats + overage),
                     "{ctx}: {got:?} with {} live",
                     live_before.len()
@@ -2000,6 +2075,7 @@ fn the_generated_sequences_reach_every_rule_step() {
         "checkout: re-claim",
         "checkout: full",
         "checkout: full by waiters ahead",
+        "checkout: past a waiter who cannot use the seat",
         "checkout: blocked",
         "checkout: unknown license",
         "heartbeat: renewed",
@@ -2048,10 +2124,10 @@ fn two_seats() -> World {
 #[test]
 fn a_blocked_holder_is_refused_even_with_a_live_seat_to_reclaim() {
     let mut w = two_seats();
-    let (old, _) = granted(w.checkout(&req("a", "h", Some("f"), None), 0));
+    let (old, _) = granted(w.checkout(&req("a", "h", Some("f"), None), &[]));
     // The old seat lapses (not yet reaped); the same machine gets a new one.
     w.advance(11_001);
-    let (new, reused) = granted(w.checkout(&req("a", "h", Some("f"), Some("k")), 0));
+    let (new, reused) = granted(w.checkout(&req("a", "h", Some("f"), Some("k")), &[]));
     assert!(!reused);
     assert_ne!(new.seat_id, old.seat_id);
     // An admin revokes the lapsed seat and blocks its holder + fingerprint.
@@ -2063,7 +2139,7 @@ fn a_blocked_holder_is_refused_even_with_a_live_seat_to_reclaim() {
         req("a", "h", Some("f"), None),
         req("a", "h", Some("f"), Some("k")),
     ] {
-        assert_eq!(w.checkout(&r, 0), CheckoutOutcome::Blocked { until });
+        assert_eq!(w.checkout(&r, &[]), CheckoutOutcome::Blocked { until });
     }
     assert_eq!(w.store.leases[&new.seat_id].lease, new, "not renewed");
     assert_eq!(w.store.denials.values().sum::<u32>(), 2);
@@ -2073,11 +2149,11 @@ fn a_blocked_holder_is_refused_even_with_a_live_seat_to_reclaim() {
         w.heartbeat("a", &new.seat_id),
         HeartbeatOutcome::Renewed(_)
     ));
-    let (_, reused) = granted(w.checkout(&req("a", "h", None, None), 0));
+    let (_, reused) = granted(w.checkout(&req("a", "h", None, None), &[]));
     assert!(!reused);
     // Once the block ends, the re-claim works again.
     w.now = until;
-    let (again, reused) = granted(w.checkout(&req("a", "h", Some("f"), None), 0));
+    let (again, reused) = granted(w.checkout(&req("a", "h", Some("f"), None), &[]));
     assert!(reused);
     assert_eq!(again.seat_id, new.seat_id);
 }
@@ -2086,21 +2162,21 @@ fn a_blocked_holder_is_refused_even_with_a_live_seat_to_reclaim() {
 fn an_idempotency_key_of_a_lapsed_lease_gets_a_new_seat() {
     let mut w = two_seats();
     let first = req("a", "h", None, Some("k"));
-    let (a, _) = granted(w.checkout(&first, 0));
+    let (a, _) = granted(w.checkout(&first, &[]));
     // A replay while live: the same seat, renewed, nothing added.
     w.advance(5_000);
-    let (again, reused) = granted(w.checkout(&first, 0));
+    let (again, reused) = granted(w.checkout(&first, &[]));
     assert!(reused);
     assert_eq!(again.seat_id, a.seat_id);
     assert_eq!(again.expires_at, w.now.saturating_add(ms(10_000)));
     assert_eq!(w.store.leases.len(), 1);
     // At the last live millisecond it is still a replay ...
     w.now = live_until(again.expires_at, ms(1_000));
-    assert!(granted(w.checkout(&first, 0)).1);
+    assert!(granted(w.checkout(&first, &[])).1);
     // ... and once it lapsed, the key buys a new seat and leaves the old one.
     let lapsed = w.store.leases[&a.seat_id].lease.clone();
     w.now = lapses_at(lapsed.expires_at, ms(1_000));
-    let (b, reused) = granted(w.checkout(&first, 0));
+    let (b, reused) = granted(w.checkout(&first, &[]));
     assert!(!reused);
     assert_ne!(b.seat_id, a.seat_id);
     assert_eq!(w.store.leases[&a.seat_id].idempotency_key, None);
@@ -2108,7 +2184,7 @@ fn an_idempotency_key_of_a_lapsed_lease_gets_a_new_seat() {
         w.store.leases[&b.seat_id].idempotency_key.as_deref(),
         Some("k")
     );
-    let (c, reused) = granted(w.checkout(&first, 0));
+    let (c, reused) = granted(w.checkout(&first, &[]));
     assert!(reused);
     assert_eq!(c.seat_id, b.seat_id);
 }
@@ -2116,10 +2192,11 @@ fn an_idempotency_key_of_a_lapsed_lease_gets_a_new_seat() {
 #[test]
 fn waiters_ahead_make_a_free_seat_look_full_but_not_for_a_reclaim() {
     let mut w = two_seats();
-    let (a, _) = granted(w.checkout(&req("a", "h1", Some("f1"), None), 0));
+    let (a, _) = granted(w.checkout(&req("a", "h1", Some("f1"), None), &[]));
     w.advance(2_000);
     // One of two seats live, one waiter ahead: full until `a` lapses.
-    let full = w.checkout(&req("a", "h2", Some("f2"), None), 1);
+    let one_ahead = [waiter("h3", None)];
+    let full = w.checkout(&req("a", "h2", Some("f2"), None), &one_ahead);
     let retry = lapses_at(a.expires_at, ms(1_000)).millis_since(w.now);
     assert_eq!(
         full,
@@ -2133,16 +2210,20 @@ fn waiters_ahead_make_a_free_seat_look_full_but_not_for_a_reclaim() {
     assert_eq!(retry, 9_001);
     assert_eq!(w.store.leases.len(), 1);
     // Its own seat is no seat spoken for: a re-claim ignores the line.
-    let (back, reused) = granted(w.checkout(&req("a", "h1", Some("f1"), None), 5));
+    let five_ahead: Vec<_> = (0..5).map(|i| waiter(&format!("w{i}"), None)).collect();
+    let (back, reused) = granted(w.checkout(&req("a", "h1", Some("f1"), None), &five_ahead));
     assert!(reused);
     assert_eq!(back.seat_id, a.seat_id);
     // Nobody ahead: the free seat is granted.
-    let (_, reused) = granted(w.checkout(&req("a", "h2", Some("f2"), None), 0));
+    let (_, reused) = granted(w.checkout(&req("a", "h2", Some("f2"), None), &[]));
     assert!(!reused);
     // No live lease at all and the line fills the pool: retry after a TTL.
     let mut w = two_seats();
     assert_eq!(
-        w.checkout(&req("a", "h", None, None), 2),
+        w.checkout(
+            &req("a", "h", None, None),
+            &[waiter("x", None), waiter("y", None)]
+        ),
         CheckoutOutcome::Full {
             seats: 2,
             live: 0,
@@ -2152,6 +2233,67 @@ fn waiters_ahead_make_a_free_seat_look_full_but_not_for_a_reclaim() {
     );
 }
 
+/// Three seats, one reserved for `render`; `ann` is in it, `bob` is not.
+fn a_reserved_seat() -> World {
+    World::new(
+        &(license_toml("a", 3, 10_000, 1_000, 3_000)
+            + "max_per_holder = 2\n\n[[license.group]]\nname = \"render\"\n\
+               holders = [\"ann\", \"amy\"]\nreserve = 1\n"),
+    )
+}
+
+#[test]
+fn a_member_takes_its_reserved_seat_past_a_non_member_waiting_ahead() {
+    let mut w = a_reserved_seat();
+    granted(w.checkout(&req("a", "carl", None, None), &[]));
+    granted(w.checkout(&req("a", "dave", None, None), &[]));
+    // The one free seat is render's: bob, first in line, cannot use it...
+    let bob = [waiter("bob", None)];
+    assert!(matches!(
+        w.checkout(&req("a", "bob", None, None), &[]),
+        CheckoutOutcome::Full { reserved: 1, .. }
+    ));
+    // ...so he does not hold up ann behind him.
+    let (seat, _) = granted(w.checkout(&req("a", "ann", None, None), &bob));
+    assert_eq!(seat.group.as_deref(), Some("render"));
+}
+
+#[test]
+fn a_waiter_ahead_who_can_use_the_seat_keeps_it() {
+    let mut w = a_reserved_seat();
+    granted(w.checkout(&req("a", "carl", None, None), &[]));
+    granted(w.checkout(&req("a", "dave", None, None), &[]));
+    // amy, a member, is ahead of ann: the reserved seat is hers.
+    let amy = [waiter("amy", None)];
+    assert!(matches!(
+        w.checkout(&req("a", "ann", None, None), &amy),
+        CheckoutOutcome::Full { .. }
+    ));
+    // A waiter at its holder cap cannot use a seat and holds up no one.
+    let mut w = a_reserved_seat();
+    granted(w.checkout(&req("a", "carl", Some("1"), None), &[]));
+    granted(w.checkout(&req("a", "carl", Some("2"), None), &[]));
+    let carl = [waiter("carl", Some("3"))];
+    assert!(matches!(
+        w.checkout(&req("a", "carl", Some("3"), None), &[]),
+        CheckoutOutcome::LimitReached {
+            limit: Limit::Holder,
+            ..
+        }
+    ));
+    granted(w.checkout(&req("a", "ann", None, None), &carl));
+    // The first waiter takes the last unreserved seat; a non-member
+    // behind finds none, a member behind still has its reserved one.
+    let mut w = a_reserved_seat();
+    granted(w.checkout(&req("a", "carl", None, None), &[]));
+    let line = [waiter("bob", None), waiter("eve", None)];
+    assert!(matches!(
+        w.checkout(&req("a", "dave", None, None), &line),
+        CheckoutOutcome::Full { reserved: 1, .. }
+    ));
+    granted(w.checkout(&req("a", "ann", None, None), &line));
+}
+
 #[test]
 fn the_outage_rule_extends_exactly_the_leases_live_at_last_alive() {
     // `a`: TTL 10 s, skew 1 s; `b`: TTL 20 s, no skew.
@@ -2159,17 +2301,17 @@ fn the_outage_rule_extends_exactly_the_leases_live_at_last_alive() {
     let mut w = World::new(&toml);
     // a0 lapses (T0 + 6 s) long before the writer was last alive.
     w.now = at(-5_000);
-    let (a0, _) = granted(w.checkout(&req("a", "h0", None, None), 0));
+    let (a0, _) = granted(w.checkout(&req("a", "h0", None, None), &[]));
     w.now = at(0);
-    let (a1, _) = granted(w.checkout(&req("a", "h1", None, None), 0));
+    let (a1, _) = granted(w.checkout(&req("a", "h1", None, None), &[]));
     w.advance(500);
-    let (a2, _) = granted(w.checkout(&req("a", "h2", None, None), 0));
-    let (b1, _) = granted(w.checkout(&req("b", "h3", None, None), 0));
+    let (a2, _) = granted(w.checkout(&req("a", "h2", None, None), &[]));
+    let (b1, _) = granted(w.checkout(&req("b", "h3", None, None), &[]));
     // The writer was last alive on a1's last live millisecond (T0 + 11 s),
     // when it granted a3 (expiring T0 + 21 s).
     let last_alive = live_until(a1.expires_at, ms(1_000));
     w.now = last_alive;
-    let (a3, _) = granted(w.checkout(&req("a", "h4", None, None), 0));
+    let (a3, _) = granted(w.checkout(&req("a", "h4", None, None), &[]));
     let before = w.store.clone();
 
     // Nobody renews for a minute: all but a0 get one TTL from now.
@@ -2255,8 +2397,8 @@ fn pool_sizes_are_recorded_only_when_they_change() {
 #[test]
 fn a_lapsed_seat_released_or_revoked_ends_its_session_when_it_lapsed() {
     let mut w = two_seats();
-    let (a, _) = granted(w.checkout(&req("a", "h1", None, None), 0));
-    let (b, _) = granted(w.checkout(&req("a", "h2", None, None), 0));
+    let (a, _) = granted(w.checkout(&req("a", "h1", None, None), &[]));
+    let (b, _) = granted(w.checkout(&req("a", "h2", None, None), &[]));
     // A live release ends at now.
     w.advance(4_000);
     assert!(w.run(|r| r.release("a", &a.seat_id)).0.unwrap());
@@ -2290,7 +2432,7 @@ fn a_lapsed_seat_released_or_revoked_ends_its_session_when_it_lapsed() {
 fn a_seat_renews_only_under_its_own_license_and_while_live() {
     let toml = license_toml("a", 1, 10_000, 1_000, 3_000) + &license_toml("b", 1, 10_000, 0, 1);
     let mut w = World::new(&toml);
-    let (a, _) = granted(w.checkout(&req("a", "h", None, None), 0));
+    let (a, _) = granted(w.checkout(&req("a", "h", None, None), &[]));
     assert_eq!(w.heartbeat("b", &a.seat_id), HeartbeatOutcome::Lost);
     assert_eq!(w.heartbeat("nope", &a.seat_id), HeartbeatOutcome::Lost);
     assert_eq!(w.store.leases[&a.seat_id].lease, a);
@@ -2305,7 +2447,7 @@ fn a_seat_renews_only_under_its_own_license_and_while_live() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].kind, EventKind::Lost);
     // The lapsed seat does not count: the pool of one is free again.
-    let (_, reused) = granted(w.checkout(&req("a", "h2", None, None), 0));
+    let (_, reused) = granted(w.checkout(&req("a", "h2", None, None), &[]));
     assert!(!reused);
 }
 
@@ -2313,10 +2455,10 @@ fn a_seat_renews_only_under_its_own_license_and_while_live() {
 fn reap_takes_the_earliest_reapable_leases_up_to_the_limit() {
     let toml = license_toml("a", 3, 10_000, 1_000, 3_000) + &license_toml("b", 2, 5_000, 0, 1);
     let mut w = World::new(&toml);
-    let (a1, _) = granted(w.checkout(&req("a", "h1", None, None), 0));
+    let (a1, _) = granted(w.checkout(&req("a", "h1", None, None), &[]));
     w.advance(1_000);
-    let (a2, _) = granted(w.checkout(&req("a", "h2", None, None), 0));
-    let (b1, _) = granted(w.checkout(&req("b", "h3", None, None), 0));
+    let (a2, _) = granted(w.checkout(&req("a", "h2", None, None), &[]));
+    let (b1, _) = granted(w.checkout(&req("b", "h3", None, None), &[]));
     // a1 is reapable after T0 + 13 s, a2 after 14 s, b1 after 6 s + 1 ms.
     w.now = at(13_000);
     let (n, events) = w.run(|r| r.reap(10, RETENTION));

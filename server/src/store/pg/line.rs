@@ -5,7 +5,7 @@
 //! not seen for [`STALE_MS`] belonged to a replica that died and no longer
 //! stands in anyone's way. Times are the database's clock.
 
-use super::super::StoreError;
+use super::super::{StoreError, Waiter};
 use std::sync::Arc;
 
 use super::pool::PgPool;
@@ -29,15 +29,21 @@ impl SharedLine {
     }
 
     /// Join the back of `license_id`'s line; the waiter's id.
-    pub async fn join(&self, license_id: &str, replica: &str) -> Result<i64, StoreError> {
+    pub async fn join(
+        &self,
+        license_id: &str,
+        replica: &str,
+        waiter: &Waiter,
+    ) -> Result<i64, StoreError> {
         let client = self.pool.client().await?;
         let id: i64 = client
             .query_one(
                 &format!(
-                    "INSERT INTO waiters (license_id, replica, seen_ms) VALUES ($1, $2, {DB_NOW})
+                    "INSERT INTO waiters (license_id, replica, seen_ms, holder, fingerprint)
+                     VALUES ($1, $2, {DB_NOW}, $3, $4)
                      RETURNING id"
                 ),
-                &[&license_id, &replica],
+                &[&license_id, &replica, &waiter.holder, &waiter.fingerprint],
             )
             .await?
             .get(0);
@@ -45,22 +51,33 @@ impl SharedLine {
         Ok(id)
     }
 
-    /// Waiters of the license ahead of `id` (every waiter, with `None`).
-    pub async fn ahead(&self, license_id: &str, id: Option<i64>) -> Result<u32, StoreError> {
+    /// Waiters of the license ahead of `id` (every waiter, with `None`),
+    /// first come first.
+    pub async fn ahead(
+        &self,
+        license_id: &str,
+        id: Option<i64>,
+    ) -> Result<Vec<Waiter>, StoreError> {
         let client = self.pool.client().await?;
-        let n: i64 = client
-            .query_one(
+        let rows = client
+            .query(
                 &format!(
-                    "SELECT count(*) FROM waiters
+                    "SELECT holder, fingerprint FROM waiters
                      WHERE license_id = $1 AND ($2::bigint IS NULL OR id < $2)
-                       AND seen_ms >= {DB_NOW} - $3"
+                       AND seen_ms >= {DB_NOW} - $3
+                     ORDER BY id"
                 ),
                 &[&license_id, &id, &STALE_MS],
             )
-            .await?
-            .get(0);
+            .await?;
         self.pool.give_back(client);
-        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+        Ok(rows
+            .iter()
+            .map(|row| Waiter {
+                holder: row.get(0),
+                fingerprint: row.get(1),
+            })
+            .collect())
     }
 
     /// Leave the line.

@@ -199,6 +199,14 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE leases ADD COLUMN mode INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN grp TEXT;
     "#,
+    // v8: who waits in line, so a freed seat goes to the first waiter the
+    // rules let in (a group's reserved seat to a member, past a non-member
+    // ahead of it). Rows of older replicas name nobody ('') and are served
+    // as a holder in no group would be.
+    r#"
+    ALTER TABLE waiters ADD COLUMN holder TEXT NOT NULL DEFAULT '';
+    ALTER TABLE waiters ADD COLUMN fingerprint TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

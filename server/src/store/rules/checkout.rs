@@ -4,6 +4,7 @@
 //! A license without seat policies skips the steps it has nothing for and
 //! decides exactly as before them.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use leasehold_common::api::EventKind;
@@ -12,24 +13,71 @@ use leasehold_common::policy::{Group, LicenseConfig};
 use leasehold_common::{Timestamp, is_live, live_threshold};
 
 use super::{LeaseTx, Result, Rules, new_seat_id};
-use crate::store::{CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, Scope, SeatMode};
+use crate::store::{CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, Scope, SeatMode, Waiter};
 
-/// What the count step found: every seat that counts, and the unused
-/// reservations of the groups the requester is not in.
-struct PoolCount {
-    live: u32,
-    others_reserved: u32,
+/// Live seats as the cap and count steps see them: the store's counts
+/// (each asked at most once per checkout), plus the seats that waiters
+/// ahead in line would be given first.
+#[derive(Default)]
+struct Tally {
+    stored: HashMap<Key, u32>,
+    spoken_for: HashMap<Key, u32>,
+}
+
+/// What a seat counts for.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Key {
+    License,
+    Group(String),
+    Holder(String),
+}
+
+impl Key {
+    fn scope<'a>(&'a self, license_id: &'a str) -> Scope<'a> {
+        match self {
+            Key::License => Scope::License(license_id),
+            Key::Group(group) => Scope::Group { license_id, group },
+            Key::Holder(holder) => Scope::Holder { license_id, holder },
+        }
+    }
+}
+
+impl Tally {
+    /// A waiter ahead is served: its seat counts from now on.
+    fn speak_for(&mut self, holder: &str, group: Option<&Group>) {
+        let keys = [
+            Some(Key::License),
+            Some(Key::Holder(holder.to_string())),
+            group.map(|g| Key::Group(g.name.clone())),
+        ];
+        for key in keys.into_iter().flatten() {
+            *self.spoken_for.entry(key).or_default() += 1;
+        }
+    }
+}
+
+/// Whether the cap and count steps would let a holder in now.
+enum Admission {
+    Grant,
+    /// `max_per_holder` or the group's `max` is reached.
+    Cap(Limit, u32),
+    /// No seat left: every one live, spoken for, or held back for groups
+    /// the requester is not in (`others_reserved`).
+    Full {
+        others_reserved: u32,
+    },
 }
 
 impl<T: LeaseTx> Rules<'_, T> {
-    /// Checkout. `ahead` waiters in line before this one have their seats
-    /// spoken for. `counted`: a refusal is the answer the client sees, so
-    /// it counts as a denial in the usage history (a `?wait=` attempt that
-    /// will be retried is not).
+    /// Checkout. `ahead`: the waiters in line before this one, first come
+    /// first; the seats the rules would give them are spoken for.
+    /// `counted`: a refusal is the answer the client sees, so it counts as
+    /// a denial in the usage history (a `?wait=` attempt that will be
+    /// retried is not).
     pub fn checkout(
         &mut self,
         req: &CheckoutRequest,
-        ahead: u32,
+        ahead: &[Waiter],
         counted: bool,
     ) -> Result<CheckoutOutcome> {
         let Some(lic) = self.licenses.get(&req.license_id) else {
@@ -48,29 +96,142 @@ impl<T: LeaseTx> Rules<'_, T> {
             return self.refused(&lic.id, counted, CheckoutOutcome::NotAllowed);
         }
         let threshold = live_threshold(self.now, lic.policy.skew);
-        if let Some(limit) = self.holder_cap(lic, req, threshold)? {
-            return self.refused(&lic.id, counted, limit);
-        }
+        let mut tally = Tally::default();
+        self.serve_line_first(lic, ahead, &mut tally, threshold)?;
         let group = lic.group_of(&req.holder, req.fingerprint.as_deref());
-        if let Some(limit) = self.group_cap(lic, req, group, threshold)? {
-            return self.refused(&lic.id, counted, limit);
+        match self.admission(lic, &req.holder, group, &mut tally, threshold)? {
+            Admission::Cap(limit, max) => {
+                let limit = self.limit_reached(lic, req, limit, group, max, threshold)?;
+                self.refused(&lic.id, counted, limit)
+            }
+            Admission::Full { others_reserved } => {
+                let live = self.stored(lic, &mut tally, Key::License, threshold)?;
+                let full = self.full(lic, req, live, others_reserved)?;
+                self.refused(&lic.id, counted, full)
+            }
+            Admission::Grant => {
+                let live = self.stored(lic, &mut tally, Key::License, threshold)?;
+                let overage = live >= lic.policy.seats;
+                let lease = self.grant(lic, req, group, overage)?;
+                Ok(CheckoutOutcome::Granted {
+                    lease,
+                    reused: false,
+                    overage,
+                })
+            }
         }
-        let count = self.count(lic, group, threshold)?;
+    }
+
+    /// Go down the line in arrival order, giving a seat (on paper) to each
+    /// waiter the rules would let in now: their seats are not this
+    /// request's to take. A waiter who cannot use what is free (a seat
+    /// reserved for a group it is not in, its own cap) holds up no one.
+    fn serve_line_first(
+        &mut self,
+        lic: &LicenseConfig,
+        ahead: &[Waiter],
+        tally: &mut Tally,
+        threshold: Timestamp,
+    ) -> Result<()> {
+        let room = lic.policy.seats.saturating_add(lic.policy.overage);
+        for waiter in ahead {
+            if self.live(lic, tally, Key::License, threshold)? >= room {
+                break;
+            }
+            let fingerprint = waiter.fingerprint.as_deref();
+            if !lic.allows(&waiter.holder, fingerprint) {
+                continue;
+            }
+            let group = lic.group_of(&waiter.holder, fingerprint);
+            if let Admission::Grant =
+                self.admission(lic, &waiter.holder, group, tally, threshold)?
+            {
+                tally.speak_for(&waiter.holder, group);
+            }
+        }
+        Ok(())
+    }
+
+    /// The holder cap, the group cap and the count, in that order, for
+    /// `holder` in `group`.
+    fn admission(
+        &mut self,
+        lic: &LicenseConfig,
+        holder: &str,
+        group: Option<&Group>,
+        tally: &mut Tally,
+        threshold: Timestamp,
+    ) -> Result<Admission> {
+        if let Some(max) = lic.policy.max_per_holder
+            && self.live(lic, tally, Key::Holder(holder.to_string()), threshold)? >= max
+        {
+            return Ok(Admission::Cap(Limit::Holder, max));
+        }
+        if let Some((name, max)) = group.and_then(|g| g.max.map(|max| (&g.name, max)))
+            && self.live(lic, tally, Key::Group(name.clone()), threshold)? >= max
+        {
+            return Ok(Admission::Cap(Limit::Group, max));
+        }
+        let live = self.live(lic, tally, Key::License, threshold)?;
+        let others_reserved = self.others_reserved(lic, group, tally, threshold)?;
         let room = i64::from(lic.policy.seats) + i64::from(lic.policy.overage)
-            - i64::from(count.live)
-            - i64::from(count.others_reserved)
-            - i64::from(ahead);
-        if room < 1 {
-            let full = self.full(lic, req, &count)?;
-            return self.refused(&lic.id, counted, full);
-        }
-        let overage = count.live >= lic.policy.seats;
-        let lease = self.grant(lic, req, group, overage)?;
-        Ok(CheckoutOutcome::Granted {
-            lease,
-            reused: false,
-            overage,
+            - i64::from(live)
+            - i64::from(others_reserved);
+        Ok(if room < 1 {
+            Admission::Full { others_reserved }
+        } else {
+            Admission::Grant
         })
+    }
+
+    /// The reservations the groups other than `own` have not used: a member
+    /// may use its own group's, nobody else may.
+    fn others_reserved(
+        &mut self,
+        lic: &LicenseConfig,
+        own: Option<&Group>,
+        tally: &mut Tally,
+        threshold: Timestamp,
+    ) -> Result<u32> {
+        let own = own.map(|g| g.name.as_str());
+        let mut unused = 0u32;
+        for other in lic
+            .groups
+            .iter()
+            .filter(|g| g.reserve > 0 && Some(g.name.as_str()) != own)
+        {
+            let used = self.live(lic, tally, Key::Group(other.name.clone()), threshold)?;
+            unused = unused.saturating_add(other.reserve.saturating_sub(used));
+        }
+        Ok(unused)
+    }
+
+    /// Live seats in `key`'s scope, counting those spoken for.
+    fn live(
+        &mut self,
+        lic: &LicenseConfig,
+        tally: &mut Tally,
+        key: Key,
+        threshold: Timestamp,
+    ) -> Result<u32> {
+        let spoken_for = tally.spoken_for.get(&key).copied().unwrap_or(0);
+        Ok(self.stored(lic, tally, key, threshold)? + spoken_for)
+    }
+
+    /// Live seats in `key`'s scope in the store, asked once per checkout.
+    fn stored(
+        &mut self,
+        lic: &LicenseConfig,
+        tally: &mut Tally,
+        key: Key,
+        threshold: Timestamp,
+    ) -> Result<u32> {
+        if let Some(&n) = tally.stored.get(&key) {
+            return Ok(n);
+        }
+        let n = self.tx.live_count(key.scope(&lic.id), threshold)?;
+        tally.stored.insert(key, n);
+        Ok(n)
     }
 
     /// A refusal, counted as a denial when the client sees it.
@@ -170,98 +331,41 @@ impl<T: LeaseTx> Rules<'_, T> {
         Ok(false)
     }
 
-    /// The holder already has `max_per_holder` live seats.
-    fn holder_cap(
+    /// `limit_reached`, with the time until the earliest seat that the
+    /// limit counts could lapse.
+    fn limit_reached(
         &mut self,
         lic: &LicenseConfig,
         req: &CheckoutRequest,
-        threshold: Timestamp,
-    ) -> Result<Option<CheckoutOutcome>> {
-        let Some(max) = lic.policy.max_per_holder else {
-            return Ok(None);
-        };
-        let scope = Scope::Holder {
-            license_id: &lic.id,
-            holder: &req.holder,
-        };
-        self.at_cap(lic, req, scope, Limit::Holder, max, threshold)
-    }
-
-    /// The requester's group already holds its `max` live seats.
-    fn group_cap(
-        &mut self,
-        lic: &LicenseConfig,
-        req: &CheckoutRequest,
-        group: Option<&Group>,
-        threshold: Timestamp,
-    ) -> Result<Option<CheckoutOutcome>> {
-        let Some((group, max)) = group.and_then(|g| g.max.map(|max| (g, max))) else {
-            return Ok(None);
-        };
-        let scope = Scope::Group {
-            license_id: &lic.id,
-            group: &group.name,
-        };
-        self.at_cap(lic, req, scope, Limit::Group, max, threshold)
-    }
-
-    /// `limit_reached` if `scope` already has `max` live seats, with the
-    /// time until the earliest of them could lapse.
-    fn at_cap(
-        &mut self,
-        lic: &LicenseConfig,
-        req: &CheckoutRequest,
-        scope: Scope<'_>,
         limit: Limit,
+        group: Option<&Group>,
         max: u32,
         threshold: Timestamp,
-    ) -> Result<Option<CheckoutOutcome>> {
-        if self.tx.live_count(scope, threshold)? < max {
-            return Ok(None);
-        }
-        let retry_after = self.retry_after(lic, scope, threshold)?;
-        let group = match scope {
-            Scope::Group { group, .. } => Some(group.to_string()),
-            _ => None,
+    ) -> Result<CheckoutOutcome> {
+        let group = match limit {
+            Limit::Group => group.map(|g| g.name.clone()),
+            Limit::Holder => None,
         };
+        let scope = match &group {
+            Some(group) => Scope::Group {
+                license_id: &lic.id,
+                group,
+            },
+            None => Scope::Holder {
+                license_id: &lic.id,
+                holder: &req.holder,
+            },
+        };
+        let retry_after = self.retry_after(lic, scope, threshold)?;
         self.denied(&lic.id, &req.holder, || match &group {
             Some(group) => format!("group limit: {group} holds its {max} seat(s)"),
             None => format!("holder limit: {max} live seat(s) per holder"),
         })?;
-        Ok(Some(CheckoutOutcome::LimitReached {
+        Ok(CheckoutOutcome::LimitReached {
             limit,
             max,
             group,
             retry_after,
-        }))
-    }
-
-    /// Every seat that counts, and the reservations other groups have not
-    /// used: a member may use its own group's, nobody else may.
-    fn count(
-        &mut self,
-        lic: &LicenseConfig,
-        group: Option<&Group>,
-        threshold: Timestamp,
-    ) -> Result<PoolCount> {
-        let live = self.tx.live_count(Scope::License(&lic.id), threshold)?;
-        let own = group.map(|g| g.name.as_str());
-        let mut others_reserved = 0u32;
-        for other in lic
-            .groups
-            .iter()
-            .filter(|g| g.reserve > 0 && Some(g.name.as_str()) != own)
-        {
-            let scope = Scope::Group {
-                license_id: &lic.id,
-                group: &other.name,
-            };
-            let used = self.tx.live_count(scope, threshold)?;
-            others_reserved = others_reserved.saturating_add(other.reserve.saturating_sub(used));
-        }
-        Ok(PoolCount {
-            live,
-            others_reserved,
         })
     }
 
@@ -271,10 +375,11 @@ impl<T: LeaseTx> Rules<'_, T> {
         &mut self,
         lic: &LicenseConfig,
         req: &CheckoutRequest,
-        count: &PoolCount,
+        live: u32,
+        reserved: u32,
     ) -> Result<CheckoutOutcome> {
         let threshold = live_threshold(self.now, lic.policy.skew);
-        let (seats, live, reserved) = (lic.policy.seats, count.live, count.others_reserved);
+        let seats = lic.policy.seats;
         // When the reservations alone take every seat the overage leaves, no
         // lapse lifts the refusal: say one TTL.
         let retry_after = if seats + lic.policy.overage > reserved {
