@@ -16,24 +16,28 @@ use super::{LeaseTx, Result, Rules, new_seat_id};
 use crate::store::{CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, Scope, SeatMode, Waiter};
 
 /// Live seats as the cap and count steps see them: the store's counts
-/// (each asked at most once per checkout), plus the seats that waiters
-/// ahead in line would be given first.
+/// plus the seats that waiters ahead in line would be given first. With
+/// waiters, each count is asked of the store once per checkout; without,
+/// nothing is kept (the plain checkout asks each count once anyway).
 #[derive(Default)]
-struct Tally {
-    stored: HashMap<Key, u32>,
-    spoken_for: HashMap<Key, u32>,
+struct Tally<'k> {
+    stored: Option<HashMap<Key<'k>, u32>>,
+    spoken_for: HashMap<Key<'k>, u32>,
 }
 
 /// What a seat counts for.
-#[derive(Clone, PartialEq, Eq, Hash)]
-enum Key {
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Key<'k> {
     License,
-    Group(String),
-    Holder(String),
+    Group(&'k str),
+    Holder(&'k str),
 }
 
-impl Key {
-    fn scope<'a>(&'a self, license_id: &'a str) -> Scope<'a> {
+impl<'k> Key<'k> {
+    fn scope<'a>(self, license_id: &'a str) -> Scope<'a>
+    where
+        'k: 'a,
+    {
         match self {
             Key::License => Scope::License(license_id),
             Key::Group(group) => Scope::Group { license_id, group },
@@ -42,13 +46,13 @@ impl Key {
     }
 }
 
-impl Tally {
+impl<'k> Tally<'k> {
     /// A waiter ahead is served: its seat counts from now on.
-    fn speak_for(&mut self, holder: &str, group: Option<&Group>) {
+    fn speak_for(&mut self, holder: &'k str, group: Option<&'k Group>) {
         let keys = [
             Some(Key::License),
-            Some(Key::Holder(holder.to_string())),
-            group.map(|g| Key::Group(g.name.clone())),
+            Some(Key::Holder(holder)),
+            group.map(|g| Key::Group(&g.name)),
         ];
         for key in keys.into_iter().flatten() {
             *self.spoken_for.entry(key).or_default() += 1;
@@ -126,13 +130,17 @@ impl<T: LeaseTx> Rules<'_, T> {
     /// waiter the rules would let in now: their seats are not this
     /// request's to take. A waiter who cannot use what is free (a seat
     /// reserved for a group it is not in, its own cap) holds up no one.
-    fn serve_line_first(
+    fn serve_line_first<'k>(
         &mut self,
-        lic: &LicenseConfig,
-        ahead: &[Waiter],
-        tally: &mut Tally,
+        lic: &'k LicenseConfig,
+        ahead: &'k [Waiter],
+        tally: &mut Tally<'k>,
         threshold: Timestamp,
     ) -> Result<()> {
+        if ahead.is_empty() {
+            return Ok(());
+        }
+        tally.stored = Some(HashMap::new());
         let room = lic.policy.seats.saturating_add(lic.policy.overage);
         for waiter in ahead {
             if self.live(lic, tally, Key::License, threshold)? >= room {
@@ -154,21 +162,21 @@ impl<T: LeaseTx> Rules<'_, T> {
 
     /// The holder cap, the group cap and the count, in that order, for
     /// `holder` in `group`.
-    fn admission(
+    fn admission<'k>(
         &mut self,
-        lic: &LicenseConfig,
-        holder: &str,
-        group: Option<&Group>,
-        tally: &mut Tally,
+        lic: &'k LicenseConfig,
+        holder: &'k str,
+        group: Option<&'k Group>,
+        tally: &mut Tally<'k>,
         threshold: Timestamp,
     ) -> Result<Admission> {
         if let Some(max) = lic.policy.max_per_holder
-            && self.live(lic, tally, Key::Holder(holder.to_string()), threshold)? >= max
+            && self.live(lic, tally, Key::Holder(holder), threshold)? >= max
         {
             return Ok(Admission::Cap(Limit::Holder, max));
         }
         if let Some((name, max)) = group.and_then(|g| g.max.map(|max| (&g.name, max)))
-            && self.live(lic, tally, Key::Group(name.clone()), threshold)? >= max
+            && self.live(lic, tally, Key::Group(name), threshold)? >= max
         {
             return Ok(Admission::Cap(Limit::Group, max));
         }
@@ -186,11 +194,11 @@ impl<T: LeaseTx> Rules<'_, T> {
 
     /// The reservations the groups other than `own` have not used: a member
     /// may use its own group's, nobody else may.
-    fn others_reserved(
+    fn others_reserved<'k>(
         &mut self,
-        lic: &LicenseConfig,
+        lic: &'k LicenseConfig,
         own: Option<&Group>,
-        tally: &mut Tally,
+        tally: &mut Tally<'k>,
         threshold: Timestamp,
     ) -> Result<u32> {
         let own = own.map(|g| g.name.as_str());
@@ -200,37 +208,39 @@ impl<T: LeaseTx> Rules<'_, T> {
             .iter()
             .filter(|g| g.reserve > 0 && Some(g.name.as_str()) != own)
         {
-            let used = self.live(lic, tally, Key::Group(other.name.clone()), threshold)?;
+            let used = self.live(lic, tally, Key::Group(&other.name), threshold)?;
             unused = unused.saturating_add(other.reserve.saturating_sub(used));
         }
         Ok(unused)
     }
 
     /// Live seats in `key`'s scope, counting those spoken for.
-    fn live(
+    fn live<'k>(
         &mut self,
         lic: &LicenseConfig,
-        tally: &mut Tally,
-        key: Key,
+        tally: &mut Tally<'k>,
+        key: Key<'k>,
         threshold: Timestamp,
     ) -> Result<u32> {
         let spoken_for = tally.spoken_for.get(&key).copied().unwrap_or(0);
         Ok(self.stored(lic, tally, key, threshold)? + spoken_for)
     }
 
-    /// Live seats in `key`'s scope in the store, asked once per checkout.
-    fn stored(
+    /// Live seats in `key`'s scope in the store.
+    fn stored<'k>(
         &mut self,
         lic: &LicenseConfig,
-        tally: &mut Tally,
-        key: Key,
+        tally: &mut Tally<'k>,
+        key: Key<'k>,
         threshold: Timestamp,
     ) -> Result<u32> {
-        if let Some(&n) = tally.stored.get(&key) {
+        if let Some(&n) = tally.stored.as_ref().and_then(|kept| kept.get(&key)) {
             return Ok(n);
         }
         let n = self.tx.live_count(key.scope(&lic.id), threshold)?;
-        tally.stored.insert(key, n);
+        if let Some(kept) = &mut tally.stored {
+            kept.insert(key, n);
+        }
         Ok(n)
     }
 
