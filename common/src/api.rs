@@ -38,6 +38,10 @@ pub struct CheckoutRequest {
     pub holder: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<String>,
+    /// Borrow the seat for this many seconds, for offline use: no
+    /// heartbeats until then (needs `[license.borrow]` and a fingerprint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_s: Option<u64>,
 }
 
 /// Every error response: `{"error": "<code>", "message": "<sentence>"}`, plus
@@ -89,6 +93,9 @@ pub mod code {
     pub const NOT_ALLOWED: &str = "not_allowed";
     /// The requester's holder or group is at its cap; see `limit`, `max`.
     pub const LIMIT_REACHED: &str = "limit_reached";
+    /// A borrowed seat is not renewed, and an admin frees one only with
+    /// `"force": true`.
+    pub const BORROWED: &str = "borrowed";
 }
 
 /// One pool in `GET /v1/admin/licenses`.
@@ -224,6 +231,10 @@ pub struct RevokeRequest {
     /// Refuse re-checkout by the same holder + fingerprint for this long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_s: Option<u64>,
+    /// Free a borrowed seat too (its token stays valid offline until its
+    /// expiry, so the pool may be over-used until then).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
 }
 
 /// What happened, in the admin event log.
@@ -383,6 +394,9 @@ pub struct SessionView {
     /// The group the seat counted for.
     #[serde(default)]
     pub group: Option<String>,
+    /// The seat was borrowed for offline use when it ended (or is now).
+    #[serde(default)]
+    pub borrowed: bool,
 }
 
 /// `GET /v1/admin/sessions` (JSON): newest first, keyset-paged.

@@ -29,6 +29,10 @@ pub struct LeaseClaims {
     pub iat: i64,
     /// Expires at, whole seconds, rounded down from the lease's `expires_at`.
     pub exp: i64,
+    /// A borrowed seat: valid offline until `exp`, never renewed. Absent
+    /// from a heartbeat-kept seat's token.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub borrowed: bool,
 }
 
 impl LeaseClaims {
@@ -41,6 +45,7 @@ impl LeaseClaims {
             sid: lease.seat_id.clone(),
             iat: lease.issued_at.as_secs_floor(),
             exp: lease.expires_at.as_secs_floor(),
+            borrowed: lease.borrowed,
         }
     }
 
@@ -260,6 +265,7 @@ mod tests {
             sid: "00112233445566778899aabbccddeeff".into(),
             iat: 1_795_960_800,
             exp: 1_795_960_860,
+            borrowed: false,
         }
     }
 

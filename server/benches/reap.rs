@@ -91,6 +91,7 @@ async fn probe(store: Store, stop: Arc<AtomicBool>) -> Vec<Duration> {
                 holder: format!("probe-{i}"),
                 fingerprint: None,
                 idempotency_key: None,
+                borrow: None,
             })
             .await
             .expect("probe checkout");

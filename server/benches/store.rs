@@ -48,6 +48,7 @@ fn request() -> CheckoutRequest {
         holder: format!("bench-{}", SERIAL.fetch_add(1, Ordering::Relaxed)),
         fingerprint: None,
         idempotency_key: None,
+        borrow: None,
     }
 }
 

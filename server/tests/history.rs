@@ -136,6 +136,7 @@ fn req(holder: &str, fingerprint: Option<&str>, key: Option<&str>) -> CheckoutRe
         holder: holder.into(),
         fingerprint: fingerprint.map(str::to_string),
         idempotency_key: key.map(str::to_string),
+        borrow: None,
     }
 }
 
@@ -226,9 +227,10 @@ async fn a_scripted_day_adds_up_to_the_hand_count() {
     let block = Some(Duration::from_secs(100));
     assert!(
         d.store
-            .revoke(&c.seat_id, Some("test".into()), block)
+            .revoke(&c.seat_id, Some("test".into()), block, false)
             .await
             .unwrap()
+            .revoked()
             .is_some()
     );
     d.walk(s(55)).await;
@@ -429,7 +431,14 @@ async fn a_v4_history_migrates_and_its_open_sessions_still_end() {
 
     d.walk(s(30)).await;
     assert!(d.store.release("day", "ffrel").await.unwrap());
-    assert!(d.store.revoke("ddrev", None, None).await.unwrap().is_some());
+    assert!(
+        d.store
+            .revoke("ddrev", None, None, false)
+            .await
+            .unwrap()
+            .revoked()
+            .is_some()
+    );
     d.walk(s(40)).await;
     d.grant(req("new", None, None), false).await;
     d.walk(s(91)).await;

@@ -922,6 +922,7 @@ impl Run {
                     holder,
                     fingerprint,
                     idempotency_key: key.map(|k| format!("k{k}")),
+                    borrow: None,
                 };
                 let expect = self.model.checkout(&req);
                 let got = self.store.checkout(req.clone()).await.unwrap();
@@ -1067,9 +1068,10 @@ impl Run {
                 let want = self.model.revoke(&seat, block);
                 let got = self
                     .store
-                    .revoke(&seat, Some("model test".into()), block)
+                    .revoke(&seat, Some("model test".into()), block, false)
                     .await
-                    .unwrap();
+                    .unwrap()
+                    .revoked();
                 check_eq!(ctx, got, want, "revoke {seat}");
                 if got.is_some() {
                     fx.expected.push((EventKind::Revoke, seat));

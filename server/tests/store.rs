@@ -201,6 +201,7 @@ fn req(license: &str, holder: &str) -> CheckoutRequest {
         holder: holder.to_string(),
         fingerprint: None,
         idempotency_key: None,
+        borrow: None,
     }
 }
 
@@ -221,7 +222,7 @@ fn req_key(license: &str, holder: &str, key: &str) -> CheckoutRequest {
 fn renewed(outcome: HeartbeatOutcome) -> LeaseRow {
     match outcome {
         HeartbeatOutcome::Renewed(row) => row,
-        HeartbeatOutcome::Lost => panic!("heartbeat was answered Lost"),
+        other => panic!("heartbeat was answered {other:?}"),
     }
 }
 
@@ -415,9 +416,10 @@ async fn heartbeat_on_a_gone_or_foreign_seat_is_lost() {
 
     assert!(
         h.store
-            .revoke(&revoked.seat_id, None, None)
+            .revoke(&revoked.seat_id, None, None, false)
             .await
             .unwrap()
+            .revoked()
             .is_some()
     );
     assert_eq!(
@@ -595,9 +597,10 @@ async fn revoke_removes_the_seat_at_once() {
 
     let row = h
         .store
-        .revoke(&a.seat_id, Some("stuck client".into()), None)
+        .revoke(&a.seat_id, Some("stuck client".into()), None, false)
         .await
         .unwrap()
+        .revoked()
         .expect("the revoked row");
     assert_eq!(row, a);
     assert!(h.seat(&a.seat_id).await.is_none());
@@ -605,17 +608,19 @@ async fn revoke_removes_the_seat_at_once() {
     assert_eq!(h.heartbeat("cad", &a.seat_id).await, HeartbeatOutcome::Lost);
     assert!(
         h.store
-            .revoke(&a.seat_id, None, None)
+            .revoke(&a.seat_id, None, None, false)
             .await
             .unwrap()
+            .revoked()
             .is_none(),
         "already gone"
     );
     assert!(
         h.store
-            .revoke("feedface", None, None)
+            .revoke("feedface", None, None, false)
             .await
             .unwrap()
+            .revoked()
             .is_none()
     );
 
@@ -645,9 +650,10 @@ async fn revoke_with_block_refuses_the_same_holder_and_fingerprint_until_it_expi
     let a = h.fresh(req_fp("cad", "alice", "m1")).await;
     let revoked = h
         .store
-        .revoke(&a.seat_id, None, Some(secs(300)))
+        .revoke(&a.seat_id, None, Some(secs(300)), false)
         .await
-        .unwrap();
+        .unwrap()
+        .revoked();
     assert!(revoked.is_some());
     let until = h.now().saturating_add(secs(300));
 
@@ -682,9 +688,10 @@ async fn revoke_with_block_refuses_the_same_holder_and_fingerprint_until_it_expi
     // A holder without a fingerprint is blocked as (holder, no fingerprint).
     let bare = h.fresh(req("cad", "carol")).await;
     h.store
-        .revoke(&bare.seat_id, None, Some(secs(60)))
+        .revoke(&bare.seat_id, None, Some(secs(60)), false)
         .await
-        .unwrap();
+        .unwrap()
+        .revoked();
     assert!(matches!(
         h.checkout(req("cad", "carol")).await,
         CheckoutOutcome::Blocked { .. }
@@ -1016,9 +1023,10 @@ async fn leases_and_events_survive_close_and_reopen() {
     h.store.release("other", &gone.seat_id).await.unwrap();
     let blocked = h.fresh(req_fp("pool", "mallory", "mx")).await;
     h.store
-        .revoke(&blocked.seat_id, None, Some(secs(600)))
+        .revoke(&blocked.seat_id, None, Some(secs(600)), false)
         .await
-        .unwrap();
+        .unwrap()
+        .revoked();
     let seats_before = h.store.seats(None).await.unwrap();
     let events_before = h.events().await;
     assert_eq!(seats_before.len(), 2);

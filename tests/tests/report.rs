@@ -97,7 +97,7 @@ async fn csv_lists_the_sessions_and_never_a_formula() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
-        "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s,group"
+        "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s,group,borrowed"
     );
     assert_eq!(lines.len(), 3, "alice's and =SUM(A1)'s sessions:\n{out}");
     assert!(

@@ -61,6 +61,7 @@ pub async fn run(cmd: Command, client: &AdminClient, out: &mut dyn Write) -> any
             let body = RevokeRequest {
                 reason,
                 block_s: block.map(crate::cli::block_secs),
+                force: false,
             };
             client.revoke(&seat_id, &body).await?;
             tracing::info!(seat_id, ?body, "revoked");

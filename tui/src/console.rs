@@ -112,7 +112,11 @@ fn run_command(
             let client = client.clone();
             let tx = tx.clone();
             tokio::spawn(async move {
-                let body = RevokeRequest { reason, block_s };
+                let body = RevokeRequest {
+                    reason,
+                    block_s,
+                    force: false,
+                };
                 let outcome = match client.revoke(&seat_id, &body).await {
                     Ok(()) => RevokeOutcome::Revoked,
                     Err(ApiError::UnknownSeat { .. }) => RevokeOutcome::Vanished,

@@ -160,6 +160,7 @@ impl LeaseKeeper {
             request: CheckoutRequest {
                 holder: config.holder.clone(),
                 fingerprint,
+                borrow_s: None,
             },
             config,
             client,

@@ -10,7 +10,7 @@ use leasehold_common::api::SessionView;
 
 /// The header row of `GET /v1/admin/sessions` as CSV.
 pub const SESSIONS_HEADER: &str =
-    "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s,group\r\n";
+    "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s,group,borrowed\r\n";
 
 /// Append one cell, escaped.
 fn cell(out: &mut String, text: &str) {
@@ -58,6 +58,7 @@ pub fn session(out: &mut String, s: &SessionView) {
             s.end.map_or("", |e| e.as_str()),
             &duration,
             s.group.as_deref().unwrap_or(""),
+            if s.borrowed { "true" } else { "false" },
         ],
     );
 }
@@ -99,23 +100,30 @@ mod tests {
             end: None,
             duration_s: 1.5,
             group: group.map(str::to_string),
+            borrowed: false,
         }
     }
 
     #[test]
-    fn the_group_is_the_last_column_and_escaped_like_the_others() {
-        assert!(SESSIONS_HEADER.ends_with(",duration_s,group\r\n"));
+    fn group_and_borrowed_are_the_last_columns_and_escaped_like_the_others() {
+        assert!(SESSIONS_HEADER.ends_with(",duration_s,group,borrowed\r\n"));
         let mut out = String::new();
         session(&mut out, &view(Some("design")));
         assert_eq!(
             out,
-            "s1,demo-cad,alice,,1970-01-01T00:00:00.000Z,,,1.5,design\r\n"
+            "s1,demo-cad,alice,,1970-01-01T00:00:00.000Z,,,1.5,design,false\r\n"
         );
         let mut out = String::new();
-        session(&mut out, &view(None));
-        assert!(out.ends_with(",1.5,\r\n"), "{out:?}");
+        session(
+            &mut out,
+            &SessionView {
+                borrowed: true,
+                ..view(None)
+            },
+        );
+        assert!(out.ends_with(",1.5,,true\r\n"), "{out:?}");
         let mut out = String::new();
         session(&mut out, &view(Some("=cmd,x")));
-        assert!(out.ends_with(",1.5,\"'=cmd,x\"\r\n"), "{out:?}");
+        assert!(out.ends_with(",1.5,\"'=cmd,x\",false\r\n"), "{out:?}");
     }
 }

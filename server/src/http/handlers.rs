@@ -24,7 +24,9 @@ use super::error::{ApiError, Refusal};
 use crate::AppState;
 use crate::metrics::{Metrics, PoolGauges, StoreGauges};
 use crate::queue::{self, MAX_WAIT_S};
-use crate::store::{self, CheckoutOutcome, HeartbeatOutcome, LeaseRow, PoolCounts, SeatMode};
+use crate::store::{
+    self, CheckoutOutcome, HeartbeatOutcome, LeaseRow, PoolCounts, RevokeOutcome, SeatMode,
+};
 
 pub type Result<T> = std::result::Result<T, ApiError>;
 
@@ -114,7 +116,7 @@ pub async fn checkout(
         CheckoutOutcome::LimitReached { .. } => &state.metrics.denials_limit,
         CheckoutOutcome::NotAllowed => &state.metrics.denials_not_allowed,
         CheckoutOutcome::Blocked { .. } => &state.metrics.denials_blocked,
-        CheckoutOutcome::UnknownLicense => return answer,
+        CheckoutOutcome::UnknownLicense | CheckoutOutcome::BorrowTooLong { .. } => return answer,
     };
     Metrics::inc(counter);
     answer
@@ -148,11 +150,17 @@ fn checkout_request(
             "Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters"
         )));
     }
+    if req.borrow_s.is_some() && fingerprint.is_none() {
+        return Err(ApiError::invalid(
+            "a borrow needs a fingerprint: the machine that takes the seat offline",
+        ));
+    }
     Ok(store::CheckoutRequest {
         license_id,
         holder: req.holder,
         fingerprint,
         idempotency_key,
+        borrow: req.borrow_s.map(Duration::from_secs),
     })
 }
 
@@ -198,11 +206,15 @@ fn checkout_reply(
             group,
             retry_after,
         } => {
-            let message = match group {
-                Some(group) => format!(
+            let message = match (limit, group) {
+                (store::Limit::Borrow, _) => format!(
+                    "{max} seat(s) of {license_id:?} are borrowed, the most it lends at once; \
+                     retry later"
+                ),
+                (_, Some(group)) => format!(
                     "group {group:?} already holds its {max} seat(s) of {license_id:?}; retry later"
                 ),
-                None => format!(
+                (_, None) => format!(
                     "this holder already has {max} live seat(s) of {license_id:?}, the most \
                      one holder may have; release one or retry later"
                 ),
@@ -234,6 +246,10 @@ fn checkout_reply(
                 until.millis_since(now).max(0) as u64,
             ))))
         }
+        CheckoutOutcome::BorrowTooLong { max } => Err(ApiError::invalid(format!(
+            "borrow_s must be 1 to {} (the license's borrow.max)",
+            max.as_secs()
+        ))),
         CheckoutOutcome::UnknownLicense => Err(ApiError::unknown_license(license_id)),
     }
 }
@@ -266,12 +282,18 @@ pub async fn heartbeat(
             code::SEAT_LOST,
             "this seat was released, revoked, reaped or has lapsed; check out again",
         )),
+        HeartbeatOutcome::Borrowed { expires_at } => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            code::BORROWED,
+            format!("a borrowed seat is not renewed; return it or let it expire (at {expires_at})"),
+        )),
     };
     let outcome = applied.committed().await.map_err(store_err(state))?;
-    Metrics::inc(match outcome {
-        HeartbeatOutcome::Renewed(_) => &state.metrics.heartbeats,
-        HeartbeatOutcome::Lost => &state.metrics.heartbeats_lost,
-    });
+    match outcome {
+        HeartbeatOutcome::Renewed(_) => Metrics::inc(&state.metrics.heartbeats),
+        HeartbeatOutcome::Lost => Metrics::inc(&state.metrics.heartbeats_lost),
+        HeartbeatOutcome::Borrowed { .. } => {}
+    }
     answer
 }
 
@@ -574,15 +596,25 @@ pub async fn admin_revoke(state: &AppState, seat_id: String, body: Bytes) -> Res
     };
     match state
         .store
-        .revoke(&seat_id, reason, block)
+        .revoke(&seat_id, reason, block, req.force)
         .await
         .map_err(store_err(state))?
     {
-        Some(_) => {
+        RevokeOutcome::Revoked(_) => {
             Metrics::inc(&state.metrics.revokes);
             Ok(StatusCode::NO_CONTENT.into_response())
         }
-        None => Err(ApiError::new(
+        RevokeOutcome::Borrowed(row) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            code::BORROWED,
+            format!(
+                "seat {seat_id:?} is borrowed until {}: its holder's token stays valid offline \
+                 until then, so freeing it now can put one seat more in use than sold; send \
+                 {{\"force\": true}} to free it anyway",
+                row.expires_at
+            ),
+        )),
+        RevokeOutcome::Unknown => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             code::UNKNOWN_SEAT,
             format!("no seat {seat_id:?} is held (already released, revoked or reaped?)"),

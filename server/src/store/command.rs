@@ -9,8 +9,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::rules::{LeaseTx, Rules};
 use super::{
-    Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, PoolCounts, StoreError,
-    StoreOptions, Waiter,
+    Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, PoolCounts, RevokeOutcome,
+    StoreError, StoreOptions, Waiter,
 };
 
 pub type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
@@ -56,7 +56,8 @@ pub enum RuleCommand {
         seat_id: String,
         reason: Option<String>,
         block: Option<Duration>,
-        reply: Reply<Option<LeaseRow>>,
+        force: bool,
+        reply: Reply<RevokeOutcome>,
     },
     Reap {
         limit: usize,
@@ -162,8 +163,9 @@ pub fn apply<T: LeaseTx>(
             seat_id,
             reason,
             block,
+            force,
             reply,
-        } => done(reply, rules.revoke(&seat_id, reason, block)),
+        } => done(reply, rules.revoke(&seat_id, reason, block, force)),
         RuleCommand::Reap { limit, reply } => {
             done(reply, rules.reap(limit, options.event_retention))
         }

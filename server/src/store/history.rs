@@ -15,7 +15,7 @@ use leasehold_common::api::{SessionEnd, SessionView};
 use leasehold_common::liveness::live_until;
 use leasehold_common::{Timestamp, is_live, live_threshold};
 
-use super::StoreError;
+use super::{SeatMode, StoreError};
 use crate::usage::UsageRange;
 
 /// `GET /v1/admin/usage` as the store needs it.
@@ -98,8 +98,9 @@ pub struct RawSession {
     pub end_kind: Option<String>,
     pub expires_at: Option<Timestamp>,
     pub group: Option<String>,
-    /// An open session's lease is lingering (released, still counting).
-    pub lingering: bool,
+    /// How the seat was kept: an open session's lease is lingering
+    /// (released, still counting) or borrowed; an ended one's when it ended.
+    pub mode: SeatMode,
 }
 
 /// The session as read at `now`: a lapsed, unreaped lease's session has
@@ -117,7 +118,7 @@ pub fn resolve(raw: RawSession, now: Timestamp, skew: Duration) -> Result<Sessio
         (Some(_), None) => return Err(StoreError::UnknownSessionEnd(String::new())),
         (None, _) => match lapsed_at(raw.expires_at, now, skew) {
             // A lingering seat was released; it stopped counting then.
-            Some(at) if raw.lingering => (Some(at), Some(SessionEnd::Release)),
+            Some(at) if raw.mode == SeatMode::Linger => (Some(at), Some(SessionEnd::Release)),
             Some(at) => (Some(at), Some(SessionEnd::Lapse)),
             None => (None, None),
         },
@@ -133,6 +134,7 @@ pub fn resolve(raw: RawSession, now: Timestamp, skew: Duration) -> Result<Sessio
         end,
         duration_s: duration_ms as f64 / 1000.0,
         group: raw.group,
+        borrowed: raw.mode == SeatMode::Borrow,
     })
 }
 
@@ -154,7 +156,7 @@ pub fn lapsed_at(
 macro_rules! ended_columns {
     () => {
         "seat_id, license_id, holder, fingerprint, started_at, ended_at, end_kind,
-         CAST(NULL AS BIGINT), grp, 0"
+         CAST(NULL AS BIGINT), grp, mode"
     };
 }
 macro_rules! open_columns {

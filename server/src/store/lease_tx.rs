@@ -88,8 +88,8 @@ pub trait LeaseTx {
         scope: Scope<'_>,
         threshold: Timestamp,
     ) -> Result<Option<Timestamp>>;
-    /// A seat of `license_id`, live or lapsed-unreaped.
-    fn lease(&mut self, license_id: &str, seat_id: &str) -> Result<Option<LeaseRow>>;
+    /// A seat (of `license_id`, when given), live or lapsed-unreaped.
+    fn lease(&mut self, license_id: Option<&str>, seat_id: &str) -> Result<Option<LeaseRow>>;
     /// A new seat. Its row is also its open session (started at
     /// `checked_out_at`) until the seat leaves the table.
     fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()>;

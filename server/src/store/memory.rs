@@ -155,11 +155,11 @@ impl LeaseTx for MemoryStore {
         Ok(self.live_in(scope, threshold).map(|l| l.expires_at).min())
     }
 
-    fn lease(&mut self, license_id: &str, seat_id: &str) -> Result<Option<LeaseRow>> {
+    fn lease(&mut self, license_id: Option<&str>, seat_id: &str) -> Result<Option<LeaseRow>> {
         Ok(self
             .leases
             .get(seat_id)
-            .filter(|s| s.lease.license_id == license_id)
+            .filter(|s| license_id.is_none_or(|id| s.lease.license_id == id))
             .map(|s| s.lease.clone()))
     }
 

@@ -145,6 +145,11 @@ pub enum CheckoutOutcome {
     Blocked {
         until: Timestamp,
     },
+    /// A borrow longer than the license's `borrow.max` (a 400: bad input,
+    /// not a refusal).
+    BorrowTooLong {
+        max: Duration,
+    },
     UnknownLicense,
 }
 
@@ -155,6 +160,8 @@ pub enum Limit {
     Holder,
     /// The group's `max`.
     Group,
+    /// `borrow.seats`: seats of the license borrowed at once.
+    Borrow,
 }
 
 impl Limit {
@@ -162,6 +169,7 @@ impl Limit {
         match self {
             Limit::Holder => "holder",
             Limit::Group => "group",
+            Limit::Borrow => "borrow",
         }
     }
 }
@@ -183,6 +191,32 @@ pub enum HeartbeatOutcome {
     Renewed(LeaseRow),
     /// Released, revoked, reaped or lapsed: the client must check out again.
     Lost,
+    /// A borrowed seat is not renewed: its client returns it or lets it
+    /// expire (at `expires_at`).
+    Borrowed {
+        expires_at: Timestamp,
+    },
+}
+
+/// What an admin revoke did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RevokeOutcome {
+    Revoked(LeaseRow),
+    /// A live borrowed seat, kept: freeing it needs `force` (its token
+    /// stays valid offline until it expires).
+    Borrowed(LeaseRow),
+    /// No such seat.
+    Unknown,
+}
+
+impl RevokeOutcome {
+    /// The seat, if it was freed.
+    pub fn revoked(self) -> Option<LeaseRow> {
+        match self {
+            RevokeOutcome::Revoked(row) => Some(row),
+            RevokeOutcome::Borrowed(_) | RevokeOutcome::Unknown => None,
+        }
+    }
 }
 
 /// Who may check out what: the parts of a checkout request the store needs.
@@ -192,6 +226,8 @@ pub struct CheckoutRequest {
     pub holder: String,
     pub fingerprint: Option<String>,
     pub idempotency_key: Option<String>,
+    /// Borrow the seat for this long (no heartbeats until then).
+    pub borrow: Option<Duration>,
 }
 
 /// Who stands in a license's waiting line: what the rules need to tell
@@ -478,18 +514,20 @@ impl Store {
         .await
     }
 
-    /// Revoke a seat (admin). `None` if no such seat.
+    /// Revoke a seat (admin); a live borrowed one only with `force`.
     pub async fn revoke(
         &self,
         seat_id: &str,
         reason: Option<String>,
         block: Option<Duration>,
-    ) -> Result<Option<LeaseRow>, StoreError> {
+        force: bool,
+    ) -> Result<RevokeOutcome, StoreError> {
         let seat_id = seat_id.to_string();
         self.call(|reply| RuleCommand::Revoke {
             seat_id,
             reason,
             block,
+            force,
             reply,
         })
         .await

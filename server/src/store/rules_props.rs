@@ -381,6 +381,7 @@ fn req(license: &str, holder: &str, fp: Option<&str>, key: Option<&str>) -> Chec
         holder: holder.into(),
         fingerprint: fp.map(str::to_string),
         idempotency_key: key.map(str::to_string),
+        borrow: None,
     }
 }
 
@@ -1244,8 +1245,10 @@ impl Run {
                 let (_, seat) = self.m.resolve(target);
                 let reason_text = reason.then(|| "by the test".to_string());
                 let block = block_ms.map(ms);
-                let (got, events) = self.w.run(|r| r.revoke(&seat, reason_text.clone(), block));
-                let got = got.map_err(|e| e.to_string())?;
+                let (got, events) = self
+                    .w
+                    .run(|r| r.revoke(&seat, reason_text.clone(), block, false));
+                let got = got.map_err(|e| e.to_string())?.revoked();
                 let want = self.m.leases.get(&seat).map(|s| s.lease.clone());
                 ensure_eq!(got, want, "revoke {seat}");
                 if let Some(row) = got {
@@ -1479,6 +1482,7 @@ impl Run {
             holder,
             fingerprint,
             idempotency_key: key.map(|k| format!("k{k}")),
+            borrow: None,
         };
         let known = self.m.pol(&license_id);
         // The store's view before the checkout, for the direct checks.
@@ -1734,6 +1738,7 @@ impl Run {
                 self.note(match limit {
                     Limit::Holder => "checkout: holder limit",
                     Limit::Group => "checkout: group limit",
+                    Limit::Borrow => "checkout: borrow limit",
                 });
                 self.denied(&req, counted, fx);
             }
@@ -2131,8 +2136,8 @@ fn a_blocked_holder_is_refused_even_with_a_live_seat_to_reclaim() {
     assert!(!reused);
     assert_ne!(new.seat_id, old.seat_id);
     // An admin revokes the lapsed seat and blocks its holder + fingerprint.
-    let (revoked, _) = w.run(|r| r.revoke(&old.seat_id, None, Some(ms(5_000))));
-    assert_eq!(revoked.unwrap().unwrap().seat_id, old.seat_id);
+    let (revoked, _) = w.run(|r| r.revoke(&old.seat_id, None, Some(ms(5_000)), false));
+    assert_eq!(revoked.unwrap().revoked().unwrap().seat_id, old.seat_id);
     let until = w.now.saturating_add(ms(5_000));
     // Blocked comes first: no re-claim by fingerprint, no replay by key.
     for r in [
@@ -2405,9 +2410,10 @@ fn a_lapsed_seat_released_or_revoked_ends_its_session_when_it_lapsed() {
     // Past its live end but not reaped: a revoke records the lapse.
     w.advance(9_000);
     assert!(
-        w.run(|r| r.revoke(&b.seat_id, None, None))
+        w.run(|r| r.revoke(&b.seat_id, None, None, false))
             .0
             .unwrap()
+            .revoked()
             .is_some()
     );
     let ends: Vec<(String, SessionEnd, Timestamp)> = w

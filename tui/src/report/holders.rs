@@ -91,6 +91,7 @@ mod tests {
             end: end.map(|_| SessionEnd::Release),
             duration_s: duration_ms as f64 / 1000.0,
             group: None,
+            borrowed: false,
         }
     }
 

@@ -205,6 +205,7 @@ async fn revoker(
         let body = RevokeRequest {
             reason: Some(reason.clone()),
             block_s: None,
+            force: false,
         };
         match admin.revoke(&seat, &body).await {
             Ok(()) => ctx.reporter.event(

@@ -28,7 +28,7 @@ fn raw_from_row(r: &Row) -> RawSession {
         end_kind: r.get(6),
         expires_at: r.get::<_, Option<i64>>(7).map(Timestamp::from_millis),
         group: r.get(8),
-        lingering: r.get::<_, i32>(9) == SeatMode::Linger.code(),
+        mode: SeatMode::from_code(r.get(9)).unwrap_or_default(),
     }
 }
 

@@ -207,6 +207,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE waiters ADD COLUMN holder TEXT NOT NULL DEFAULT '';
     ALTER TABLE waiters ADD COLUMN fingerprint TEXT;
     "#,
+    // v9: borrowing (the same as SQLite's v8): a session records how its
+    // seat was kept when it ended.
+    r#"
+    ALTER TABLE sessions ADD COLUMN mode INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The schema version this build writes.

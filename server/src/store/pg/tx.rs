@@ -83,7 +83,8 @@ impl Statements {
                 "SELECT min(expires_at) FROM leases WHERE {SCOPED}"
             ))?,
             lease: p(&format!(
-                "SELECT {LEASE_COLUMNS} FROM leases WHERE seat_id = $1 AND license_id = $2"
+                "SELECT {LEASE_COLUMNS} FROM leases
+                 WHERE seat_id = $1 AND ($2::text IS NULL OR license_id = $2)"
             ))?,
             insert_lease: p(
                 "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
@@ -148,9 +149,10 @@ impl HistoryStatements {
         Ok(HistoryStatements {
             record_sessions: p(
                 "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
-                                       ended_at, end_kind, grp)
+                                       ended_at, end_kind, grp, mode)
                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
-                                      $5::bigint[], $6::bigint[], $7::text[], $8::text[])",
+                                      $5::bigint[], $6::bigint[], $7::text[], $8::text[],
+                                      $9::int[])",
             )?,
             count_denial: p(
                 "INSERT INTO denials (license_id, second_ms, count) VALUES ($1, $2, 1)
@@ -336,7 +338,7 @@ impl LeaseTx for PgTx<'_> {
         Ok(earliest.map(Timestamp::from_millis))
     }
 
-    fn lease(&mut self, license_id: &str, seat_id: &str) -> Result<Option<LeaseRow>> {
+    fn lease(&mut self, license_id: Option<&str>, seat_id: &str) -> Result<Option<LeaseRow>> {
         let row = self
             .client
             .query_opt(&self.statements.lease, &[&seat_id, &license_id])?;
@@ -438,6 +440,7 @@ impl LeaseTx for PgTx<'_> {
         let ended: Vec<i64> = sessions.iter().map(|s| s.at.as_millis()).collect();
         let ends = column(|s| s.end.as_str());
         let groups: Vec<Option<&str>> = sessions.iter().map(|s| s.lease.group.as_deref()).collect();
+        let modes: Vec<i32> = sessions.iter().map(|s| s.lease.mode.code()).collect();
         self.client.execute(
             &self.statements.history.record_sessions,
             &[
@@ -449,6 +452,7 @@ impl LeaseTx for PgTx<'_> {
                 &ended,
                 &ends,
                 &groups,
+                &modes,
             ],
         )?;
         Ok(())

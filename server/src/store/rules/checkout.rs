@@ -87,17 +87,25 @@ impl<T: LeaseTx> Rules<'_, T> {
         let Some(lic) = self.licenses.get(&req.license_id) else {
             return Ok(CheckoutOutcome::UnknownLicense);
         };
+        if let Some(refusal) = self.borrow_terms(lic, req, counted)? {
+            return Ok(refusal);
+        }
         if let Some(until) = self.blocked(&lic.id, req)? {
             return self.refused(&lic.id, counted, CheckoutOutcome::Blocked { until });
         }
         if let Some(lease) = self.idempotent_replay(lic, req)? {
             return Ok(reused(lease));
         }
-        if let Some(lease) = self.fingerprint_reclaim(lic, req)? {
+        if req.borrow.is_none()
+            && let Some(lease) = self.fingerprint_reclaim(lic, req)?
+        {
             return Ok(reused(lease));
         }
         if !self.allowed(lic, req)? {
             return self.refused(&lic.id, counted, CheckoutOutcome::NotAllowed);
+        }
+        if let Some(outcome) = self.borrow_steps(lic, req, counted)? {
+            return Ok(outcome);
         }
         let threshold = live_threshold(self.now, lic.policy.skew);
         let mut tally = Tally::default();
@@ -105,6 +113,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         let group = lic.group_of(&req.holder, req.fingerprint.as_deref());
         match self.admission(lic, &req.holder, group, &mut tally, threshold)? {
             Admission::Cap(limit, max) => {
+                let group = group.filter(|_| limit == Limit::Group);
                 let limit = self.limit_reached(lic, req, limit, group, max, threshold)?;
                 self.refused(&lic.id, counted, limit)
             }
@@ -245,7 +254,7 @@ impl<T: LeaseTx> Rules<'_, T> {
     }
 
     /// A refusal, counted as a denial when the client sees it.
-    fn refused(
+    pub(super) fn refused(
         &mut self,
         license_id: &str,
         counted: bool,
@@ -343,7 +352,7 @@ impl<T: LeaseTx> Rules<'_, T> {
 
     /// `limit_reached`, with the time until the earliest seat that the
     /// limit counts could lapse.
-    fn limit_reached(
+    pub(super) fn limit_reached(
         &mut self,
         lic: &LicenseConfig,
         req: &CheckoutRequest,
@@ -352,29 +361,36 @@ impl<T: LeaseTx> Rules<'_, T> {
         max: u32,
         threshold: Timestamp,
     ) -> Result<CheckoutOutcome> {
-        let group = match limit {
-            Limit::Group => group.map(|g| g.name.clone()),
-            Limit::Holder => None,
-        };
-        let scope = match &group {
-            Some(group) => Scope::Group {
-                license_id: &lic.id,
-                group,
-            },
-            None => Scope::Holder {
-                license_id: &lic.id,
-                holder: &req.holder,
-            },
+        let license_id = lic.id.as_str();
+        let (scope, why) = match (limit, group) {
+            (Limit::Group, Some(g)) => (
+                Scope::Group {
+                    license_id,
+                    group: &g.name,
+                },
+                format!("group limit: {} holds its {max} seat(s)", g.name),
+            ),
+            (Limit::Borrow, _) => (
+                Scope::Mode {
+                    license_id,
+                    mode: SeatMode::Borrow,
+                },
+                format!("borrow limit: {max} seat(s) borrowed"),
+            ),
+            (Limit::Holder | Limit::Group, _) => (
+                Scope::Holder {
+                    license_id,
+                    holder: &req.holder,
+                },
+                format!("holder limit: {max} live seat(s) per holder"),
+            ),
         };
         let retry_after = self.retry_after(lic, scope, threshold)?;
-        self.denied(&lic.id, &req.holder, || match &group {
-            Some(group) => format!("group limit: {group} holds its {max} seat(s)"),
-            None => format!("holder limit: {max} live seat(s) per holder"),
-        })?;
+        self.denied(&lic.id, &req.holder, || why)?;
         Ok(CheckoutOutcome::LimitReached {
             limit,
             max,
-            group,
+            group: group.map(|g| g.name.clone()),
             retry_after,
         })
     }
@@ -415,7 +431,7 @@ impl<T: LeaseTx> Rules<'_, T> {
     }
 
     /// Until the earliest live seat in `scope` lapses (one TTL if none).
-    fn retry_after(
+    pub(super) fn retry_after(
         &mut self,
         lic: &LicenseConfig,
         scope: Scope<'_>,
@@ -440,6 +456,10 @@ impl<T: LeaseTx> Rules<'_, T> {
         group: Option<&Group>,
         overage: bool,
     ) -> Result<LeaseRow> {
+        let (mode, lifetime) = match req.borrow {
+            Some(borrow_for) => (SeatMode::Borrow, borrow_for),
+            None => (SeatMode::Heartbeat, lic.policy.ttl),
+        };
         let lease = LeaseRow {
             seat_id: new_seat_id(),
             license_id: lic.id.clone(),
@@ -447,9 +467,9 @@ impl<T: LeaseTx> Rules<'_, T> {
             fingerprint: req.fingerprint.clone(),
             checked_out_at: self.now,
             issued_at: self.now,
-            expires_at: self.now.saturating_add(lic.policy.ttl),
+            expires_at: self.now.saturating_add(lifetime),
             group: group.map(|g| g.name.clone()),
-            mode: SeatMode::Heartbeat,
+            mode,
         };
         // The lease row is the open session (a replay or re-claim continues
         // it; heartbeats and the outage rule extend it through the lease's
@@ -470,7 +490,11 @@ impl<T: LeaseTx> Rules<'_, T> {
 
 /// A lingering seat goes back only to the holder and machine that
 /// released it, and only while the license still lets that holder in.
-fn lingering_for_another(lic: &LicenseConfig, row: &LeaseRow, req: &CheckoutRequest) -> bool {
+pub(super) fn lingering_for_another(
+    lic: &LicenseConfig,
+    row: &LeaseRow,
+    req: &CheckoutRequest,
+) -> bool {
     row.mode == SeatMode::Linger
         && (row.holder != req.holder
             || req.fingerprint.is_none()
@@ -478,7 +502,7 @@ fn lingering_for_another(lic: &LicenseConfig, row: &LeaseRow, req: &CheckoutRequ
             || !lic.allows(&req.holder, req.fingerprint.as_deref()))
 }
 
-fn reused(lease: LeaseRow) -> CheckoutOutcome {
+pub(super) fn reused(lease: LeaseRow) -> CheckoutOutcome {
     CheckoutOutcome::Granted {
         lease,
         reused: true,
@@ -496,9 +520,15 @@ fn checkout_detail(lease: &LeaseRow, overage: bool) -> Option<String> {
             .map(|f| format!("fingerprint {f}")),
         lease.group.as_ref().map(|g| format!("group {g}")),
         overage.then(|| "overage".to_string()),
+        (lease.mode == SeatMode::Borrow).then(|| borrowed_detail(lease)),
     ]
     .into_iter()
     .flatten()
     .collect();
     (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// How a `checkout` event names a borrow.
+pub(super) fn borrowed_detail(lease: &LeaseRow) -> String {
+    format!("borrowed until {}", lease.expires_at)
 }

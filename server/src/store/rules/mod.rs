@@ -4,7 +4,9 @@
 //! to bottom: a blocked holder is refused, a retried request gets its seat
 //! again, the same machine re-claims its live seat, a full pool is refused,
 //! and otherwise a seat is granted), [`seat`] (heartbeat, release, revoke,
-//! and when a seat's session ends), [`reap`] (the reaper, the outage rule,
+//! and when a seat's session ends), [`borrow`] (the checkout steps of a
+//! borrow request: its terms, and turning the machine's own seat into the
+//! borrow), [`reap`] (the reaper, the outage rule,
 //! live counts) and [`history`] (pool sizes, pruning). This file holds what
 //! they share: the command's view of the world and its events.
 //!
@@ -19,6 +21,7 @@ use leasehold_common::{Licenses, Timestamp};
 
 use super::StoreError;
 
+mod borrow;
 mod checkout;
 mod history;
 mod reap;

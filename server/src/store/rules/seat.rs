@@ -9,7 +9,7 @@ use leasehold_common::is_live;
 use leasehold_common::liveness::live_until;
 
 use super::{EndedSession, LeaseTx, Result, Rules};
-use crate::store::{HeartbeatOutcome, LeaseRow, SeatMode};
+use crate::store::{HeartbeatOutcome, LeaseRow, RevokeOutcome, SeatMode};
 
 impl<T: LeaseTx> Rules<'_, T> {
     /// New expiry for an existing seat, on the server's clock, kept by
@@ -33,14 +33,22 @@ impl<T: LeaseTx> Rules<'_, T> {
             return Ok(HeartbeatOutcome::Lost);
         };
         let policy = lic.policy;
-        let Some(row) = self.tx.lease(license_id, seat_id)? else {
+        let Some(row) = self.tx.lease(Some(license_id), seat_id)? else {
             return Ok(HeartbeatOutcome::Lost);
         };
         // Released (lingering): only a new checkout takes it back.
         if row.mode == SeatMode::Linger {
             return Ok(HeartbeatOutcome::Lost);
         }
-        if is_live(row.expires_at, self.now, policy.skew) {
+        let live = is_live(row.expires_at, self.now, policy.skew);
+        // Borrowed: out until its expiry, never renewed (that would let a
+        // client keep a seat past `borrow.max` by heartbeats).
+        if live && row.mode == SeatMode::Borrow {
+            return Ok(HeartbeatOutcome::Borrowed {
+                expires_at: row.expires_at,
+            });
+        }
+        if live {
             return Ok(HeartbeatOutcome::Renewed(self.renew(&row, policy.ttl)?));
         }
         // Still in the table but lapsed: its client just learned it lost the
@@ -90,7 +98,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         let Some(linger) = lic.policy.linger else {
             return Ok(None);
         };
-        let Some(row) = self.tx.lease(license_id, seat_id)? else {
+        let Some(row) = self.tx.lease(Some(license_id), seat_id)? else {
             return Ok(None);
         };
         match row.mode {
@@ -120,18 +128,37 @@ impl<T: LeaseTx> Rules<'_, T> {
     }
 
     /// Revoke (admin): delete the seat and, with `block`, refuse its holder +
-    /// fingerprint a new seat until then.
+    /// fingerprint a new seat until then. A live borrowed seat only with
+    /// `force`: its holder's token stays valid offline until it expires, so
+    /// freeing it early can put one seat more in use than sold.
     pub fn revoke(
         &mut self,
         seat_id: &str,
         reason: Option<String>,
         block: Option<Duration>,
-    ) -> Result<Option<LeaseRow>> {
+        force: bool,
+    ) -> Result<RevokeOutcome> {
+        let Some(row) = self.tx.lease(None, seat_id)? else {
+            return Ok(RevokeOutcome::Unknown);
+        };
+        let skew = self.licenses.get(&row.license_id).map(|l| l.policy.skew);
+        let out_on_loan = row.mode == SeatMode::Borrow
+            && skew.is_none_or(|skew| is_live(row.expires_at, self.now, skew));
+        if out_on_loan && !force {
+            return Ok(RevokeOutcome::Borrowed(row));
+        }
         let Some(row) = self.tx.delete_lease(seat_id, None)? else {
-            return Ok(None);
+            return Ok(RevokeOutcome::Unknown);
         };
         self.end_session(&row, SessionEnd::Revoke)?;
         let mut detail = reason.unwrap_or_default();
+        if out_on_loan {
+            let sep = if detail.is_empty() { "" } else { "; " };
+            detail = format!(
+                "{detail}{sep}borrowed until {}: its token stays valid offline until then",
+                row.expires_at
+            );
+        }
         if let Some(block) = block.filter(|b| !b.is_zero()) {
             let until = self.now.saturating_add(block);
             let fingerprint = row.fingerprint.as_deref().unwrap_or("");
@@ -147,7 +174,7 @@ impl<T: LeaseTx> Rules<'_, T> {
             Some(&row.holder),
             (!detail.is_empty()).then_some(detail.as_str()),
         )?;
-        Ok(Some(row))
+        Ok(RevokeOutcome::Revoked(row))
     }
 
     /// A seat's session ends when the lease leaves the table: at `now` for a

@@ -5,11 +5,12 @@ use leasehold_common::api::SessionView;
 use leasehold_common::{Timestamp, live_threshold};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use super::rows::mode_from;
+use crate::store::StoreError;
 use crate::store::history::{
     RawSession, SessionsQuery, UsageQuery, ended_columns, lapsed_at, open_columns, ran_past,
     resolve,
 };
-use crate::store::{SeatMode, StoreError};
 use crate::usage::{PoolTimeline, Sweep, Usage};
 
 fn raw_from_row(r: &Row<'_>) -> rusqlite::Result<RawSession> {
@@ -23,7 +24,7 @@ fn raw_from_row(r: &Row<'_>) -> rusqlite::Result<RawSession> {
         end_kind: r.get(6)?,
         expires_at: r.get::<_, Option<i64>>(7)?.map(Timestamp::from_millis),
         group: r.get(8)?,
-        lingering: r.get::<_, i64>(9)? == i64::from(SeatMode::Linger.code()),
+        mode: mode_from(r.get(9)?)?,
     })
 }
 

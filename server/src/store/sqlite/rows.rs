@@ -43,7 +43,7 @@ pub fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     })
 }
 
-fn mode_from(code: i32) -> rusqlite::Result<SeatMode> {
+pub(crate) fn mode_from(code: i32) -> rusqlite::Result<SeatMode> {
     SeatMode::from_code(code).ok_or_else(|| {
         rusqlite::Error::FromSqlConversionFailure(
             8,

@@ -186,6 +186,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE leases ADD COLUMN mode INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN grp TEXT;
     "#,
+    // v8: borrowing. A session records how its seat was kept when it ended
+    // (`mode`, as on `leases`), so history tells borrowed seat-hours apart.
+    r#"
+    ALTER TABLE sessions ADD COLUMN mode INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The schema version this build writes.

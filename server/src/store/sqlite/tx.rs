@@ -125,11 +125,11 @@ impl LeaseTx for SqliteTx<'_> {
             .map(Timestamp::from_millis))
     }
 
-    fn lease(&mut self, license_id: &str, seat_id: &str) -> Result<Option<LeaseRow>> {
+    fn lease(&mut self, license_id: Option<&str>, seat_id: &str) -> Result<Option<LeaseRow>> {
         const SQL: &str = concat!(
             "SELECT ",
             lease_columns!(),
-            " FROM leases WHERE seat_id = ?1 AND license_id = ?2"
+            " FROM leases WHERE seat_id = ?1 AND (?2 IS NULL OR license_id = ?2)"
         );
         Ok(self
             .conn
@@ -241,8 +241,8 @@ impl LeaseTx for SqliteTx<'_> {
     fn record_sessions(&mut self, sessions: &[EndedSession<'_>]) -> Result<()> {
         let mut insert = self.conn.prepare_cached(
             "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
-                                   ended_at, end_kind, grp)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                                   ended_at, end_kind, grp, mode)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?;
         for s in sessions {
             insert.execute(params![
@@ -253,7 +253,8 @@ impl LeaseTx for SqliteTx<'_> {
                 s.lease.checked_out_at.as_millis(),
                 s.at.as_millis(),
                 s.end.as_str(),
-                s.lease.group
+                s.lease.group,
+                s.lease.mode.code()
             ])?;
         }
         Ok(())

@@ -26,6 +26,7 @@ pub(super) fn checkout_request(slot: &Slot) -> CheckoutRequest {
     CheckoutRequest {
         holder: slot.plan.holder.clone(),
         fingerprint: Some(slot.plan.fingerprint.clone()),
+        borrow_s: None,
     }
 }
 
