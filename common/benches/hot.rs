@@ -20,6 +20,7 @@ fn claims() -> LeaseClaims {
         sid: "6f1c2b9a0d4e4f7a8b3c5d6e7f809112".into(),
         iat: 1_800_000_000,
         exp: 1_800_000_060,
+        borrowed: false,
     }
 }
 
