@@ -64,8 +64,8 @@ use proptest::test_runner::TestCaseError;
 use super::memory::{MemoryStore, StoredLease, StoredSession};
 use super::rules::{EventThrottle, LeaseTx, Rules, reap_detail};
 use super::{
-    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Limit, PoolCounts, SeatMode,
-    Waiter,
+    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Limit, PoolCounts, RevokeOutcome,
+    SeatMode, Waiter,
 };
 
 // ---------------------------------------------------------------------------
@@ -114,6 +114,15 @@ struct SeatPol {
     allow: Option<Vec<String>>,
     deny: Vec<String>,
     groups: Vec<GroupPol>,
+    borrow: Option<BorrowPol>,
+}
+
+/// `[license.borrow]` of a generated license.
+#[derive(Debug, Clone, PartialEq)]
+struct BorrowPol {
+    max_s: u64,
+    seats: u32,
+    allow: Option<Vec<String>>,
 }
 
 fn toml_list(items: &[String]) -> String {
@@ -155,7 +164,27 @@ impl SeatPol {
                 t += &format!("max = {m}\n");
             }
         }
+        if let Some(b) = &self.borrow {
+            t += &format!(
+                "[license.borrow]\nmax = \"{}s\"\nseats = {}\n",
+                b.max_s, b.seats
+            );
+            if let Some(allow) = &b.allow {
+                t += &format!("allow = {}\n", toml_list(allow));
+            }
+        }
         t
+    }
+
+    /// allow/deny, then `borrow.allow` (absent: whoever may check out).
+    fn allows_borrow(&self, holder: &str, fp: Option<&str>) -> bool {
+        let Some(b) = &self.borrow else {
+            return false;
+        };
+        self.allows(holder, fp)
+            && b.allow
+                .as_ref()
+                .is_none_or(|a| a.iter().any(|w| self.who(w, holder, fp)))
     }
 
     /// `*` only at the end in the generated patterns.
@@ -209,6 +238,18 @@ impl SeatPol {
         let names: Vec<String> = self.groups.iter().map(|g| format!("@{}", g.name)).collect();
         let known = |w: &String| !w.starts_with('@') || names.contains(w);
         self.deny.retain(known);
+        if seats == 0 {
+            self.borrow = None;
+        }
+        if let Some(b) = &mut self.borrow {
+            b.seats = b.seats.clamp(1, seats);
+            if let Some(a) = &mut b.allow {
+                a.retain(known);
+                if a.is_empty() {
+                    b.allow = None;
+                }
+            }
+        }
         if let Some(a) = &mut self.allow {
             a.retain(known);
             if a.is_empty() {
@@ -260,15 +301,30 @@ fn seat_pol() -> impl Strategy<Value = SeatPol> {
                 2 => (group_pol(0), group_pol(1)).prop_map(|(a, b)| vec![a, b]),
             ],
             allow_deny,
+            proptest::option::weighted(
+                0.7,
+                (
+                    prop_oneof![Just(60u64), Just(120), Just(600)],
+                    1u32..=2,
+                    prop_oneof![
+                        2 => Just(None),
+                        1 => Just(Some(vec!["h0".to_string(), "@g1".to_string()])),
+                    ],
+                )
+                    .prop_map(|(max_s, seats, allow)| BorrowPol { max_s, seats, allow }),
+            ),
         )
-            .prop_map(|(overage, linger_ms, max_per_holder, groups, (allow, deny))| SeatPol {
-                overage,
-                linger_ms,
-                max_per_holder,
-                allow,
-                deny,
-                groups,
-            }),
+            .prop_map(
+                |(overage, linger_ms, max_per_holder, groups, (allow, deny), borrow)| SeatPol {
+                    overage,
+                    linger_ms,
+                    max_per_holder,
+                    allow,
+                    deny,
+                    groups,
+                    borrow,
+                },
+            ),
     ]
 }
 
@@ -466,7 +522,8 @@ enum Lic {
     /// table (a re-claim, of a lingering seat too); `Known(n)` if none.
     Seat(usize),
     /// As the license, holder and fingerprint of the n-th (mod) lingering
-    /// seat; `Seat(n)` if none lingers.
+    /// seat; `Seat(n)` if none lingers. An even `n` asks for it back
+    /// plainly (no borrow), so that path stays common.
     Lingering(usize),
 }
 
@@ -508,11 +565,14 @@ enum Op {
         /// The waiters ahead in line: holder and fingerprint numbers.
         ahead: Vec<(u8, Option<u8>)>,
         counted: bool,
+        /// `borrow_s` (a fingerprint is then always sent, as HTTP requires).
+        borrow_s: Option<u64>,
     },
     Heartbeat(Target),
     Release(Target),
     Revoke {
         target: Target,
+        force: bool,
         reason: bool,
         block_ms: Option<u64>,
     },
@@ -564,8 +624,8 @@ fn op() -> impl Strategy<Value = Op> {
                 12 => (0usize..2).prop_map(Lic::Known),
                 1 => Just(Lic::Unknown),
                 2 => (0usize..4).prop_map(Lic::Blocked),
-                2 => (0usize..8).prop_map(Lic::Seat),
-                4 => (0usize..8).prop_map(Lic::Lingering),
+                4 => (0usize..8).prop_map(Lic::Seat),
+                5 => (0usize..8).prop_map(Lic::Lingering),
             ],
             0u8..3,
             proptest::option::weighted(0.6, 0u8..3),
@@ -578,19 +638,27 @@ fn op() -> impl Strategy<Value = Op> {
                 ),
             ],
             any::<bool>(),
+            prop_oneof![
+                10 => Just(None),
+                6 => prop_oneof![Just(30u64), Just(60), Just(90)].prop_map(Some),
+                1 => prop_oneof![Just(0u64), Just(601)].prop_map(Some),
+            ],
         )
-            .prop_map(|(license, holder, fingerprint, key, ahead, counted)| Op::Checkout {
-                license,
-                holder,
-                fingerprint,
-                key,
-                ahead,
-                counted,
-            }),
+            .prop_map(
+                |(license, holder, fingerprint, key, ahead, counted, borrow_s)| Op::Checkout {
+                    license,
+                    holder,
+                    fingerprint,
+                    key,
+                    ahead,
+                    counted,
+                    borrow_s,
+                },
+            ),
         5 => target().prop_map(Op::Heartbeat),
         3 => target().prop_map(Op::Release),
         2 => (
-            target(),
+            (target(), any::<bool>()),
             any::<bool>(),
             prop_oneof![
                 Just(None),
@@ -599,7 +667,12 @@ fn op() -> impl Strategy<Value = Op> {
                 (1u64..=30_000).prop_map(Some),
             ],
         )
-            .prop_map(|(target, reason, block_ms)| Op::Revoke { target, reason, block_ms }),
+            .prop_map(|((target, force), reason, block_ms)| Op::Revoke {
+                target,
+                force,
+                reason,
+                block_ms,
+            }),
         2 => (0usize..5).prop_map(|limit| Op::Reap { limit }),
         4 => (0u64..=2_000).prop_map(|ms| Op::Advance { ms }),
         1 => (2_000u64..=60_000).prop_map(|ms| Op::Advance { ms }),
@@ -641,6 +714,12 @@ enum Expect {
     /// the overage allowance.
     Fresh(LeaseRow, bool),
     Reused(LeaseRow),
+    /// The machine's own seat, turned into a borrow or its borrow extended
+    /// (already applied to the model).
+    Lent(LeaseRow),
+    BorrowTooLong {
+        max: Duration,
+    },
     Full {
         seats: u32,
         live: u32,
@@ -896,12 +975,56 @@ impl Model {
         s.lease.clone()
     }
 
+    /// The live seat this request's machine may take back (as the store's
+    /// fingerprint lookup finds it), unless it lingers for another holder.
+    fn machine_seat(&self, req: &CheckoutRequest) -> Option<String> {
+        let fp = req.fingerprint.as_ref()?;
+        let seat = self
+            .leases
+            .iter()
+            .filter(|(_, s)| {
+                s.lease.license_id == req.license_id
+                    && s.lease.fingerprint.as_ref() == Some(fp)
+                    && self.live(&s.lease)
+            })
+            // Not lingering for another holder first, then the
+            // latest-expiring, then the greatest seat id.
+            .max_by_key(|(seat, s)| {
+                let takeable = s.lease.mode != SeatMode::Linger || s.lease.holder == req.holder;
+                (takeable, s.lease.expires_at, seat.as_str())
+            })
+            .map(|(seat, _)| seat.clone())?;
+        // A lingering seat goes back only to the holder that released it,
+        // while still allowed in; the rules look at the one row the store
+        // finds and no other.
+        (!self.lingering_for_another(&self.leases[&seat].lease, req)).then_some(seat)
+    }
+
+    /// A seat asked for again: renewed, but a borrowed one as stored.
+    fn take_back(&mut self, seat: &str) -> LeaseRow {
+        match self.leases[seat].lease.mode {
+            SeatMode::Borrow => self.leases[seat].lease.clone(),
+            SeatMode::Heartbeat | SeatMode::Linger => self.renew(seat),
+        }
+    }
+
     /// Decide a checkout and apply its effects (renewal, a freed key), but
     /// not the insertion of a fresh seat: see [`Model::insert`].
     fn checkout(&mut self, req: &CheckoutRequest, ahead: &[Waiter]) -> Expect {
         let Some(pol) = self.pol(&req.license_id) else {
             return Expect::UnknownLicense;
         };
+        if let Some(b) = req.borrow {
+            match &self.sp(&req.license_id).borrow {
+                None => return Expect::NotAllowed,
+                Some(terms) if b.is_zero() || b.as_secs() > terms.max_s => {
+                    return Expect::BorrowTooLong {
+                        max: Duration::from_secs(terms.max_s),
+                    };
+                }
+                Some(_) => {}
+            }
+        }
         let block = (
             req.license_id.clone(),
             req.holder.clone(),
@@ -923,41 +1046,51 @@ impl Model {
             if let Some(seat) = seat {
                 let row = &self.leases[&seat].lease;
                 if self.live(row) && !self.lingering_for_another(row, req) {
-                    return Expect::Reused(self.renew(&seat));
+                    return Expect::Reused(self.take_back(&seat));
                 }
                 self.leases.get_mut(&seat).unwrap().idempotency_key = None;
             }
         }
-        if let Some(fp) = &req.fingerprint {
-            let seat = self
-                .leases
-                .iter()
-                .filter(|(_, s)| {
-                    s.lease.license_id == req.license_id
-                        && s.lease.fingerprint.as_ref() == Some(fp)
-                        && self.live(&s.lease)
-                })
-                // Not lingering for another holder first, then the
-                // latest-expiring, then the greatest seat id.
-                .max_by_key(|(seat, s)| {
-                    let takeable = s.lease.mode != SeatMode::Linger || s.lease.holder == req.holder;
-                    (takeable, s.lease.expires_at, seat.as_str())
-                })
-                .map(|(seat, _)| seat.clone());
-            if let Some(seat) = seat {
-                // A lingering seat goes back only to the holder that
-                // released it, while still allowed in; the rules look at
-                // the one row the store finds and no other.
-                if !self.lingering_for_another(&self.leases[&seat].lease, req) {
-                    return Expect::Reused(self.renew(&seat));
-                }
-            }
+        if req.borrow.is_none()
+            && let Some(seat) = self.machine_seat(req)
+        {
+            return Expect::Reused(self.take_back(&seat));
         }
         let license = req.license_id.as_str();
         let fp = req.fingerprint.as_deref();
         let sp = self.sp(license).clone();
         if !sp.allows(&req.holder, fp) {
             return Expect::NotAllowed;
+        }
+        if let (Some(b), Some(terms)) = (req.borrow, &sp.borrow) {
+            if !sp.allows_borrow(&req.holder, fp) {
+                return Expect::NotAllowed;
+            }
+            let own = self.machine_seat(req);
+            let own_borrow = own
+                .as_ref()
+                .is_some_and(|seat| self.leases[seat].lease.mode == SeatMode::Borrow);
+            let borrowed = self.live_where(license, |l| l.mode == SeatMode::Borrow);
+            if !own_borrow && borrowed.len() as u32 >= terms.seats {
+                return Expect::LimitReached {
+                    limit: Limit::Borrow,
+                    max: terms.seats,
+                    group: None,
+                    retry_after: self.retry_after(pol, &borrowed),
+                };
+            }
+            if let Some(seat) = own {
+                let now = self.now;
+                let s = &mut self.leases.get_mut(&seat).unwrap().lease;
+                let until = now.saturating_add(b);
+                s.expires_at = match s.mode {
+                    SeatMode::Borrow => s.expires_at.max(until),
+                    SeatMode::Heartbeat | SeatMode::Linger => until,
+                };
+                s.issued_at = now;
+                s.mode = SeatMode::Borrow;
+                return Expect::Lent(s.clone());
+            }
         }
         let spoken = self.spoken_for(license, ahead);
         match self.admit(license, &req.holder, fp, &spoken) {
@@ -1002,9 +1135,12 @@ impl Model {
                         fingerprint: req.fingerprint.clone(),
                         checked_out_at: self.now,
                         issued_at: self.now,
-                        expires_at: self.now.saturating_add(pol.ttl()),
+                        expires_at: self.now.saturating_add(req.borrow.unwrap_or(pol.ttl())),
                         group,
-                        mode: SeatMode::Heartbeat,
+                        mode: match req.borrow {
+                            Some(_) => SeatMode::Borrow,
+                            None => SeatMode::Heartbeat,
+                        },
                     },
                     live >= pol.seats,
                 )
@@ -1176,7 +1312,11 @@ impl Run {
                 key,
                 ref ahead,
                 counted,
-            } => self.checkout(license, holder, fingerprint, key, ahead, counted, &mut fx)?,
+                borrow_s,
+            } => {
+                let who = (holder, fingerprint, key, borrow_s);
+                self.checkout(license, who, ahead, counted, &mut fx)?
+            }
             Op::Heartbeat(target) => self.heartbeat(target, &mut fx)?,
             Op::Release(target) => {
                 let (license, seat) = self.m.resolve(target);
@@ -1239,6 +1379,7 @@ impl Run {
             }
             Op::Revoke {
                 target,
+                force,
                 reason,
                 block_ms,
             } => {
@@ -1247,13 +1388,34 @@ impl Run {
                 let block = block_ms.map(ms);
                 let (got, events) = self
                     .w
-                    .run(|r| r.revoke(&seat, reason_text.clone(), block, false));
-                let got = got.map_err(|e| e.to_string())?.revoked();
-                let want = self.m.leases.get(&seat).map(|s| s.lease.clone());
-                ensure_eq!(got, want, "revoke {seat}");
-                if let Some(row) = got {
+                    .run(|r| r.revoke(&seat, reason_text.clone(), block, force));
+                let got = got.map_err(|e| e.to_string())?;
+                let here = self.m.leases.get(&seat).map(|s| s.lease.clone());
+                let on_loan = here
+                    .as_ref()
+                    .is_some_and(|row| row.mode == SeatMode::Borrow && self.m.live(row));
+                let want = match &here {
+                    None => RevokeOutcome::Unknown,
+                    Some(row) if on_loan && !force => RevokeOutcome::Borrowed(row.clone()),
+                    Some(row) => RevokeOutcome::Revoked(row.clone()),
+                };
+                ensure_eq!(got, want, "revoke {seat} (force {force})");
+                if let RevokeOutcome::Borrowed(_) = got {
+                    self.note("revoke: borrowed, kept");
+                }
+                if let RevokeOutcome::Revoked(row) = got {
                     self.m.remove(&seat);
                     let mut detail = reason_text.unwrap_or_default();
+                    if on_loan {
+                        if !detail.is_empty() {
+                            detail.push_str("; ");
+                        }
+                        detail.push_str(&format!(
+                            "borrowed until {}: its token stays valid offline until then",
+                            row.expires_at
+                        ));
+                        self.note("revoke: borrowed, forced");
+                    }
                     if let Some(block) = block.filter(|b| !b.is_zero()) {
                         let until = self.m.now.saturating_add(block);
                         self.m.blocks.insert(
@@ -1430,13 +1592,10 @@ impl Run {
         self.invariants()
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn checkout(
         &mut self,
         license: Lic,
-        holder: u8,
-        fingerprint: Option<u8>,
-        key: Option<u8>,
+        (holder, fingerprint, key, borrow_s): (u8, Option<u8>, Option<u8>, Option<u64>),
         ahead: &[(u8, Option<u8>)],
         counted: bool,
         fx: &mut Effects,
@@ -1477,12 +1636,18 @@ impl Run {
                 fingerprint.map(|f| format!("f{f}")),
             ),
         };
+        let borrow_s = borrow_s.filter(|_| !matches!(license, Lic::Lingering(n) if n % 2 == 0));
+        // HTTP refuses a borrow without a fingerprint before the rules.
+        let fingerprint = match borrow_s {
+            Some(_) => fingerprint.or(Some("f0".to_string())),
+            None => fingerprint,
+        };
         let req = CheckoutRequest {
             license_id: license_id.clone(),
             holder,
             fingerprint,
             idempotency_key: key.map(|k| format!("k{k}")),
-            borrow: None,
+            borrow: borrow_s.map(Duration::from_secs),
         };
         let known = self.m.pol(&license_id);
         // The store's view before the checkout, for the direct checks.
@@ -1574,6 +1739,21 @@ impl Run {
                     sp.allows(&lease.holder, lease.fingerprint.as_deref()),
                     "{ctx}: granted to a holder not allowed"
                 );
+                if lease.mode == SeatMode::Borrow {
+                    // No second seat for a borrowing machine.
+                    let sp = self.m.sp(&license_id);
+                    let mine = live_before.iter().find(|l| {
+                        l.fingerprint == req.fingerprint
+                            && (l.mode != SeatMode::Linger
+                                || (l.holder == req.holder
+                                    && sp.allows(&req.holder, req.fingerprint.as_deref())))
+                    });
+                    ensure!(
+                        mine.is_none(),
+                        "{ctx}: a new borrow though the machine holds {mine:?}"
+                    );
+                    self.note("checkout: borrow");
+                }
                 self.note(if overage {
                     "checkout: overage"
                 } else if lease.group.is_some() {
@@ -1602,6 +1782,8 @@ impl Run {
                                 .map(|f| format!("fingerprint {f}")),
                             lease.group.as_ref().map(|g| format!("group {g}")),
                             overage.then(|| "overage".to_string()),
+                            (lease.mode == SeatMode::Borrow)
+                                .then(|| format!("borrowed until {}", lease.expires_at)),
                         ]
                         .into_iter()
                         .flatten()
@@ -1742,6 +1924,35 @@ impl Run {
                 });
                 self.denied(&req, counted, fx);
             }
+            (
+                CheckoutOutcome::Granted {
+                    lease,
+                    reused: true,
+                    overage: false,
+                },
+                Expect::Lent(want),
+            ) => {
+                ensure_eq!(lease, want, "{ctx}: the machine's seat lent");
+                let before = live_before.iter().find(|l| l.seat_id == lease.seat_id);
+                ensure!(before.is_some(), "{ctx}: lent seat was not live");
+                let was_borrowed = before.is_some_and(|l| l.mode == SeatMode::Borrow);
+                self.note(if was_borrowed {
+                    "checkout: borrow extended"
+                } else {
+                    "checkout: borrow turned"
+                });
+                fx.events.push(WantEvent {
+                    kind: EventKind::Checkout,
+                    license: Some(license_id),
+                    seat: Some(lease.seat_id.clone()),
+                    holder: Some(lease.holder.clone()),
+                    detail: Some(Some(format!("borrowed until {}", lease.expires_at))),
+                });
+            }
+            (CheckoutOutcome::BorrowTooLong { max }, Expect::BorrowTooLong { max: want }) => {
+                ensure_eq!(max, want, "{ctx}: borrow.max");
+                self.note("checkout: borrow too long");
+            }
             (CheckoutOutcome::NotAllowed, Expect::NotAllowed) => {
                 self.note("checkout: not allowed");
                 self.denied(&req, counted, fx);
@@ -1805,6 +2016,11 @@ impl Run {
             Some(row) if row.mode == SeatMode::Linger => {
                 ensure_eq!(got, HeartbeatOutcome::Lost, "{ctx} (lingering)");
                 self.note("heartbeat: lingering");
+            }
+            Some(row) if row.mode == SeatMode::Borrow && self.m.live(&row) => {
+                let expires_at = row.expires_at;
+                ensure_eq!(got, HeartbeatOutcome::Borrowed { expires_at }, "{ctx}");
+                self.note("heartbeat: borrowed");
             }
             Some(row) if self.m.live(&row) => {
                 let want = self.m.renew(&seat);
@@ -1948,10 +2164,26 @@ impl Run {
                     }
                 }
             }
+            // Never more than `borrow.seats` out, never for longer than
+            // `borrow.max` from when it was last lent.
+            let borrowed: Vec<_> = live.iter().filter(|l| l.mode == SeatMode::Borrow).collect();
+            let terms = sp.borrow.as_ref();
+            ensure!(
+                borrowed.len() as u32 <= terms.map_or(0, |b| b.seats),
+                "{id} has {} borrowed seats with {terms:?}",
+                borrowed.len()
+            );
+            for l in &borrowed {
+                let max_ms = terms.map_or(0, |b| b.max_s as i64 * 1000);
+                ensure!(
+                    l.expires_at.millis_since(l.issued_at) <= max_ms,
+                    "a borrow beyond {max_ms} ms: {l:?}"
+                );
+            }
             let want = PoolCounts {
                 live: n,
                 lingering: live.iter().filter(|l| l.mode == SeatMode::Linger).count() as u32,
-                borrowed: 0,
+                borrowed: borrowed.len() as u32,
                 groups: sp
                     .groups
                     .iter()
@@ -2065,7 +2297,8 @@ fn the_generated_sequences_reach_every_rule_step() {
     );
     let strategy = (licenses(), proptest::collection::vec(op(), 1..=60));
     let mut stats: BTreeMap<&'static str, usize> = BTreeMap::new();
-    for _ in 0..200 {
+    const SEQUENCES: usize = 400;
+    for _ in 0..SEQUENCES {
         let (pols, ops) = strategy.new_tree(&mut runner).unwrap().current();
         let mut run = Run::new(&pols);
         for op in &ops {
@@ -2108,11 +2341,19 @@ fn the_generated_sequences_reach_every_rule_step() {
         "heartbeat: lingering",
         "reap: lingering",
         "policy change",
+        "checkout: borrow",
+        "checkout: borrow turned",
+        "checkout: borrow extended",
+        "checkout: borrow limit",
+        "checkout: borrow too long",
+        "heartbeat: borrowed",
+        "revoke: borrowed, kept",
+        "revoke: borrowed, forced",
     ] {
         let n = stats.get(what).copied().unwrap_or(0);
         assert!(
             n >= 10,
-            "{what}: only {n} times in 200 sequences: {stats:#?}"
+            "{what}: only {n} times in {SEQUENCES} sequences: {stats:#?}"
         );
     }
 }
