@@ -270,7 +270,8 @@ async fn csv_is_safe_in_a_spreadsheet() {
             "ended_at",
             "end",
             "duration_s",
-            "group"
+            "group",
+            "borrowed"
         ]
     );
     let got: HashSet<&str> = records[1..].iter().map(|r| r[2].as_str()).collect();
@@ -284,11 +285,11 @@ async fn csv_is_safe_in_a_spreadsheet() {
     ]
     .into();
     assert_eq!(got, want);
-    assert!(
-        records[1..]
-            .iter()
-            .all(|r| r.len() == 9 && r[1] == "big" && r[5].is_empty() && r[8].is_empty())
-    );
+    assert!(records[1..].iter().all(|r| r.len() == 10
+        && r[1] == "big"
+        && r[5].is_empty()
+        && r[8].is_empty()
+        && r[9] == "false"));
     let (_, same) = csv(&s, "/v1/admin/sessions?license=big&format=csv", None).await;
     assert_eq!(same.len(), records.len());
 }
