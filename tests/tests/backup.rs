@@ -4,13 +4,14 @@
 //! events after the backup's; and each refusal changes nothing.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use leasehold_common::time::Timestamp;
 use leasehold_tests::{
-    Server, ServerOptions, TEST_LICENSES, TestStore, run_leaseholdd_expecting_exit,
+    Server, ServerOptions, TEST_LICENSES, TestStore, require_tool, run_leaseholdd_expecting_exit,
 };
 use serde_json::{Value, json};
 
@@ -237,6 +238,17 @@ async fn backup_under_load_restores_history_and_continues_event_ids() {
     // Whole seconds, so each second's denials count whole in both.
     let to = Timestamp::from_millis(last_at.as_millis() / 1000 * 1000);
     let original = history_before(&s, &from, to).await;
+    // Not an empty comparison: ended and open sessions, and denials.
+    let sessions = original["small"]["sessions"].as_array().expect("sessions");
+    assert!(sessions.iter().any(|x| x["end"] == "release"), "{original}");
+    assert!(
+        sessions.iter().any(|x| x["ended_at"].is_null()),
+        "{original}"
+    );
+    assert!(
+        original["tiny"]["usage"]["summary"]["denials"].as_u64() > Some(0),
+        "{original}"
+    );
     let backup_seats: i64 = query_one(&out, "SELECT count(*) FROM leases");
     s.terminate();
 
@@ -453,4 +465,33 @@ async fn refuses_to_restore_under_a_running_server() {
     assert_eq!(s.seats(None).await, seats_before);
     s.take_seat("small", "small-key", json!({"holder": "bob"}))
         .await;
+}
+
+#[tokio::test]
+async fn restored_database_belongs_to_the_data_dirs_owner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, out) = stopped_server_and_backup(dir.path()).await;
+    assert_eq!(
+        std::fs::metadata(&out)
+            .expect("backup")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    // A service's state directory, owned by its user (nobody here); the
+    // restore runs as root.
+    let target = dir.path().join("state");
+    std::fs::create_dir(&target).expect("mkdir");
+    require_tool(
+        Command::new("chown").arg("65534:65534").arg(&target),
+        "giving a directory to another user",
+        "run the tests as root",
+    );
+    let (ok, stderr) = restore(&target, &out, false);
+    assert!(ok, "restore failed: {stderr}");
+    let db = std::fs::metadata(target.join("leasehold.db")).expect("restored");
+    assert_eq!((db.uid(), db.gid()), (65534, 65534));
+    assert_eq!(db.permissions().mode() & 0o777, 0o600);
 }

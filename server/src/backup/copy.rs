@@ -11,6 +11,7 @@
 //! grows meanwhile, and shrinks again afterwards).
 
 use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -78,6 +79,10 @@ pub(super) fn snapshot_to_temp(
         .map_err(BackupError::sqlite(&temp.path))?;
     check::integrity_ok(&target, &temp.path)?;
     drop(target);
+    // Holder names and the event log: readable by the owner only, like the
+    // key files.
+    std::fs::set_permissions(&temp.path, std::fs::Permissions::from_mode(0o600))
+        .map_err(BackupError::io("cannot set the mode of", &temp.path))?;
     File::open(&temp.path)
         .and_then(|f| f.sync_all())
         .map_err(BackupError::io("cannot sync", &temp.path))?;
@@ -130,7 +135,7 @@ fn copy_pages(
 
 /// A file that is deleted unless it is renamed into place.
 pub(super) struct TempFile {
-    path: PathBuf,
+    pub(super) path: PathBuf,
     dest: PathBuf,
     kept: bool,
 }

@@ -43,6 +43,7 @@ pub fn restore(data_dir: &Path, from: &Path, force: bool) -> Result<RestoreRepor
     }
     let (temp, copied) = copy::snapshot_to_temp(&source, &database, Pace::AT_ONCE)?;
     drop(source);
+    same_owner_as(&temp.path, data_dir)?;
     // A WAL left by the old database would be replayed onto the new one.
     for suffix in ["-wal", "-shm", "-journal"] {
         let mut stale = database.clone().into_os_string();
@@ -61,6 +62,19 @@ pub fn restore(data_dir: &Path, from: &Path, force: bool) -> Result<RestoreRepor
         schema_version,
         last_event_id: copied.last_event_id,
     })
+}
+
+/// Give the restored file the data dir's owner: a restore run as root into
+/// a service's state directory must leave a database the service can write.
+fn same_owner_as(file: &Path, dir: &Path) -> Result<(), BackupError> {
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(dir).map_err(BackupError::io("cannot read", dir))?;
+    let current = std::fs::metadata(file).map_err(BackupError::io("cannot read", file))?;
+    if (current.uid(), current.gid()) == (owner.uid(), owner.gid()) {
+        return Ok(());
+    }
+    std::os::unix::fs::chown(file, Some(owner.uid()), Some(owner.gid()))
+        .map_err(BackupError::io("cannot give the data dir's owner to", file))
 }
 
 /// The lock a running server holds on its data dir (`lib.rs`,
