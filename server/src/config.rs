@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
 use leasehold_common::policy::parse_duration;
 
 use crate::serve::ServeOptions;
@@ -14,8 +14,17 @@ fn duration(s: &str) -> Result<Duration, String> {
 
 /// Leasehold seat server.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "leaseholdd", version, about)]
+#[command(
+    name = "leaseholdd",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Config {
+    /// Without a command, serve.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "LEASEHOLD_LISTEN", default_value = "127.0.0.1:7400")]
     pub listen: String,
@@ -86,4 +95,40 @@ impl Config {
             ..ServeOptions::default()
         }
     }
+}
+
+/// What `leaseholdd` does instead of serving.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Copy the SQLite database to FILE as one consistent snapshot, while a
+    /// server keeps serving on the data dir (reads only).
+    Backup(BackupArgs),
+    /// Put a backup in place as the database of a stopped server's data dir.
+    Restore(RestoreArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BackupArgs {
+    /// The data dir whose database to copy.
+    #[arg(long, env = "LEASEHOLD_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Where to write the copy.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Replace FILE if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RestoreArgs {
+    /// The data dir of a stopped server (created if missing).
+    #[arg(long, env = "LEASEHOLD_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// The backup to restore.
+    #[arg(long, value_name = "FILE")]
+    pub from: PathBuf,
+    /// Replace the data dir's database if it has one.
+    #[arg(long)]
+    pub force: bool,
 }

@@ -1,6 +1,7 @@
 //! `leaseholdd`: the Leasehold seat server.
 //!
 //! - [`config`]: flags and environment.
+//! - [`backup`]: `leaseholdd backup` and `restore` (SQLite only).
 //! - [`store`]: the lease rules written once, over SQLite (the default: one
 //!   file in WAL mode) or PostgreSQL (several replicas); one writer thread
 //!   per server (group commit, the serialization point of checkouts), reads
@@ -21,6 +22,7 @@
 //! End-to-end tests run the real `leaseholdd` binary (crate
 //! `leasehold-tests`); route tests drive [`http::routes`] in-process.
 
+pub mod backup;
 pub mod clock;
 pub mod config;
 pub mod http;
@@ -177,12 +179,16 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     })
 }
 
+/// The file in a data dir that a server (and `leaseholdd restore`) holds an
+/// `flock` on.
+pub const DATA_DIR_LOCK: &str = "leaseholdd.lock";
+
 /// Create the data dir if needed, make sure we can write to it, and lock it:
 /// two servers on one database would each believe they alone count seats.
 fn prepare_data_dir(dir: &Path) -> anyhow::Result<File> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create data dir {}", dir.display()))?;
-    let lock_path = dir.join("leaseholdd.lock");
+    let lock_path = dir.join(DATA_DIR_LOCK);
     let lock = File::options()
         .create(true)
         .truncate(false)

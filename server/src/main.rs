@@ -5,7 +5,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use leasehold_server::config::Config;
+use leasehold_server::backup;
+use leasehold_server::config::{Command, Config};
 
 // Measured: glibc malloc trimmed the writer thread's arena with madvise under
 // load, and every trim stopped the other core for a TLB shootdown.
@@ -14,6 +15,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let config = Config::parse();
+    if let Some(command) = &config.command {
+        return run_command(command);
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
@@ -34,6 +38,41 @@ fn main() -> ExitCode {
         Err(e) => {
             // One line, the whole cause chain: "cannot listen on ...: Address in use".
             eprintln!("leaseholdd: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `backup` and `restore`: no runtime, no logging; one line on success
+/// (stdout) or failure (stderr).
+fn run_command(command: &Command) -> ExitCode {
+    let result = match command {
+        Command::Backup(a) => backup::backup(&a.data_dir, &a.out, a.force).map(|r| {
+            println!(
+                "backed up {} to {} ({} bytes, schema v{}, events up to id {}, integrity ok) in {:.1}s",
+                leasehold_server::store::database_path(&a.data_dir).display(),
+                r.out.display(),
+                r.bytes,
+                r.schema_version,
+                r.last_event_id,
+                r.took.as_secs_f64()
+            )
+        }),
+        Command::Restore(a) => backup::restore(&a.data_dir, &a.from, a.force).map(|r| {
+            println!(
+                "restored {} into {} (schema v{}, events up to id {}, integrity ok); start leaseholdd on {}",
+                a.from.display(),
+                r.database.display(),
+                r.schema_version,
+                r.last_event_id,
+                a.data_dir.display()
+            )
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("leaseholdd: error: {e}");
             ExitCode::FAILURE
         }
     }

@@ -4,7 +4,7 @@
 // colours come from classes in app.css, sizes from SVG attributes.
 
 import { svg } from './dom.js';
-import { fmtDateTime, fmtTime, utcTitle } from './format.js';
+import { fmtCount, fmtDateTime, fmtTime, utcTitle } from './format.js';
 
 const W = 720;
 const H = 200;
@@ -25,13 +25,13 @@ export function drawUsage(host, usage) {
     class: 'usage',
     viewBox: `0 0 ${W} ${H}`,
     role: 'img',
-    'aria-label': `Seats in use for ${usage.license_id}, peak ${usage.summary.peak} of ${usage.summary.seats}`,
+    'aria-label': `Seats in use for ${usage.license_id}, peak ${fmtCount(usage.summary.peak)} of ${fmtCount(usage.summary.seats)}`,
   });
   // Axes and gridlines: 0, half, top.
   for (const v of [0, Math.round(top / 2), top]) {
     root.append(
       svg('line', { class: 'grid-line', x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v) }),
-      svg('text', { class: 'axis', x: PAD.left - 4, y: y(v) + 4, 'text-anchor': 'end' }, String(v)),
+      svg('text', { class: 'axis', x: PAD.left - 4, y: y(v) + 4, 'text-anchor': 'end' }, fmtCount(v)),
     );
   }
   root.append(
@@ -49,7 +49,7 @@ export function drawUsage(host, usage) {
     const bar = svg(
       'rect',
       { class: full ? 'bar full' : 'bar', x: x0, y: y(p.peak), width: w, height: Math.max(0, y(0) - y(p.peak)) },
-      svg('title', {}, `${fmtTime(t0)}–${fmtTime(t1)} (${utcTitle(t0)})\npeak ${p.peak} of ${p.seats} seats${full ? ' (full)' : ''}\n${p.checkouts} checkouts, ${p.denials} denials`),
+      svg('title', {}, `${fmtTime(t0)}–${fmtTime(t1)} (${utcTitle(t0)})\npeak ${fmtCount(p.peak)} of ${fmtCount(p.seats)} seats${full ? ' (full)' : ''}\n${fmtCount(p.checkouts)} checkouts, ${fmtCount(p.denials)} denials`),
     );
     root.append(bar);
     if (p.denials > 0) {

@@ -79,7 +79,7 @@ function renderSummary(s) {
     [el('dt', {}, label), el('dd', title ? { title } : {}, value)];
   const peakAt = s.peak_at ? Date.parse(s.peak_at) : null;
   dl.replaceChildren(
-    ...item('Peak', `${s.peak} of ${s.seats}`, peakAt ? `first at ${fmtDateTime(peakAt)} · ${utcTitle(peakAt)}` : null),
+    ...item('Peak', `${fmtCount(s.peak)} of ${fmtCount(s.seats)}`, peakAt ? `first at ${fmtDateTime(peakAt)} · ${utcTitle(peakAt)}` : null),
     ...item('Utilization', `${(s.utilization * 100).toFixed(1)} %`),
     ...item('Seat-hours', s.seat_hours.toFixed(1)),
     ...item('Time full', fmtDuration(s.full_s * 1000)),

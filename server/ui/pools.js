@@ -5,10 +5,11 @@
 // reservations, lingering and borrowed seats (— when the pool has no such
 // policy), one line per group (`design 2/6 · 1 in use`: reserve/max and the
 // seats it holds), and `⇡ OVER +n` when more are live than the pool has
-// seats (granted from its overage).
+// seats (granted from its overage). Every count has its digits grouped in
+// the viewer's locale (`1,000,000`), as the console's exact figures are.
 
 import { el, setText, setAttr, svg } from './dom.js';
-import { clock, fmtDuration, fmtSeconds, utcTitle, fmtTime } from './format.js';
+import { clock, fmtCount, fmtDuration, fmtSeconds, utcTitle, fmtTime } from './format.js';
 
 const GAUGE_W = 120;
 const GAUGE_H = 12;
@@ -20,7 +21,7 @@ const freesAt = new Map();
 
 /** The pool's status: glyph + word, and a class for the colour. */
 function status(l) {
-  if (l.live > l.seats) return { text: `⇡ OVER +${l.live - l.seats}`, cls: 'over' };
+  if (l.live > l.seats) return { text: `⇡ OVER +${fmtCount(l.live - l.seats)}`, cls: 'over' };
   if (l.live >= l.seats) return { text: '■ FULL', cls: 'full' };
   if (l.live * 5 >= l.seats * 4) return { text: '▲ busy', cls: 'busy' };
   return { text: '● ok', cls: 'ok' };
@@ -29,19 +30,19 @@ function status(l) {
 /** A policy count, or — (with why) when the pool has no such policy. */
 function policyCount(cell, has, n, what) {
   const shown = has || n > 0;
-  setText(cell, shown ? String(n) : '—');
+  setText(cell, shown ? fmtCount(n) : '—');
   setAttr(cell, 'title', shown ? null : `no ${what} on this pool`);
 }
 
 /** One `<li data-group>` per group: `name reserve/max · n in use`. */
 function renderGroups(ul, groups) {
   const items = groups.map((g) => {
-    const max = g.max === null || g.max === undefined ? '∞' : String(g.max);
+    const max = g.max === null || g.max === undefined ? '∞' : fmtCount(g.max);
     return el(
       'li',
-      { 'data-group': g.name, title: `group ${g.name}: reserve ${g.reserve}, max ${max === '∞' ? 'none' : max}, ${g.live} in use` },
+      { 'data-group': g.name, title: `group ${g.name}: reserve ${fmtCount(g.reserve)}, max ${max === '∞' ? 'none' : max}, ${fmtCount(g.live)} in use` },
       el('span', { class: 'group-name' }, g.name),
-      ` ${g.reserve}/${max} · ${g.live} in use`,
+      ` ${fmtCount(g.reserve)}/${max} · ${fmtCount(g.live)} in use`,
     );
   });
   const key = JSON.stringify(groups);
@@ -114,10 +115,10 @@ export function renderPools(tbody, licenses, selected, onSelect) {
     row.license = l;
     const c = row.cells;
     const st = status(l);
-    setText(c.count, `${l.live} / ${l.seats}`);
-    setText(c.free, String(Math.max(0, l.seats - l.live)));
-    setText(c.waiting, l.waiting ? `⏳ ${l.waiting}` : '—');
-    setAttr(c.waiting, 'title', l.waiting ? `${l.waiting} checkouts waiting in line` : null);
+    setText(c.count, `${fmtCount(l.live)} / ${fmtCount(l.seats)}`);
+    setText(c.free, fmtCount(Math.max(0, l.seats - l.live)));
+    setText(c.waiting, l.waiting ? `⏳ ${fmtCount(l.waiting)}` : '—');
+    setAttr(c.waiting, 'title', l.waiting ? `${fmtCount(l.waiting)} checkouts waiting in line` : null);
     const groups = l.groups || [];
     policyCount(c.reserved, groups.length > 0, l.reserved || 0, 'groups with a reserve');
     policyCount(c.lingering, l.linger_s != null, l.lingering || 0, 'linger');
@@ -126,7 +127,7 @@ export function renderPools(tbody, licenses, selected, onSelect) {
     renderGroups(c.groups, groups);
     setText(c.ttl, fmtSeconds(l.ttl_s));
     setText(c.status, st.text);
-    setAttr(c.status, 'title', st.cls === 'over' ? `${l.live} live of ${l.seats} seats; overage allows ${l.overage || 0} more` : null);
+    setAttr(c.status, 'title', st.cls === 'over' ? `${fmtCount(l.live)} live of ${fmtCount(l.seats)} seats; overage allows ${fmtCount(l.overage || 0)} more` : null);
     const frac = l.seats > 0 ? Math.min(1, l.live / l.seats) : 1;
     setAttr(c.fill, 'width', Math.round(frac * GAUGE_W));
     setAttr(row.tr, 'class', [st.cls, l.id === selected ? 'selected' : ''].join(' ').trim());

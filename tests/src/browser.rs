@@ -120,6 +120,10 @@ impl Browser {
             Command::new(&chromedriver)
                 .arg(format!("--port={port}"))
                 .arg("--allowed-ips=127.0.0.1")
+                // An en-US browser whatever the machine's locale, so the
+                // numbers it groups are the ones the tests expect.
+                .env("LANG", "en_US.UTF-8")
+                .env("LANGUAGE", "en_US")
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -137,7 +141,7 @@ impl Browser {
                     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                     "--no-first-run", "--disable-background-networking",
                     "--disable-component-update", "--disable-sync",
-                    "--disable-dev-shm-usage", "--window-size=1280,900",
+                    "--disable-dev-shm-usage", "--window-size=1280,900", "--lang=en-US",
                     format!("--user-data-dir={}", profile.path().display()),
                 ],
             },

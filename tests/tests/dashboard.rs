@@ -668,6 +668,32 @@ async fn a_group_and_a_lingering_seat_show_their_figures() {
     b.close().await;
 }
 
+/// A pool of a million seats reads as the console's exact view does, with
+/// its digits grouped in the browser's locale (en-US here).
+#[tokio::test]
+async fn a_million_seats_are_grouped_in_the_browsers_locale() {
+    let licenses = leasehold_tests::license_toml!(
+        "vast",
+        seats = 1000000,
+        ttl = "60s",
+        skew = "5s",
+        reap_grace = "15s"
+    );
+    let server = Server::start(licenses).await;
+    seat(&server, "vast", "alice", "alice-laptop").await;
+    let b = Browser::start().await;
+    b.sign_in(&server.base, &server.admin_token).await;
+    let pool = b
+        .wait_text("tr[data-license=vast]", SOON, "the vast pool", |t| {
+            t.contains("1 / 1,000,000")
+        })
+        .await;
+    assert!(pool.contains("999,999"), "free seats grouped: {pool}");
+    assert!(!pool.contains("1000000"), "{pool}");
+    b.assert_clean().await;
+    b.close().await;
+}
+
 /// 100,000 holders: the first page is on screen within a second of the
 /// navigation, and a countdown tick costs at most 16 ms of script.
 #[tokio::test]

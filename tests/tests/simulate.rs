@@ -44,6 +44,12 @@ async fn start_server() -> Server {
 /// `leasehold simulate --server BASE ARGS`, with no token from the
 /// environment; bounded to 30 s.
 async fn simulate(s: &Server, args: &[&str]) -> Output {
+    simulate_with_env(s, args, &[]).await
+}
+
+/// [`simulate`] with `env` set (and no other data dir or token from the
+/// environment), run outside the repo root.
+async fn simulate_with_env(s: &Server, args: &[&str], env: &[(&str, &str)]) -> Output {
     let bin = leasehold_bin();
     assert!(
         bin.exists(),
@@ -57,6 +63,8 @@ async fn simulate(s: &Server, args: &[&str]) -> Output {
             .args(args)
             .current_dir(std::env::temp_dir())
             .env_remove("LEASEHOLD_ADMIN_TOKEN")
+            .env_remove("LEASEHOLD_DATA_DIR")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .output(),
     )
@@ -265,4 +273,49 @@ async fn after_a_run_the_report_shows_its_denials_and_peak() {
     assert!(summary["denials"].as_u64().unwrap() >= 1, "{summary}");
     assert!(summary["full_s"].as_f64().unwrap() > 0.0, "{summary}");
     assert_eq!(usage[0]["verdict"], "short_of_seats");
+}
+
+/// Outside the repo root, `--data-dir` or `LEASEHOLD_DATA_DIR` finds the
+/// admin token as `leaseholdd` does: no `--token` needed.
+#[tokio::test]
+async fn simulate_reads_the_token_from_the_data_dir() {
+    let s = start_server().await;
+    let data_dir = s.data_dir();
+    let dir = data_dir.to_str().expect("utf-8 path");
+    #[rustfmt::skip]
+    let args = [
+        "--license", "sim", "--key", "sim-key",
+        "--clients", "4", "--duration", "2s", "--seed", "7", "--quiet",
+    ];
+    let by_flag: Vec<&str> = args.iter().copied().chain(["--data-dir", dir]).collect();
+    for (how, out) in [
+        ("--data-dir", simulate(&s, &by_flag).await),
+        (
+            "LEASEHOLD_DATA_DIR",
+            simulate_with_env(&s, &args, &[("LEASEHOLD_DATA_DIR", dir)]).await,
+        ),
+    ] {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{how}: {stdout}\n{stderr}");
+        assert!(!stderr.contains("no admin token"), "{how}: {stderr}");
+        assert!(!stdout.contains("no admin token"), "{how}: {stdout}");
+    }
+    // The wrong data dir: the run goes on without admin, and says where
+    // it looked.
+    let out = simulate(
+        &s,
+        &args
+            .iter()
+            .copied()
+            .chain(["--data-dir", "/nonexistent/leasehold"])
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("no admin token") && stderr.contains("/nonexistent/leasehold/admin.token"),
+        "{stderr}"
+    );
 }

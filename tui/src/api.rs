@@ -33,7 +33,7 @@ pub enum ApiError {
     Unreachable { server: String, cause: String },
     #[error(
         "the server at {server} refused the admin token (401 unauthorized); \
-         check --token, LEASEHOLD_ADMIN_TOKEN or data/admin.token"
+         check --token, LEASEHOLD_ADMIN_TOKEN or admin.token in --data-dir"
     )]
     Unauthorized { server: String },
     #[error(

@@ -63,7 +63,12 @@ async fn event_loop(
     tasks.spawn(tick_task(tx.clone()));
     tasks.spawn(poll_task(client.clone(), tx.clone(), refresh.clone()));
     tasks.spawn(stream_task(client.clone(), tx.clone()));
-    tasks.spawn(usage::run(client.clone(), tx.clone()));
+    let usage_changed = Arc::new(Notify::new());
+    tasks.spawn(usage::run(
+        client.clone(),
+        tx.clone(),
+        usage_changed.clone(),
+    ));
     let pages = pages::Fetcher::new(client.clone(), tx.clone());
 
     loop {
@@ -81,6 +86,11 @@ async fn event_loop(
             batch.push(more);
         }
         for event in batch {
+            if let AppEvent::StreamEvent(ev) = &event
+                && usage::changes_usage(ev.kind)
+            {
+                usage_changed.notify_one();
+            }
             for cmd in app.update(event, local_now()) {
                 run_command(cmd, &client, &tx, &refresh, &pages);
             }

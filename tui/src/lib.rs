@@ -38,12 +38,11 @@ pub mod simulate;
 pub mod stream;
 pub mod ui;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 
 use crate::cli::Cli;
-use crate::conn::DEFAULT_TOKEN_FILE;
 
 /// Run the command line: the console without a subcommand, else one
 /// one-shot command writing to stdout.
@@ -54,7 +53,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(cli::TopCommand::Admin(cmd)) => Some(cmd),
         None => None,
     };
-    let token = conn::resolve_token(cli.conn.token.as_deref(), Path::new(DEFAULT_TOKEN_FILE))?;
+    let token = cli.conn.admin_token()?;
     let client = api::AdminClient::new(&cli.conn.server, &token)?;
     match command {
         None => {

@@ -1,14 +1,19 @@
 //! The pools pane's usage, fetched every 30 s (less often when a round is
-//! expensive, see [`next_round_in`]) apart from the 1 s poll: per
+//! expensive, see [`next_round_in`]) apart from the 1 s poll, and soon
+//! after the stream reports a checkout, release, reap, revoke, denial or
+//! config change (see [`after_change_in`]), so DENIED and LAST HOUR keep up
+//! with the event feed: per
 //! pool, `GET /v1/admin/usage` for the last hour by minute, and once more
 //! from 00:00 UTC for today's denials, both on the server's clock (its `now`
 //! from `GET /v1/admin/licenses`). What fails is left out of the update, so
 //! the console keeps showing the last data it had.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_common::Timestamp;
-use tokio::sync::mpsc;
+use leasehold_common::api::EventKind;
+use tokio::sync::{Notify, mpsc};
 
 use crate::api::{AdminClient, ApiError, UsageQuery};
 use crate::app::{AppEvent, SPARK_MINUTES, UsageUpdate};
@@ -25,6 +30,49 @@ const COST_FACTOR: u32 = 200;
 pub fn next_round_in(took: Duration) -> Duration {
     USAGE_EVERY.max(took * COST_FACTOR)
 }
+
+/// Does an event of this kind change what the pools pane shows of usage?
+/// Seats coming and going move LAST HOUR, a denial DENIED, a config
+/// change the pool size the marks are scaled to. (Denied events cannot
+/// simply be counted: the server throttles them to one per license and
+/// holder every 10 s. Its exact count is fetched instead.)
+pub fn changes_usage(kind: EventKind) -> bool {
+    match kind {
+        EventKind::Checkout
+        | EventKind::Release
+        | EventKind::Reap
+        | EventKind::Revoke
+        | EventKind::Denied
+        | EventKind::Config => true,
+        EventKind::Lost => false,
+    }
+}
+
+/// After a change, rounds come at most this often...
+const CHANGE_GAP: Duration = Duration::from_secs(1);
+/// ...and at least this many times the last round's time apart: a busy
+/// stream keeps the server's usage sweeps to 1/20 of its time.
+const CHANGE_COST_FACTOR: u32 = 20;
+/// A burst of events (a pool filling up) costs one round, not one each.
+const CHANGE_SETTLE: Duration = Duration::from_millis(200);
+
+/// How long to wait, once a change is reported `since_round` after the
+/// last round ended (which took `took`), before the next round.
+pub fn after_change_in(took: Duration, since_round: Duration) -> Duration {
+    let soonest = CHANGE_GAP.max(took * CHANGE_COST_FACTOR);
+    soonest.saturating_sub(since_round).max(CHANGE_SETTLE)
+}
+
+/// Wait for the next round: the regular one, or sooner after a change.
+async fn wait_for_round(took: Duration, changed: &Notify) {
+    let ended = tokio::time::Instant::now();
+    tokio::select! {
+        _ = tokio::time::sleep(next_round_in(took)) => {}
+        _ = changed.notified() => {
+            tokio::time::sleep(after_change_in(took, ended.elapsed())).await;
+        }
+    }
+}
 const MINUTE: Duration = Duration::from_secs(60);
 const DAY_MS: i64 = 86_400_000;
 
@@ -38,25 +86,24 @@ pub fn windows(now: Timestamp) -> ((Timestamp, Timestamp), Option<(Timestamp, Ti
     ((hour, now), today)
 }
 
-pub async fn run(client: AdminClient, tx: mpsc::UnboundedSender<AppEvent>) {
+/// Fetch rounds until the app goes away; `changed` is notified when the
+/// stream reports a change the pane counts.
+pub async fn run(client: AdminClient, tx: mpsc::UnboundedSender<AppEvent>, changed: Arc<Notify>) {
     loop {
         let started = tokio::time::Instant::now();
         let round = fetch_all(&client).await;
-        let wait = next_round_in(started.elapsed());
-        let updates = match round {
-            Ok(u) => u,
-            Err(e) => {
-                tracing::warn!("usage: {e}");
-                tokio::time::sleep(wait).await;
-                continue;
+        let took = started.elapsed();
+        match round {
+            Ok(updates) => {
+                for u in updates {
+                    if tx.send(AppEvent::Usage(Box::new(u))).is_err() {
+                        return;
+                    }
+                }
             }
-        };
-        for u in updates {
-            if tx.send(AppEvent::Usage(Box::new(u))).is_err() {
-                return;
-            }
+            Err(e) => tracing::warn!("usage: {e}"),
         }
-        tokio::time::sleep(wait).await;
+        wait_for_round(took, &changed).await;
     }
 }
 
@@ -126,6 +173,53 @@ mod tests {
         assert_eq!(
             next_round_in(Duration::from_millis(450)),
             Duration::from_secs(90)
+        );
+    }
+
+    #[test]
+    fn a_denial_or_a_seat_change_asks_for_the_usage_a_lost_seat_not() {
+        for kind in EventKind::ALL {
+            // A heartbeat on a vanished seat changes no count.
+            assert_eq!(changes_usage(kind), kind != EventKind::Lost, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_change_brings_the_next_round_within_a_second_or_two() {
+        let cheap = Duration::from_millis(20);
+        // Long after the last round: at once, once the burst settles.
+        assert_eq!(
+            after_change_in(cheap, Duration::from_secs(10)),
+            CHANGE_SETTLE
+        );
+        // Right after one: a second after it, not 30 s.
+        assert_eq!(
+            after_change_in(cheap, Duration::from_millis(100)),
+            Duration::from_millis(900)
+        );
+        // An expensive round (100,000 holders) keeps its distance.
+        assert_eq!(
+            after_change_in(Duration::from_millis(450), Duration::from_secs(1)),
+            Duration::from_secs(8)
+        );
+        assert!(after_change_in(cheap, Duration::ZERO) < next_round_in(cheap));
+    }
+
+    #[tokio::test]
+    async fn a_change_cuts_the_wait_for_the_next_round_short() {
+        let changed = Arc::new(Notify::new());
+        let started = tokio::time::Instant::now();
+        let notify = changed.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            notify.notify_one();
+        });
+        wait_for_round(Duration::from_millis(1), &changed).await;
+        let waited = started.elapsed();
+        // One second after the round (CHANGE_GAP), far from USAGE_EVERY.
+        assert!(
+            waited >= Duration::from_millis(950) && waited < Duration::from_secs(3),
+            "{waited:?}"
         );
     }
 

@@ -2,7 +2,6 @@
 //! the pool, sample the server's live count, report reaps of our clients'
 //! seats from the event log, and revoke a seat now and then.
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,7 +14,7 @@ use super::report::Kind;
 use super::slots::Slot;
 use super::target::Target;
 use crate::api::{AdminClient, ApiError};
-use crate::conn::{ConnArgs, DEFAULT_TOKEN_FILE, resolve_token};
+use crate::conn::ConnArgs;
 use crate::format::short_id;
 
 /// The admin client if a token is found and the admin API answers (the
@@ -26,10 +25,11 @@ pub(super) async fn connect(
     server: &str,
     target: &mut Target,
 ) -> anyhow::Result<Option<AdminClient>> {
-    let Ok(token) = resolve_token(conn.token.as_deref(), Path::new(DEFAULT_TOKEN_FILE)) else {
+    let Ok(token) = conn.admin_token() else {
         eprintln!(
             "leasehold simulate: no admin token (--token, LEASEHOLD_ADMIN_TOKEN or \
-             ./{DEFAULT_TOKEN_FILE}): no revokes, reaps not reported"
+             {} from --data-dir/LEASEHOLD_DATA_DIR): no revokes, reaps not reported",
+            conn.token_file().display()
         );
         return Ok(None);
     };
