@@ -344,6 +344,9 @@ pub struct UsageSummary {
     pub denials: u64,
     /// Session time inside the range, in hours.
     pub seat_hours: f64,
+    /// The part of `seat_hours` on seats borrowed for offline use.
+    #[serde(default)]
+    pub borrowed_hours: f64,
     /// Seat time used ÷ seat time available (pool size over time), 0..=1.
     pub utilization: f64,
     /// Distinct holders with a session in the range.

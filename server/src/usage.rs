@@ -24,7 +24,8 @@
 //!   over.
 //! - `utilization` counts use above the pool size (a pool shrunk below the
 //!   seats still held) as at most the pool size, so it stays within 0..=1;
-//!   `seat_hours` counts every session's time.
+//!   `seat_hours` counts every session's time, `borrowed_hours` the part
+//!   of it on borrowed seats.
 //! - Denials are counted per second and belong to the bucket that holds the
 //!   start of their second.
 
@@ -196,6 +197,7 @@ pub struct Sweep {
     peak: u32,
     peak_at: Option<i64>,
     session_ms: u128,
+    borrowed_ms: u128,
     used_ms: u128,
     available_ms: u128,
     full_ms: u128,
@@ -218,6 +220,7 @@ impl Sweep {
             peak: 0,
             peak_at: None,
             session_ms: 0,
+            borrowed_ms: 0,
             used_ms: 0,
             available_ms: 0,
             full_ms: 0,
@@ -240,7 +243,14 @@ impl Sweep {
     }
 
     /// One session; `started_at` must not be earlier than the last one fed.
-    pub fn session(&mut self, started_at: Timestamp, ended_at: Option<Timestamp>, holder: &str) {
+    /// `borrowed`: its seat was borrowed for offline use.
+    pub fn session(
+        &mut self,
+        started_at: Timestamp,
+        ended_at: Option<Timestamp>,
+        holder: &str,
+        borrowed: bool,
+    ) {
         if !Sweep::in_range(&self.range, started_at, ended_at) {
             return;
         }
@@ -261,6 +271,9 @@ impl Sweep {
             .min(self.horizon);
         if end <= begin {
             return;
+        }
+        if borrowed {
+            self.borrowed_ms += (end - begin) as u128;
         }
         self.advance_to(begin);
         self.open = self.open.saturating_add(1);
@@ -367,6 +380,7 @@ impl Sweep {
             over_s: self.over_ms as f64 / 1000.0,
             denials: self.denials,
             seat_hours: self.session_ms as f64 / 3_600_000.0,
+            borrowed_hours: self.borrowed_ms as f64 / 3_600_000.0,
             utilization,
             holders: self.holders.len() as u64,
         };

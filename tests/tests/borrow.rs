@@ -243,6 +243,13 @@ async fn an_admin_frees_a_borrowed_seat_only_with_force_and_its_client_returns_i
     let session = &sessions["sessions"][0];
     assert_eq!(session["borrowed"], true, "{sessions}");
     assert_eq!(session["end"], "release");
+    // The usage history tells the borrowed part of the seat time apart.
+    let usage = s.admin_get("/v1/admin/usage?license=lend").await;
+    let (seat_h, borrowed_h) = (
+        usage["summary"]["seat_hours"].as_f64().unwrap(),
+        usage["summary"]["borrowed_hours"].as_f64().unwrap(),
+    );
+    assert!(borrowed_h > 0.0 && borrowed_h <= seat_h, "{usage}");
 }
 
 #[tokio::test]

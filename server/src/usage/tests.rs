@@ -16,6 +16,7 @@ struct Session {
     start: i64,
     end: Option<i64>,
     holder: String,
+    borrowed: bool,
 }
 
 /// What the sweep should say, counted at every millisecond of the range.
@@ -42,11 +43,14 @@ fn brute_force(
     let (mut peak, mut peak_at) = (0u32, None);
     let (mut session_ms, mut used, mut available, mut full, mut over) =
         (0u128, 0u128, 0u128, 0u128, 0u128);
+    let mut borrowed_ms = 0u128;
     for x in from..to.min(now.max(from)) {
-        let open = in_range
+        let open_now: Vec<_> = in_range
             .iter()
             .filter(|s| s.start <= x && x < s.end.unwrap_or(now))
-            .count() as u32;
+            .collect();
+        let open = open_now.len() as u32;
+        borrowed_ms += open_now.iter().filter(|s| s.borrowed).count() as u128;
         let seats = pool.at(x);
         let b = ((x - from) / range.step_ms) as usize;
         peaks[b] = peaks[b].max(open);
@@ -101,6 +105,7 @@ fn brute_force(
             over_s: over as f64 / 1000.0,
             denials: total_denials,
             seat_hours: session_ms as f64 / 3_600_000.0,
+            borrowed_hours: borrowed_ms as f64 / 3_600_000.0,
             utilization: if available == 0 {
                 0.0
             } else {
@@ -124,7 +129,7 @@ fn sweep(
         sweep.denials(ts(*second), *count);
     }
     for s in &ordered {
-        sweep.session(ts(s.start), s.end.map(ts), &s.holder);
+        sweep.session(ts(s.start), s.end.map(ts), &s.holder, s.borrowed);
     }
     sweep.finish()
 }
@@ -134,11 +139,13 @@ fn session() -> impl Strategy<Value = Session> {
         -300i64..2_300,
         prop::option::weighted(0.8, 0i64..900),
         0u8..6,
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(start, len, holder)| Session {
+        .prop_map(|(start, len, holder, borrowed)| Session {
             start,
             end: len.map(|l| start + l),
             holder: format!("h{holder}"),
+            borrowed,
         })
 }
 
@@ -170,6 +177,7 @@ proptest! {
         let points_over: f64 = got.points.iter().map(|p| p.over_s).sum();
         prop_assert!((points_over - g.over_s).abs() < 1e-6);
         prop_assert!((g.seat_hours - w.seat_hours).abs() < 1e-12);
+        prop_assert!((g.borrowed_hours - w.borrowed_hours).abs() < 1e-12);
         prop_assert!((g.utilization - w.utilization).abs() < 1e-9);
         prop_assert!((0.0..=1.0).contains(&g.utilization));
     }
@@ -215,8 +223,8 @@ fn default_steps_are_round_and_keep_to_500_points() {
 fn an_end_and_a_start_at_the_same_instant_do_not_overlap() {
     let range = UsageRange::new(ts(0), ts(100), Some(100), ts(100)).unwrap();
     let mut s = Sweep::new(range, PoolTimeline::new(vec![(ts(0), 1)]));
-    s.session(ts(0), Some(ts(50)), "a");
-    s.session(ts(50), Some(ts(100)), "b");
+    s.session(ts(0), Some(ts(50)), "a", false);
+    s.session(ts(50), Some(ts(100)), "b", false);
     let u = s.finish();
     assert_eq!(u.summary.peak, 1);
     assert_eq!(u.summary.peak_at, Some(ts(0)));
@@ -232,9 +240,9 @@ fn time_over_the_pool_is_over_and_full() {
     let pool = PoolTimeline::new(vec![(ts(0), 2), (ts(40), 1), (ts(80), 0)]);
     let range = UsageRange::new(ts(0), ts(100), Some(50), ts(100)).unwrap();
     let mut s = Sweep::new(range, pool);
-    s.session(ts(0), Some(ts(60)), "a");
-    s.session(ts(10), Some(ts(90)), "b");
-    s.session(ts(20), Some(ts(60)), "c");
+    s.session(ts(0), Some(ts(60)), "a", false);
+    s.session(ts(10), Some(ts(90)), "b", false);
+    s.session(ts(20), Some(ts(60)), "c", false);
     let u = s.finish();
     // Open: 1 on [0,10), 2 on [10,20), 3 on [20,60), 1 on [60,90).
     // Over 2 seats on [20,40); over 1 seat on [40,60); over 0 on [80,90).

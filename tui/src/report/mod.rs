@@ -135,6 +135,7 @@ mod tests {
             over_s: 0.0,
             denials: 1,
             seat_hours: 0.5,
+            borrowed_hours: 0.0,
             utilization: 0.5,
             holders: 1,
         };

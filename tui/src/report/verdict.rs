@@ -163,6 +163,7 @@ mod tests {
             over_s: 0.0,
             denials,
             seat_hours: 0.0,
+            borrowed_hours: 0.0,
             utilization: 0.0,
             holders: 0,
         }

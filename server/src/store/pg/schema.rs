@@ -208,9 +208,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE waiters ADD COLUMN fingerprint TEXT;
     "#,
     // v9: borrowing (the same as SQLite's v8): a session records how its
-    // seat was kept when it ended.
+    // seat was kept when it ended, and the usage sweep's index carries it.
     r#"
     ALTER TABLE sessions ADD COLUMN mode INTEGER NOT NULL DEFAULT 0;
+    DROP INDEX sessions_by_license_time;
+    CREATE INDEX sessions_by_license_time
+        ON sessions (license_id, started_at, seat_id, ended_at, holder, mode);
     "#,
 ];
 

@@ -6,11 +6,11 @@ use leasehold_common::{Timestamp, live_threshold};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::mode_from;
-use crate::store::StoreError;
 use crate::store::history::{
     RawSession, SessionsQuery, UsageQuery, ended_columns, lapsed_at, open_columns, ran_past,
     resolve,
 };
+use crate::store::{SeatMode, StoreError};
 use crate::usage::{PoolTimeline, Sweep, Usage};
 
 fn raw_from_row(r: &Row<'_>) -> rusqlite::Result<RawSession> {
@@ -169,17 +169,17 @@ pub(super) fn usage(c: &Connection, q: &UsageQuery) -> Result<Usage, StoreError>
         let mut rows = spanning.query(params![q.license_id, from, to, threshold, ran_past_from])?;
         while let Some(row) = rows.next()? {
             let s = resolve(raw_from_row(row)?, now, q.skew)?;
-            sweep.session(s.started_at, s.ended_at, &s.holder);
+            sweep.session(s.started_at, s.ended_at, &s.holder, s.borrowed);
         }
     }
     // Only what the sweep needs: the ended sessions all from the index, the
     // open ones (at most the pool) with their expiry; merged in start order.
     let mut in_range = c.prepare_cached(
-        "SELECT started_at, ended_at, holder, NULL
+        "SELECT started_at, ended_at, holder, NULL, mode
          FROM sessions INDEXED BY sessions_by_license_time
          WHERE license_id = ?1 AND started_at >= ?2 AND started_at < ?3
          UNION ALL
-         SELECT checked_out_at, NULL, holder, expires_at
+         SELECT checked_out_at, NULL, holder, expires_at, mode
          FROM leases INDEXED BY leases_by_license_checkout
          WHERE license_id = ?1 AND checked_out_at >= ?2 AND checked_out_at < ?3
          ORDER BY 1",
@@ -196,7 +196,8 @@ pub(super) fn usage(c: &Connection, q: &UsageQuery) -> Result<Usage, StoreError>
             ),
         };
         let holder = row.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?;
-        sweep.session(started_at, ended_at, holder);
+        let borrowed = mode_from(row.get(4)?)? == SeatMode::Borrow;
+        sweep.session(started_at, ended_at, holder, borrowed);
     }
     Ok(sweep.finish())
 }

@@ -187,9 +187,14 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE sessions ADD COLUMN grp TEXT;
     "#,
     // v8: borrowing. A session records how its seat was kept when it ended
-    // (`mode`, as on `leases`), so history tells borrowed seat-hours apart.
+    // (`mode`, as on `leases`), so history tells borrowed seat-hours apart;
+    // the usage sweep's index carries it, so the sweep still reads only
+    // the index.
     r#"
     ALTER TABLE sessions ADD COLUMN mode INTEGER NOT NULL DEFAULT 0;
+    DROP INDEX sessions_by_license_time;
+    CREATE INDEX sessions_by_license_time
+        ON sessions (license_id, started_at, seat_id, ended_at, holder, mode);
     "#,
 ];
 
