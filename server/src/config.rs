@@ -64,6 +64,11 @@ pub struct Config {
     #[arg(long, env = "LEASEHOLD_HEADER_TIMEOUT", default_value = "10s", value_parser = duration)]
     pub header_timeout: Duration,
 
+    /// Answer 408 (and close the connection) to a request whose body has
+    /// not arrived this long after its headers.
+    #[arg(long, env = "LEASEHOLD_BODY_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub body_timeout: Duration,
+
     /// Most connections open at once.
     #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
@@ -82,6 +87,7 @@ impl Config {
     pub fn serve_options(&self) -> ServeOptions {
         ServeOptions {
             header_read_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
             max_connections: self.max_connections.max(1),
             ..ServeOptions::default()
         }

@@ -115,6 +115,9 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
              give LEASEHOLD_VIEWER_TOKEN (or viewer.token) a value of its own"
         ));
     }
+    if config.body_timeout.is_zero() {
+        return Err(anyhow!("--body-timeout must be longer than 0"));
+    }
     if config.ui_idle_timeout.is_zero() || config.ui_session_lifetime.is_zero() {
         return Err(anyhow!(
             "--ui-idle-timeout and --ui-session-lifetime must be longer than 0"

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use leasehold_tests::{Server, license_toml};
+use leasehold_tests::{Server, ServerOptions, license_toml};
 use serde_json::json;
 
 #[rustfmt::skip]
@@ -95,4 +95,100 @@ async fn admin_replies_are_nosniff_and_never_stored() {
         .await;
     assert_eq!(resp.status(), 201);
     assert!(resp.headers().get("cache-control").is_none());
+}
+
+/// Send `head` and the first `body_bytes` of a body on a new connection.
+async fn stalled_request(addr: &str, head: &str, body_bytes: &[u8]) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(head.as_bytes()).await.expect("send headers");
+    s.write_all(body_bytes).await.expect("send a byte");
+    s
+}
+
+/// Everything the server sends until it closes the connection (or `limit`).
+async fn read_to_close(s: &mut tokio::net::TcpStream, limit: Duration) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    tokio::time::timeout(limit, s.read_to_end(&mut out))
+        .await
+        .expect("the server closes the connection in time")
+        .expect("read");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stalled_bodies_are_cut_and_healthz_is_answered_meanwhile() {
+    use tokio::io::AsyncWriteExt;
+    let server = Server::start_with(
+        ServerOptions::new(LICENSES)
+            .arg("--max-connections")
+            .arg("8")
+            .arg("--body-timeout")
+            .arg("1s"),
+    )
+    .await;
+    let addr = server.replica_addrs()[0].clone();
+    let head = format!(
+        "POST /v1/licenses/small/seats HTTP/1.1\r\nHost: {addr}\r\n\
+         Authorization: Bearer small-key\r\nContent-Type: application/json\r\n\
+         Content-Length: 200\r\n\r\n"
+    );
+    let start = std::time::Instant::now();
+    let mut stalled = Vec::new();
+    for _ in 0..8 {
+        stalled.push(stalled_request(&addr, &head, b"{").await);
+    }
+    // Every slot is held by a stalled body: /healthz waits in the backlog
+    // until the body timeout frees one, and no longer.
+    let mut probe = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    probe
+        .write_all(
+            format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let answer = read_to_close(&mut probe, Duration::from_secs(8)).await;
+    let waited = start.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        waited >= Duration::from_millis(700),
+        "healthz answered after {waited:?}: the stalled bodies did not hold the slots"
+    );
+    assert!(waited < Duration::from_secs(5), "healthz after {waited:?}");
+    for (i, s) in stalled.iter_mut().enumerate() {
+        let reply = read_to_close(s, Duration::from_secs(5)).await;
+        assert!(reply.starts_with("HTTP/1.1 408"), "stalled {i}: {reply}");
+        assert!(reply.contains("request_timeout"), "stalled {i}: {reply}");
+    }
+    // Nothing was changed: no seat, no checkout event.
+    assert_eq!(server.live("small").await, 0);
+    assert!(server.events_of("checkout").await.is_empty());
+    // A body that arrives in time is served as always.
+    let resp = server
+        .checkout("small", "small-key", json!({"holder": "ok"}))
+        .await;
+    assert_eq!(resp.status(), 201);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_finished_before_the_timeout_is_served() {
+    use tokio::io::AsyncWriteExt;
+    let server =
+        Server::start_with(ServerOptions::new(LICENSES).arg("--body-timeout").arg("2s")).await;
+    let addr = server.replica_addrs()[0].clone();
+    let body = br#"{"holder": "slow-but-in-time"}"#;
+    let head = format!(
+        "POST /v1/licenses/small/seats HTTP/1.1\r\nHost: {addr}\r\n\
+         Authorization: Bearer small-key\r\nContent-Type: application/json\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut s = stalled_request(&addr, &head, &body[..5]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.write_all(&body[5..]).await.unwrap();
+    let reply = read_to_close(&mut s, Duration::from_secs(5)).await;
+    assert!(reply.starts_with("HTTP/1.1 201"), "{reply}");
+    assert_eq!(server.live("small").await, 1);
 }
