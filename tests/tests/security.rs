@@ -192,3 +192,83 @@ async fn a_body_finished_before_the_timeout_is_served() {
     assert!(reply.starts_with("HTTP/1.1 201"), "{reply}");
     assert_eq!(server.live("small").await, 1);
 }
+
+/// A client whose connections come from `source` (any 127.x.y.z is
+/// loopback on Linux, so each is another client address to the server).
+fn client_from(source: [u8; 4]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(source))
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client")
+}
+
+async fn error_code(resp: reqwest::Response) -> String {
+    let v: serde_json::Value = resp.json().await.expect("json error");
+    v["error"].as_str().expect("error code").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wrong_bearer_tokens_are_limited_per_address() {
+    let server = Server::start(LICENSES).await;
+    // One replica's own address: the limiter counts per server process.
+    let base = format!("http://{}", server.replica_addrs()[0]);
+    let guesser = client_from([127, 0, 0, 2]);
+    let bystander = client_from([127, 0, 0, 3]);
+    let get = |c: &reqwest::Client, path: &str, token: &str| {
+        c.get(format!("{base}{path}")).bearer_auth(token).send()
+    };
+    for i in 1..=10 {
+        let path = if i % 2 == 0 {
+            "/v1/admin/seats"
+        } else {
+            "/v1/admin/licenses"
+        };
+        let resp = get(&guesser, path, &format!("guess-{i:02}-0123456789abcdef"))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 401, "wrong token {i}");
+    }
+    let resp = get(&guesser, "/v1/admin/licenses", "guess-11-0123456789abcdef")
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429, "the 11th wrong token");
+    let wait: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "Retry-After {wait}");
+    assert_eq!(error_code(resp).await, "rate_limited");
+    // Blocked means blocked: the right token gets no answer about itself,
+    // nor does the viewer token.
+    for token in [server.admin_token.clone(), server.viewer_token()] {
+        let resp = get(&guesser, "/v1/admin/licenses", &token).await.unwrap();
+        assert_eq!(resp.status(), 429);
+    }
+    // Another address is not affected: its right token works, its wrong
+    // one is a plain 401.
+    let resp = get(&bystander, "/v1/admin/licenses", &server.admin_token)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = get(
+        &bystander,
+        "/v1/admin/licenses",
+        "also-wrong-0123456789abcdef",
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 401);
+    // Nor are the client endpoints of the blocked address (license keys are
+    // not the admin's secret).
+    let resp = guesser
+        .post(format!("{base}/v1/licenses/small/seats"))
+        .bearer_auth("small-key")
+        .json(&json!({"holder": "ann"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+}

@@ -16,7 +16,9 @@
 //! - **CSRF.** A state change authenticated by the cookie needs the
 //!   session's CSRF token and must come from the same origin; bearer
 //!   requests are not affected.
-//! - **Failed logins** are limited per client address, per server process.
+//! - **Failed logins** are limited per client address, per server process;
+//!   wrong admin or viewer bearer tokens on `/v1/admin/*` count in the same
+//!   limiter ([`UiAuth::refuse_if_limited`], [`UiAuth::failed`]).
 
 mod csrf;
 mod limiter;
@@ -29,8 +31,10 @@ pub use request_meta::{RequestMeta, request_meta};
 pub use routes::routes;
 pub use sessions::{Session, session_of, touch};
 
-use std::time::Duration;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
+use crate::http::error::ApiError;
 use crate::keys::AdminToken;
 use crate::ui_sessions::UiSessions;
 
@@ -55,5 +59,26 @@ impl UiAuth {
             },
             limiter: limiter::LoginLimiter::default(),
         }
+    }
+
+    /// `429 rate_limited` with `Retry-After` if `client` has presented too
+    /// many wrong tokens (at sign-in or as a bearer token) lately. Checked
+    /// before the token, so a blocked address cannot go on guessing.
+    pub fn refuse_if_limited(&self, client: IpAddr) -> Result<(), ApiError> {
+        match self.limiter.blocked(client, Instant::now()) {
+            None => Ok(()),
+            Some(wait) => {
+                let secs = wait.as_secs().max(1);
+                Err(ApiError::rate_limited(
+                    format!("too many wrong tokens from this address; try again in {secs} s"),
+                    secs,
+                ))
+            }
+        }
+    }
+
+    /// Count a wrong token presented by `client`.
+    pub fn failed(&self, client: IpAddr) {
+        self.limiter.failed(client, Instant::now());
     }
 }

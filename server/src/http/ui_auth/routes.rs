@@ -1,8 +1,6 @@
 //! `POST /ui/login`, `GET /ui/session`, `POST /ui/logout`, and the `/`
 //! redirect to the dashboard. Their answers are never cached.
 
-use std::time::Instant;
-
 use bytes::Bytes;
 use leasehold_common::api::{LoginRequest, UiSession};
 use warp::Filter;
@@ -139,20 +137,12 @@ fn login_token(meta: &RequestMeta, body: &Bytes) -> Result<(String, LoginForm), 
 
 async fn login(state: &AppState, meta: &RequestMeta, body: Bytes) -> Result<Response, ApiError> {
     let client = meta.client_ip();
-    if let Some(wait) = state.ui.limiter.blocked(client, Instant::now()) {
-        return Err(ApiError::rate_limited(
-            format!(
-                "too many failed sign-ins from this address; try again in {} s",
-                wait.as_secs().max(1)
-            ),
-            wait.as_secs().max(1),
-        ));
-    }
+    state.ui.refuse_if_limited(client)?;
     // Login CSRF: a page elsewhere must not sign a browser in.
     csrf::origin_check(meta, true)?;
     let (token, form) = login_token(meta, &body)?;
     let Some(role) = Role::of(state, &token) else {
-        state.ui.limiter.failed(client, Instant::now());
+        state.ui.failed(client);
         return Err(ApiError::unauthorized(
             "that is neither the admin token nor the viewer token",
         ));
