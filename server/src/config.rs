@@ -48,6 +48,11 @@ pub struct Config {
     #[arg(skip = std::env::var("LEASEHOLD_VIEWER_TOKEN").ok())]
     pub viewer_token: Option<String>,
 
+    /// Start even if the signing key or a token file may be read or changed
+    /// by other users (otherwise refused: `chmod 600` them).
+    #[arg(long, env = "LEASEHOLD_ALLOW_INSECURE_FILES")]
+    pub allow_insecure_files: bool,
+
     /// A dashboard session not used for this long ends.
     #[arg(long, env = "LEASEHOLD_UI_IDLE_TIMEOUT", default_value = "30m", value_parser = duration)]
     pub ui_idle_timeout: Duration,

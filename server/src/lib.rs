@@ -104,11 +104,13 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     };
     let licenses_text = licenses::read_file(&config.licenses)?;
     let licenses = licenses::parse_file(&config.licenses, &licenses_text)?;
-    let signer = keys::load_or_create_signer(&config.data_dir)?;
-    let admin_token =
-        keys::load_or_create_admin_token(&config.data_dir, config.admin_token.clone())?;
-    let viewer_token =
-        keys::load_or_create_viewer_token(&config.data_dir, config.viewer_token.clone())?;
+    let files = keys::SecretFiles {
+        data_dir: &config.data_dir,
+        allow_insecure: config.allow_insecure_files,
+    };
+    let signer = keys::load_or_create_signer(files)?;
+    let admin_token = keys::load_or_create_admin_token(files, config.admin_token.clone())?;
+    let viewer_token = keys::load_or_create_viewer_token(files, config.viewer_token.clone())?;
     if viewer_token.sha256_hex() == admin_token.sha256_hex() {
         return Err(anyhow!(
             "the viewer token is the admin token: a viewer would be an admin; \

@@ -69,7 +69,7 @@ impl UiSessions {
         id: &str,
         now: Timestamp,
     ) -> Result<Option<UiSessionRow>, StoreError> {
-        if id.len() != 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !could_be_ours(id) {
             return Ok(None);
         }
         let row = store.ui_session(&id_sha256(id)).await?;
@@ -96,6 +96,20 @@ impl UiSessions {
         Ok(())
     }
 
+    /// End the session `id` names, if any (a browser signing in again: its
+    /// previous session must not outlive the new one).
+    pub async fn end_id(&self, store: &Store, id: &str) -> Result<(), StoreError> {
+        if !could_be_ours(id) {
+            return Ok(());
+        }
+        store
+            .ui_session_write(UiSessionOp::Delete {
+                id_sha256: id_sha256(id),
+            })
+            .await
+            .map(drop)
+    }
+
     /// End a session now (logout).
     pub async fn end(&self, store: &Store, row: &UiSessionRow) -> Result<(), StoreError> {
         store
@@ -116,6 +130,13 @@ impl UiSessions {
             })
             .await
     }
+}
+
+/// Whether `id` has the shape of the ids [`UiSessions::create`] makes (64
+/// lowercase hex characters): anything else is refused without a store
+/// read, so made-up cookies cost nothing.
+fn could_be_ours(id: &str) -> bool {
+    id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// What the store keeps of a session id.

@@ -272,3 +272,241 @@ async fn wrong_bearer_tokens_are_limited_per_address() {
         .unwrap();
     assert_eq!(resp.status(), 201);
 }
+
+async fn login_with(server: &Server, token: &str, cookie: Option<&str>) -> reqwest::Response {
+    let mut req = client()
+        .post(server.url("/ui/login"))
+        .json(&json!({ "token": token }));
+    if let Some(c) = cookie {
+        req = req.header("cookie", c);
+    }
+    req.send().await.expect("login")
+}
+
+/// Sign in; the `name=value` of the session cookie.
+async fn sign_in(server: &Server, token: &str) -> String {
+    let resp = login_with(server, token, None).await;
+    assert_eq!(resp.status(), 204, "login");
+    cookie_pair(&resp)
+}
+
+fn cookie_pair(resp: &reqwest::Response) -> String {
+    let set = resp.headers()["set-cookie"].to_str().expect("ascii");
+    set.split(';').next().expect("pair").to_string()
+}
+
+async fn status_with_cookie(server: &Server, path: &str, cookie: &str) -> u16 {
+    client()
+        .get(server.url(path))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("request")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn signing_in_again_ends_the_previous_session() {
+    let server = Server::start(LICENSES).await;
+    let first = sign_in(&server, &server.admin_token).await;
+    assert_eq!(
+        status_with_cookie(&server, "/ui/session", &first).await,
+        200
+    );
+    // The same browser signs in again (its cookie comes along), as a viewer.
+    let resp = login_with(&server, &server.viewer_token(), Some(&first)).await;
+    assert_eq!(resp.status(), 204);
+    let second = cookie_pair(&resp);
+    assert_ne!(first, second);
+    assert_eq!(
+        status_with_cookie(&server, "/ui/session", &first).await,
+        401
+    );
+    assert_eq!(
+        status_with_cookie(&server, "/v1/admin/seats", &first).await,
+        401
+    );
+    assert_eq!(
+        status_with_cookie(&server, "/ui/session", &second).await,
+        200
+    );
+    // A failed sign-in ends nothing.
+    let resp = login_with(&server, "wrong-token-0123456789", Some(&second)).await;
+    assert_eq!(resp.status(), 401);
+    assert_eq!(
+        status_with_cookie(&server, "/ui/session", &second).await,
+        200
+    );
+    // Made-up cookies of any shape are simply not signed in.
+    for bad in [
+        "leasehold_session=",
+        "leasehold_session=abc",
+        "leasehold_session=ZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ",
+        &format!("leasehold_session={}", "0".repeat(64)),
+        &format!("leasehold_session={}", "A".repeat(64)),
+        &format!("leasehold_session={}", "a".repeat(10_000)),
+    ] {
+        assert_eq!(
+            status_with_cookie(&server, "/v1/admin/seats", bad).await,
+            401,
+            "{:.40}",
+            bad
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn background_refreshes_do_not_keep_a_session_alive() {
+    let server = Server::start_with(
+        ServerOptions::new(LICENSES)
+            .arg("--ui-idle-timeout")
+            .arg("2s"),
+    )
+    .await;
+    let person = sign_in(&server, &server.admin_token).await;
+    let tab = sign_in(&server, &server.admin_token).await;
+    // The abandoned tab keeps its event stream open and refreshes by itself.
+    let _stream = client()
+        .get(server.url("/v1/admin/events/stream"))
+        .header("cookie", &tab)
+        .send()
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_millis(3000);
+    while std::time::Instant::now() < deadline {
+        for (cookie, background) in [(&person, false), (&tab, true)] {
+            let mut req = client()
+                .get(server.url("/v1/admin/licenses"))
+                .header("cookie", cookie.as_str());
+            if background {
+                req = req.header("x-leasehold-background", "1");
+            }
+            let status = req.send().await.unwrap().status();
+            // The tab may already be idle-expired near the end.
+            assert!(status == 200 || (background && status == 401), "{status}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        status_with_cookie(&server, "/v1/admin/licenses", &person).await,
+        200,
+        "used by a person"
+    );
+    assert_eq!(
+        status_with_cookie(&server, "/v1/admin/licenses", &tab).await,
+        401,
+        "only background use for 3 s"
+    );
+}
+
+/// `leaseholdd` run to its exit with `env` and `args` on a fresh data dir;
+/// (success, stderr).
+fn start_expecting_exit(
+    data_dir: &std::path::Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (bool, String) {
+    let licenses = data_dir.with_extension("toml");
+    std::fs::write(&licenses, LICENSES).unwrap();
+    let out = std::process::Command::new(leasehold_tests::leaseholdd_bin())
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--licenses")
+        .arg(&licenses)
+        .args(args)
+        .env_remove("LEASEHOLD_ADMIN_TOKEN")
+        .env_remove("LEASEHOLD_VIEWER_TOKEN")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run leaseholdd");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn one_error_line(stderr: &str) -> String {
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("leaseholdd: error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "one clear line: {stderr}");
+    errors[0].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn short_tokens_and_loose_secret_files_are_refused_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    for (var, token) in [
+        ("LEASEHOLD_ADMIN_TOKEN", "x"),
+        ("LEASEHOLD_ADMIN_TOKEN", "fifteen-chars-x"),
+        ("LEASEHOLD_VIEWER_TOKEN", "short"),
+    ] {
+        let (ok, stderr) = start_expecting_exit(&tmp.path().join("short"), &[(var, token)], &[]);
+        assert!(!ok, "{var}={token} accepted");
+        let line = one_error_line(&stderr);
+        assert!(line.contains(var) && line.contains("at least 16"), "{line}");
+    }
+    // Sixteen characters are enough.
+    let dir = tmp.path().join("sixteen");
+    let server = Server::start_with(ServerOptions {
+        env: vec![("LEASEHOLD_ADMIN_TOKEN".into(), "sixteen-chars-ok".into())],
+        data_dir: Some(dir),
+        ..ServerOptions::new(LICENSES)
+    })
+    .await;
+    let resp = client()
+        .get(server.url("/v1/admin/licenses"))
+        .bearer_auth("sixteen-chars-ok")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    drop(server);
+
+    // A secret file others may read: refused, saying how to fix it.
+    let dir = tmp.path().join("loose");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, mode) in [
+        ("admin.token", 0o644),
+        ("signing.key", 0o640),
+        ("viewer.token", 0o606),
+    ] {
+        let dir = dir.join(file);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(file);
+        let body = if file == "signing.key" {
+            "11".repeat(32)
+        } else {
+            "t".repeat(32)
+        };
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let (ok, stderr) = start_expecting_exit(&dir, &[], &[]);
+        assert!(!ok, "{file} mode {mode:o} accepted");
+        let line = one_error_line(&stderr);
+        assert!(
+            line.contains(&format!("chmod 600 {}", path.display())),
+            "{line}"
+        );
+        assert!(line.contains("--allow-insecure-files"), "{line}");
+    }
+    // --allow-insecure-files starts anyway (with a warning).
+    let lax = dir.join("admin.token");
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(lax),
+        ..ServerOptions::new(LICENSES).arg("--allow-insecure-files")
+    })
+    .await;
+    assert!(
+        server.logs().contains("allowed by --allow-insecure-files"),
+        "{}",
+        server.logs()
+    );
+    assert_eq!(server.admin_token, "t".repeat(32));
+}

@@ -78,6 +78,10 @@ async fn authorize(state: &AppState, needed: Role, meta: &RequestMeta) -> Result
     if meta.changes_state() {
         ui_auth::check_csrf(meta, &session)?;
     }
+    if meta.is_background() {
+        // Automatic refreshes must not keep an abandoned tab signed in.
+        return Ok(());
+    }
     ui_auth::touch(state, &mut session).await
 }
 

@@ -9,12 +9,17 @@ use warp::Filter;
 use warp::http::{HeaderMap, Method};
 
 use super::COOKIE;
+
+/// The header the dashboard's script sets on requests no person asked for.
+pub const BACKGROUND_HEADER: &str = "x-leasehold-background";
 use crate::serve::PeerAddr;
 
 /// What the auth checks read from a request.
 #[derive(Debug, Clone)]
 pub struct RequestMeta {
     pub method: Method,
+    /// The request's path (without the query).
+    pub path: String,
     pub headers: HeaderMap,
     pub peer: Option<SocketAddr>,
 }
@@ -23,14 +28,22 @@ pub struct RequestMeta {
 /// else as warp knows it).
 pub fn request_meta() -> impl Filter<Extract = (RequestMeta,), Error = Infallible> + Clone {
     warp::method()
+        .and(warp::path::full())
         .and(warp::header::headers_cloned())
         .and(warp::ext::optional::<PeerAddr>())
         .and(warp::addr::remote())
         .map(
-            |method, headers, peer: Option<PeerAddr>, remote: Option<SocketAddr>| RequestMeta {
-                method,
-                headers,
-                peer: peer.map(|p| p.0).or(remote),
+            |method,
+             path: warp::path::FullPath,
+             headers,
+             peer: Option<PeerAddr>,
+             remote: Option<SocketAddr>| {
+                RequestMeta {
+                    method,
+                    path: path.as_str().to_string(),
+                    headers,
+                    peer: peer.map(|p| p.0).or(remote),
+                }
             },
         )
 }
@@ -86,6 +99,15 @@ impl RequestMeta {
             .filter_map(|pair| pair.split_once('='))
             .find(|(name, _)| name.trim() == COOKIE)
             .map(|(_, value)| value.trim())
+    }
+
+    /// Whether the request is one the dashboard makes by itself, not one a
+    /// person asked for: its background refreshes say so with
+    /// `X-Leasehold-Background` (any value), and the event stream is never a
+    /// person's use (it stays open for hours). These do not keep a session
+    /// from going idle.
+    pub fn is_background(&self) -> bool {
+        self.headers.contains_key(BACKGROUND_HEADER) || self.path == "/v1/admin/events/stream"
     }
 
     /// GET and HEAD change nothing; everything else does.

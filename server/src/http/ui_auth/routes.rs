@@ -148,6 +148,14 @@ async fn login(state: &AppState, meta: &RequestMeta, body: Bytes) -> Result<Resp
         ));
     };
     let sessions = &state.ui.sessions;
+    // Signing in again replaces this browser's session: the old cookie
+    // must not keep working beside the new one.
+    if let Some(old) = meta.session_cookie() {
+        sessions
+            .end_id(&state.store, old)
+            .await
+            .map_err(ApiError::store)?;
+    }
     let id = sessions
         .create(&state.store, role.as_str(), state.clock.now())
         .await
@@ -165,7 +173,9 @@ async fn login(state: &AppState, meta: &RequestMeta, body: Bytes) -> Result<Resp
 
 async fn current_session(state: &AppState, meta: &RequestMeta) -> Result<Response, ApiError> {
     let mut session = session_of(state, meta).await?;
-    touch(state, &mut session).await?;
+    if !meta.is_background() {
+        touch(state, &mut session).await?;
+    }
     let body = UiSession {
         role: session.role.as_str().to_string(),
         csrf_token: csrf::token_of(&session),
