@@ -53,6 +53,12 @@ pub struct Config {
     #[arg(long, env = "LEASEHOLD_ALLOW_INSECURE_FILES")]
     pub allow_insecure_files: bool,
 
+    /// PostgreSQL: this replica's admin and viewer tokens replace the
+    /// cluster's when they differ (a token rotation), instead of refusing to
+    /// start. Sessions signed in with a replaced token end.
+    #[arg(long, env = "LEASEHOLD_ROTATE_TOKENS")]
+    pub rotate_tokens: bool,
+
     /// A dashboard session not used for this long ends.
     #[arg(long, env = "LEASEHOLD_UI_IDLE_TIMEOUT", default_value = "30m", value_parser = duration)]
     pub ui_idle_timeout: Duration,

@@ -224,6 +224,18 @@ impl AdminToken {
     pub fn sha256_hex(&self) -> String {
         hex::encode(self.0.0)
     }
+
+    /// What a dashboard session records of the token that signed it in:
+    /// derived from the token's SHA-256 under a label of its own, so the
+    /// sessions table is no copy of the cluster's token hash. A session
+    /// whose fingerprint is not the current token's has been signed out by
+    /// rotating the token.
+    pub fn session_fingerprint(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(b"leasehold-ui-session-token\0");
+        h.update(self.0.0);
+        hex::encode(h.finalize())
+    }
 }
 
 /// A secret held only as its SHA-256, compared in constant time.

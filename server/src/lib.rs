@@ -144,6 +144,7 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
                 signing_kid: signer.kid().to_string(),
                 admin_token_sha256: admin_token.sha256_hex(),
                 viewer_token_sha256: viewer_token.sha256_hex(),
+                rotate_tokens: config.rotate_tokens,
             };
             let start = store::pg::prepare(&pg_config, &identity, &licenses_text, &licenses)?;
             Store::open_postgres(

@@ -41,11 +41,13 @@ impl UiSessions {
             .min(row.last_seen_at.saturating_add(self.idle_timeout))
     }
 
-    /// Start a session with `role`; its id, to hand to the browser.
+    /// Start a session with `role`, signed in by the token whose
+    /// fingerprint is `token_fp`; its id, to hand to the browser.
     pub async fn create(
         &self,
         store: &Store,
         role: &str,
+        token_fp: String,
         now: Timestamp,
     ) -> Result<String, StoreError> {
         let id = hex::encode(rand::random::<[u8; 32]>());
@@ -56,6 +58,7 @@ impl UiSessions {
                 created_at: now,
                 last_seen_at: now,
                 expires_at: now.saturating_add(self.lifetime),
+                token_fp,
             }))
             .await?;
         Ok(id)

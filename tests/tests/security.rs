@@ -510,3 +510,106 @@ async fn short_tokens_and_loose_secret_files_are_refused_at_start() {
     );
     assert_eq!(server.admin_token, "t".repeat(32));
 }
+
+/// Replace `data_dir/file` with `token`, kept 0600 as the server demands.
+fn write_secret(data_dir: &std::path::Path, file: &str, token: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = data_dir.join(file);
+    let tmp = data_dir.join(format!("{file}.new"));
+    std::fs::write(&tmp, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rotating_a_token_ends_the_sessions_it_signed_in() {
+    const OLD_ADMIN: &str = "old-admin-token-0123456789abcdef";
+    const NEW_ADMIN: &str = "new-admin-token-0123456789abcdef";
+    let mut server = Server::start_with(ServerOptions {
+        env: vec![
+            ("LEASEHOLD_ADMIN_TOKEN".into(), OLD_ADMIN.into()),
+            // On PostgreSQL a replica refuses tokens that differ from the
+            // cluster's unless told this is a rotation.
+            ("LEASEHOLD_ROTATE_TOKENS".into(), "true".into()),
+        ],
+        ..ServerOptions::new(LICENSES)
+    })
+    .await;
+    let admin = sign_in(&server, OLD_ADMIN).await;
+    let viewer = sign_in(&server, &server.viewer_token()).await;
+    // A restart alone ends nothing.
+    server.restart().await;
+    for cookie in [&admin, &viewer] {
+        assert_eq!(
+            status_with_cookie(&server, "/ui/session", cookie).await,
+            200
+        );
+    }
+
+    // A new admin token (by environment): every admin session ends, the
+    // viewer's stays.
+    server.set_env("LEASEHOLD_ADMIN_TOKEN", NEW_ADMIN);
+    server.restart().await;
+    for path in ["/ui/session", "/v1/admin/seats", "/v1/admin/licenses"] {
+        assert_eq!(
+            status_with_cookie(&server, path, &admin).await,
+            401,
+            "{path}"
+        );
+        assert_eq!(
+            status_with_cookie(&server, path, &viewer).await,
+            200,
+            "{path}"
+        );
+    }
+    let bearer = |token: &str| {
+        client()
+            .get(server.url("/v1/admin/licenses"))
+            .bearer_auth(token)
+            .send()
+    };
+    assert_eq!(bearer(OLD_ADMIN).await.unwrap().status(), 401);
+    assert_eq!(bearer(NEW_ADMIN).await.unwrap().status(), 200);
+    let admin2 = sign_in(&server, NEW_ADMIN).await;
+
+    // A new viewer.token file: every viewer session ends, the admin's stays.
+    let new_viewer = "new-viewer-token-from-the-file-0123";
+    write_secret(&server.data_dir(), "viewer.token", new_viewer);
+    server.restart().await;
+    assert_eq!(server.viewer_token(), new_viewer);
+    for path in ["/ui/session", "/v1/admin/seats"] {
+        assert_eq!(
+            status_with_cookie(&server, path, &viewer).await,
+            401,
+            "{path}"
+        );
+        assert_eq!(
+            status_with_cookie(&server, path, &admin2).await,
+            200,
+            "{path}"
+        );
+    }
+    let viewer2 = sign_in(&server, new_viewer).await;
+    assert_eq!(
+        status_with_cookie(&server, "/ui/session", &viewer2).await,
+        200
+    );
+    // Every replica agrees (on PostgreSQL with two, each on its own).
+    for addr in server.replica_addrs() {
+        for (cookie, status) in [
+            (&admin, 401),
+            (&viewer, 401),
+            (&admin2, 200),
+            (&viewer2, 200),
+        ] {
+            let got = client()
+                .get(format!("http://{addr}/v1/admin/seats"))
+                .header("cookie", cookie.as_str())
+                .send()
+                .await
+                .unwrap()
+                .status();
+            assert_eq!(got.as_u16(), status, "replica {addr}");
+        }
+    }
+}

@@ -157,7 +157,12 @@ async fn login(state: &AppState, meta: &RequestMeta, body: Bytes) -> Result<Resp
             .map_err(ApiError::store)?;
     }
     let id = sessions
-        .create(&state.store, role.as_str(), state.clock.now())
+        .create(
+            &state.store,
+            role.as_str(),
+            role.token(state).session_fingerprint(),
+            state.clock.now(),
+        )
         .await
         .map_err(ApiError::store)?;
     let mut resp = match form {

@@ -199,6 +199,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE leases ADD COLUMN mode INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN grp TEXT;
     "#,
+    // v8: the token fingerprint of a dashboard session (the same as
+    // SQLite's v8).
+    r#"
+    ALTER TABLE ui_sessions ADD COLUMN token_fp TEXT NOT NULL DEFAULT '';
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -186,6 +186,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE leases ADD COLUMN mode INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN grp TEXT;
     "#,
+    // v8: a dashboard session records a fingerprint of the token that
+    // signed it in (`token_fp`), so changing that token ends it. Sessions
+    // from before have none and end at the upgrade.
+    r#"
+    ALTER TABLE ui_sessions ADD COLUMN token_fp TEXT NOT NULL DEFAULT '';
+    "#,
 ];
 
 /// The schema version this build writes.
