@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use leasehold_tests::{Server, ServerOptions, license_toml};
+use leasehold_tests::{Server, ServerOptions, license_toml, read_sse};
 use serde_json::json;
 
 #[rustfmt::skip]
@@ -361,19 +361,14 @@ async fn background_refreshes_do_not_keep_a_session_alive() {
     let server = Server::start_with(
         ServerOptions::new(LICENSES)
             .arg("--ui-idle-timeout")
-            .arg("2s"),
+            .arg("4s"),
     )
     .await;
     let person = sign_in(&server, &server.admin_token).await;
     let tab = sign_in(&server, &server.admin_token).await;
     // The abandoned tab keeps its event stream open and refreshes by itself.
-    let _stream = client()
-        .get(server.url("/v1/admin/events/stream"))
-        .header("cookie", &tab)
-        .send()
-        .await
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_millis(3000);
+    let mut tab_stream = open_stream(&server, Some(&tab), None).await;
+    let deadline = std::time::Instant::now() + Duration::from_millis(6000);
     while std::time::Instant::now() < deadline {
         for (cookie, background) in [(&person, false), (&tab, true)] {
             let mut req = client()
@@ -396,8 +391,10 @@ async fn background_refreshes_do_not_keep_a_session_alive() {
     assert_eq!(
         status_with_cookie(&server, "/v1/admin/licenses", &tab).await,
         401,
-        "only background use for 3 s"
+        "only background use for 6 s"
     );
+    // And its stream, which never counted as use, has ended with it.
+    ends_within(&mut tab_stream, Duration::from_secs(3)).await;
 }
 
 /// `leaseholdd` run to its exit with `env` and `args` on a fresh data dir;
@@ -612,4 +609,148 @@ async fn rotating_a_token_ends_the_sessions_it_signed_in() {
             assert_eq!(got.as_u16(), status, "replica {addr}");
         }
     }
+}
+
+/// Open the event stream with a session cookie or a bearer token.
+async fn open_stream(
+    server: &Server,
+    cookie: Option<&str>,
+    bearer: Option<&str>,
+) -> reqwest::Response {
+    // No overall timeout: the stream is meant to stay open.
+    let mut req = reqwest::Client::new().get(server.url("/v1/admin/events/stream"));
+    if let Some(c) = cookie {
+        req = req.header("cookie", c);
+    }
+    if let Some(b) = bearer {
+        req = req.bearer_auth(b);
+    }
+    let resp = req.send().await.expect("open the stream");
+    assert_eq!(resp.status(), 200, "stream opened");
+    resp
+}
+
+/// Read `stream` until the server ends it; panics if it is still open
+/// after `limit`. Returns how long that took.
+async fn ends_within(stream: &mut reqwest::Response, limit: Duration) -> Duration {
+    let start = std::time::Instant::now();
+    loop {
+        match tokio::time::timeout_at(
+            tokio::time::Instant::from_std(start + limit),
+            stream.chunk(),
+        )
+        .await
+        {
+            Err(_) => panic!("the stream is still open after {limit:?}"),
+            Ok(Ok(Some(_))) => continue,
+            Ok(Ok(None)) | Ok(Err(_)) => return start.elapsed(),
+        }
+    }
+}
+
+/// A checkout, so every open stream has an event to deliver.
+async fn an_event(server: &Server, holder: &str) -> i64 {
+    let lease = server
+        .take_seat("small", "small-key", json!({"holder": holder}))
+        .await;
+    let events = server.events_of("checkout").await;
+    events
+        .iter()
+        .rev()
+        .find(|e| e["seat_id"] == lease.seat_id.as_str())
+        .and_then(|e| e["id"].as_i64())
+        .expect("the checkout's event")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_stream_ends_at_logout_and_a_bearer_stream_does_not() {
+    let server = Server::start(LICENSES).await;
+    let cookie = sign_in(&server, &server.admin_token).await;
+    let mut by_session = open_stream(&server, Some(&cookie), None).await;
+    let mut by_bearer = open_stream(&server, None, Some(&server.admin_token)).await;
+    let id = an_event(&server, "before-logout").await;
+    assert_eq!(read_sse(&mut by_session, 1).await[0].0, id);
+    assert_eq!(read_sse(&mut by_bearer, 1).await[0].0, id);
+
+    let csrf = client()
+        .get(server.url("/ui/session"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap()["csrf_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let resp = client()
+        .post(server.url("/ui/logout"))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", csrf)
+        .header("sec-fetch-site", "same-origin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    let took = ends_within(&mut by_session, Duration::from_secs(5)).await;
+    eprintln!("the session's stream ended {took:?} after logout");
+    // The bearer stream goes on.
+    let id = an_event(&server, "after-logout").await;
+    assert_eq!(read_sse(&mut by_bearer, 1).await[0].0, id);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_stream_ends_at_the_session_lifetime() {
+    let server = Server::start_with(
+        ServerOptions::new(LICENSES)
+            .arg("--ui-session-lifetime")
+            .arg("3s"),
+    )
+    .await;
+    let cookie = sign_in(&server, &server.viewer_token()).await;
+    let signed_in = std::time::Instant::now();
+    let mut by_session = open_stream(&server, Some(&cookie), None).await;
+    let mut by_bearer = open_stream(&server, None, Some(&server.viewer_token())).await;
+    let id = an_event(&server, "while-valid").await;
+    assert_eq!(read_sse(&mut by_session, 1).await[0].0, id);
+    assert_eq!(read_sse(&mut by_bearer, 1).await[0].0, id);
+    ends_within(&mut by_session, Duration::from_secs(8)).await;
+    let lived = signed_in.elapsed();
+    assert!(
+        lived >= Duration::from_millis(2500),
+        "ended after {lived:?}, before its lifetime"
+    );
+    assert_eq!(
+        status_with_cookie(&server, "/ui/session", &cookie).await,
+        401
+    );
+    let id = an_event(&server, "after-lifetime").await;
+    assert_eq!(read_sse(&mut by_bearer, 1).await[0].0, id);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_stream_ends_at_a_token_change_and_cannot_reopen() {
+    const OLD: &str = "stream-old-admin-token-0123456789";
+    let mut server = Server::start_with(ServerOptions {
+        env: vec![
+            ("LEASEHOLD_ADMIN_TOKEN".into(), OLD.into()),
+            ("LEASEHOLD_ROTATE_TOKENS".into(), "true".into()),
+        ],
+        ..ServerOptions::new(LICENSES)
+    })
+    .await;
+    let cookie = sign_in(&server, OLD).await;
+    let mut by_session = open_stream(&server, Some(&cookie), None).await;
+    server.set_env("LEASEHOLD_ADMIN_TOKEN", "stream-new-admin-token-0123456789");
+    server.restart().await;
+    ends_within(&mut by_session, Duration::from_secs(5)).await;
+    // The browser's EventSource reconnects: refused.
+    let resp = reqwest::Client::new()
+        .get(server.url("/v1/admin/events/stream"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
 }
