@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Parser;
 use leasehold_common::policy::parse_duration;
 
+use crate::proxies::{Cidr, ProxyPolicy, PublicOrigin};
 use crate::serve::ServeOptions;
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -59,6 +60,23 @@ pub struct Config {
     #[arg(long, env = "LEASEHOLD_ROTATE_TOKENS")]
     pub rotate_tokens: bool,
 
+    /// Reverse proxies (CIDR blocks, comma-separated) whose X-Forwarded-For
+    /// and X-Forwarded-Proto are believed; anyone else's are ignored.
+    #[arg(
+        long,
+        env = "LEASEHOLD_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        default_value = crate::proxies::DEFAULT_TRUSTED,
+        value_name = "CIDR,..."
+    )]
+    pub trusted_proxies: Vec<Cidr>,
+
+    /// The URL browsers use to reach the dashboard (e.g.
+    /// https://leasehold.example.com): the only origin the sign-in and
+    /// CSRF checks accept, and https makes the cookie Secure and __Host-.
+    #[arg(long, env = "LEASEHOLD_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<PublicOrigin>,
+
     /// A dashboard session not used for this long ends.
     #[arg(long, env = "LEASEHOLD_UI_IDLE_TIMEOUT", default_value = "30m", value_parser = duration)]
     pub ui_idle_timeout: Duration,
@@ -95,6 +113,13 @@ pub struct Config {
 }
 
 impl Config {
+    pub fn proxy_policy(&self) -> ProxyPolicy {
+        ProxyPolicy {
+            trusted: self.trusted_proxies.clone(),
+            public: self.public_url.clone(),
+        }
+    }
+
     pub fn serve_options(&self) -> ServeOptions {
         ServeOptions {
             header_read_timeout: self.header_timeout,

@@ -16,6 +16,7 @@
 //! - [`ui_sessions`]: the dashboard's sign-in sessions (the reaper expires
 //!   them; [`http`] adds the cookie and CSRF).
 //! - [`metrics`]: Prometheus counters and the latency histogram.
+//! - [`proxies`]: trusted reverse proxies and the public URL.
 //! - [`clock`]: the clock trait; tests use [`clock::ManualClock`].
 //!
 //! End-to-end tests run the real `leaseholdd` binary (crate
@@ -28,6 +29,7 @@ pub mod keys;
 pub mod licenses;
 pub mod licenses_watch;
 pub mod metrics;
+pub mod proxies;
 pub mod queue;
 pub mod reaper;
 pub mod serve;
@@ -175,7 +177,8 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
                 viewer_token,
                 config.ui_idle_timeout,
                 config.ui_session_lifetime,
-            ),
+            )
+            .with_proxies(config.proxy_policy()),
         }),
         shutdown_tx,
         licenses_text,

@@ -754,3 +754,177 @@ async fn a_session_stream_ends_at_a_token_change_and_cannot_reopen() {
         .unwrap();
     assert_eq!(resp.status(), 401);
 }
+
+/// A sign-in from `c` to `base` with `token` and extra headers.
+async fn login_from(
+    c: &reqwest::Client,
+    base: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut req = c
+        .post(format!("{base}/ui/login"))
+        .json(&json!({ "token": token }));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.expect("login")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_trusted_proxies_name_the_client_and_the_scheme() {
+    let server = Server::start_with(
+        ServerOptions::new(LICENSES)
+            .arg("--trusted-proxies")
+            .arg("127.0.0.2/32,10.0.0.0/8"),
+    )
+    .await;
+    // One replica's own address: the limiter counts per server process.
+    let base = format!("http://{}", server.replica_addrs()[0]);
+    let proxy = client_from([127, 0, 0, 2]);
+    let stranger = client_from([127, 0, 0, 3]);
+    let wrong = "wrong-token-0123456789abcdef";
+
+    // Behind the trusted proxy the client is the first untrusted hop from
+    // the right (what the client itself wrote in front is not believed).
+    for i in 0..10 {
+        let xff = format!("198.51.100.{i}, 203.0.113.7, 10.1.2.3");
+        let resp = login_from(&proxy, &base, wrong, &[("x-forwarded-for", &xff)]).await;
+        assert_eq!(resp.status(), 401, "attempt {i}");
+    }
+    let resp = login_from(&proxy, &base, wrong, &[("x-forwarded-for", "203.0.113.7")]).await;
+    assert_eq!(resp.status(), 429, "203.0.113.7 is limited");
+    let resp = login_from(&proxy, &base, wrong, &[("x-forwarded-for", "203.0.113.8")]).await;
+    assert_eq!(
+        resp.status(),
+        401,
+        "another client behind the same proxy is not"
+    );
+    // Its X-Forwarded-Proto is believed: the cookie is Secure.
+    let admin = server.admin_token.clone();
+    let resp = login_from(
+        &proxy,
+        &base,
+        &admin,
+        &[
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-for", "203.0.113.9"),
+        ],
+    )
+    .await;
+    assert_eq!(resp.status(), 204);
+    let set = resp.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(set.contains("; Secure"), "{set}");
+
+    // An untrusted peer (loopback, but not in the list): its headers are
+    // ignored, so a new X-Forwarded-For per attempt escapes nothing.
+    for i in 0..10 {
+        let xff = format!("192.0.2.{i}");
+        let resp = login_from(&stranger, &base, wrong, &[("x-forwarded-for", &xff)]).await;
+        assert_eq!(resp.status(), 401, "attempt {i}");
+    }
+    let resp = login_from(
+        &stranger,
+        &base,
+        wrong,
+        &[("x-forwarded-for", "192.0.2.200")],
+    )
+    .await;
+    assert_eq!(
+        resp.status(),
+        429,
+        "rotating X-Forwarded-For escaped the limiter"
+    );
+    let resp = client_from([127, 0, 0, 4])
+        .post(format!("{base}/ui/login"))
+        .header("x-forwarded-proto", "https")
+        .json(&json!({ "token": admin }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    let set = resp.headers()["set-cookie"].to_str().unwrap();
+    assert!(
+        !set.contains("Secure"),
+        "an untrusted peer's X-Forwarded-Proto: {set}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_public_url_is_the_only_origin_and_makes_the_cookie_secure() {
+    const PUBLIC: &str = "https://leasehold.example.com";
+    let server = Server::start_with(
+        ServerOptions::new(LICENSES)
+            .arg("--public-url")
+            .arg(&format!("{PUBLIC}/")),
+    )
+    .await;
+    let own_host = format!("http://{}", server.addr);
+    let resp = login_from(
+        &client(),
+        &server.base,
+        &server.admin_token,
+        &[("origin", &own_host)],
+    )
+    .await;
+    assert_eq!(
+        resp.status(),
+        403,
+        "the Host's origin is not the public one"
+    );
+    let resp = login_from(
+        &client(),
+        &server.base,
+        &server.admin_token,
+        &[("origin", PUBLIC)],
+    )
+    .await;
+    assert_eq!(resp.status(), 204);
+    let set = resp.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(set.starts_with("__Host-leasehold_session="), "{set}");
+    for attr in ["; Secure", "; Path=/", "; HttpOnly", "; SameSite=Strict"] {
+        assert!(set.contains(attr), "{set}");
+    }
+    assert!(!set.to_ascii_lowercase().contains("domain="), "{set}");
+    let cookie = cookie_pair(&resp);
+    let id = cookie.split_once('=').unwrap().1.to_string();
+    assert_eq!(
+        status_with_cookie(&server, "/ui/session", &cookie).await,
+        200
+    );
+    // Without its prefix (as a plain-HTTP page could set it) it is no session.
+    let plain = format!("leasehold_session={id}");
+    assert_eq!(
+        status_with_cookie(&server, "/ui/session", &plain).await,
+        401
+    );
+
+    // A revoke with the cookie: only the public origin passes the CSRF check.
+    let lease = server
+        .take_seat("small", "small-key", json!({"holder": "ann"}))
+        .await;
+    let session: serde_json::Value = client()
+        .get(server.url("/ui/session"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let csrf = session["csrf_token"].as_str().unwrap();
+    let revoke = |origin: &str| {
+        client()
+            .delete(server.url(&format!("/v1/admin/seats/{}", lease.seat_id)))
+            .header("cookie", &cookie)
+            .header("x-csrf-token", csrf)
+            .header("origin", origin)
+            .send()
+    };
+    let resp = revoke(&own_host).await.unwrap();
+    assert_eq!(resp.status(), 403);
+    assert_eq!(error_code(resp).await, "csrf_failed");
+    assert_eq!(server.live("small").await, 1, "nothing changed");
+    assert_eq!(revoke(PUBLIC).await.unwrap().status(), 204);
+    assert_eq!(server.live("small").await, 0);
+}

@@ -43,7 +43,7 @@ fn unauthorized() -> ApiError {
 /// handler, so a request that is malformed anyway (oversized body, bad
 /// header) is answered as such first.
 pub fn require(state: State, role: Role) -> impl Filter<Extract = (), Error = Rejection> + Clone {
-    ui_auth::request_meta()
+    ui_auth::request_meta(state.ui.proxies.clone())
         .and_then(move |meta: RequestMeta| {
             let state = state.clone();
             async move {

@@ -9,7 +9,7 @@ use warp::http::header::{CACHE_CONTROL, LOCATION, SET_COOKIE};
 use warp::http::{HeaderValue, StatusCode};
 use warp::reply::{Reply, Response};
 
-use super::{COOKIE, RequestMeta, csrf, request_meta, session_of, touch};
+use super::{RequestMeta, csrf, request_meta, session_of, touch};
 use crate::AppState;
 use crate::http::State;
 use crate::http::body;
@@ -28,21 +28,21 @@ pub fn routes(state: &State) -> BoxedFilter<(Response,)> {
     let login = warp::path!("ui" / "login")
         .and(warp::post())
         .and(body::limited())
-        .and(request_meta())
+        .and(request_meta(state.ui.proxies.clone()))
         .and(with_state.clone())
         .then(|body: Bytes, meta: RequestMeta, s: State| async move {
             no_store(reply(login(&s, &meta, body).await))
         });
     let session = warp::path!("ui" / "session")
         .and(warp::get())
-        .and(request_meta())
+        .and(request_meta(state.ui.proxies.clone()))
         .and(with_state.clone())
         .then(|meta: RequestMeta, s: State| async move {
             no_store(reply(current_session(&s, &meta).await))
         });
     let logout = warp::path!("ui" / "logout")
         .and(warp::post())
-        .and(request_meta())
+        .and(request_meta(state.ui.proxies.clone()))
         .and(with_state)
         .then(
             |meta: RequestMeta, s: State| async move { no_store(reply(logout(&s, &meta).await)) },
@@ -79,8 +79,9 @@ fn see_other_ui(mut resp: Response) -> Response {
 
 fn cookie_header(meta: &RequestMeta, value: &str, max_age_s: u64) -> HeaderValue {
     let secure = if meta.is_https() { "; Secure" } else { "" };
+    let name = meta.cookie_name();
     let text =
-        format!("{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}");
+        format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}");
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
