@@ -87,8 +87,11 @@ pub mod code {
     /// A state change authenticated by the session cookie without a
     /// matching `X-CSRF-Token` or from another origin.
     pub const CSRF_FAILED: &str = "csrf_failed";
-    /// Too many failed sign-ins from this address; see `Retry-After`.
+    /// Too many failed sign-ins (or wrong bearer tokens) from this
+    /// address; see `Retry-After`.
     pub const RATE_LIMITED: &str = "rate_limited";
+    /// The request body did not arrive within the server's body timeout.
+    pub const REQUEST_TIMEOUT: &str = "request_timeout";
     /// The license's `deny` matches the requester, or its `allow` does not.
     pub const NOT_ALLOWED: &str = "not_allowed";
     /// The requester's holder or group is at its cap; see `limit`, `max`.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use leasehold_common::policy::parse_duration;
 
+use crate::proxies::{Cidr, ProxyPolicy, PublicOrigin};
 use crate::serve::ServeOptions;
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -57,6 +58,34 @@ pub struct Config {
     #[arg(skip = std::env::var("LEASEHOLD_VIEWER_TOKEN").ok())]
     pub viewer_token: Option<String>,
 
+    /// Start even if the signing key or a token file may be read or changed
+    /// by other users (otherwise refused: `chmod 600` them).
+    #[arg(long, env = "LEASEHOLD_ALLOW_INSECURE_FILES")]
+    pub allow_insecure_files: bool,
+
+    /// PostgreSQL: this replica's admin and viewer tokens replace the
+    /// cluster's when they differ (a token rotation), instead of refusing to
+    /// start. Sessions signed in with a replaced token end.
+    #[arg(long, env = "LEASEHOLD_ROTATE_TOKENS")]
+    pub rotate_tokens: bool,
+
+    /// Reverse proxies (CIDR blocks, comma-separated) whose X-Forwarded-For
+    /// and X-Forwarded-Proto are believed; anyone else's are ignored.
+    #[arg(
+        long,
+        env = "LEASEHOLD_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        default_value = crate::proxies::DEFAULT_TRUSTED,
+        value_name = "CIDR,..."
+    )]
+    pub trusted_proxies: Vec<Cidr>,
+
+    /// The URL browsers use to reach the dashboard (e.g.
+    /// https://leasehold.example.com): the only origin the sign-in and
+    /// CSRF checks accept, and https makes the cookie Secure and __Host-.
+    #[arg(long, env = "LEASEHOLD_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<PublicOrigin>,
+
     /// A dashboard session not used for this long ends.
     #[arg(long, env = "LEASEHOLD_UI_IDLE_TIMEOUT", default_value = "30m", value_parser = duration)]
     pub ui_idle_timeout: Duration,
@@ -73,6 +102,11 @@ pub struct Config {
     #[arg(long, env = "LEASEHOLD_HEADER_TIMEOUT", default_value = "10s", value_parser = duration)]
     pub header_timeout: Duration,
 
+    /// Answer 408 (and close the connection) to a request whose body has
+    /// not arrived this long after its headers.
+    #[arg(long, env = "LEASEHOLD_BODY_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub body_timeout: Duration,
+
     /// Most connections open at once.
     #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
@@ -88,9 +122,17 @@ pub struct Config {
 }
 
 impl Config {
+    pub fn proxy_policy(&self) -> ProxyPolicy {
+        ProxyPolicy {
+            trusted: self.trusted_proxies.clone(),
+            public: self.public_url.clone(),
+        }
+    }
+
     pub fn serve_options(&self) -> ServeOptions {
         ServeOptions {
             header_read_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
             max_connections: self.max_connections.max(1),
             ..ServeOptions::default()
         }

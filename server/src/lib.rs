@@ -17,6 +17,7 @@
 //! - [`ui_sessions`]: the dashboard's sign-in sessions (the reaper expires
 //!   them; [`http`] adds the cookie and CSRF).
 //! - [`metrics`]: Prometheus counters and the latency histogram.
+//! - [`proxies`]: trusted reverse proxies and the public URL.
 //! - [`clock`]: the clock trait; tests use [`clock::ManualClock`].
 //!
 //! End-to-end tests run the real `leaseholdd` binary (crate
@@ -30,6 +31,7 @@ pub mod keys;
 pub mod licenses;
 pub mod licenses_watch;
 pub mod metrics;
+pub mod proxies;
 pub mod queue;
 pub mod reaper;
 pub mod serve;
@@ -106,16 +108,21 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     };
     let licenses_text = licenses::read_file(&config.licenses)?;
     let licenses = licenses::parse_file(&config.licenses, &licenses_text)?;
-    let signer = keys::load_or_create_signer(&config.data_dir)?;
-    let admin_token =
-        keys::load_or_create_admin_token(&config.data_dir, config.admin_token.clone())?;
-    let viewer_token =
-        keys::load_or_create_viewer_token(&config.data_dir, config.viewer_token.clone())?;
+    let files = keys::SecretFiles {
+        data_dir: &config.data_dir,
+        allow_insecure: config.allow_insecure_files,
+    };
+    let signer = keys::load_or_create_signer(files)?;
+    let admin_token = keys::load_or_create_admin_token(files, config.admin_token.clone())?;
+    let viewer_token = keys::load_or_create_viewer_token(files, config.viewer_token.clone())?;
     if viewer_token.sha256_hex() == admin_token.sha256_hex() {
         return Err(anyhow!(
             "the viewer token is the admin token: a viewer would be an admin; \
              give LEASEHOLD_VIEWER_TOKEN (or viewer.token) a value of its own"
         ));
+    }
+    if config.body_timeout.is_zero() {
+        return Err(anyhow!("--body-timeout must be longer than 0"));
     }
     if config.ui_idle_timeout.is_zero() || config.ui_session_lifetime.is_zero() {
         return Err(anyhow!(
@@ -141,6 +148,7 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
                 signing_kid: signer.kid().to_string(),
                 admin_token_sha256: admin_token.sha256_hex(),
                 viewer_token_sha256: viewer_token.sha256_hex(),
+                rotate_tokens: config.rotate_tokens,
             };
             let start = store::pg::prepare(&pg_config, &identity, &licenses_text, &licenses)?;
             Store::open_postgres(
@@ -171,7 +179,8 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
                 viewer_token,
                 config.ui_idle_timeout,
                 config.ui_session_lifetime,
-            ),
+            )
+            .with_proxies(config.proxy_policy()),
         }),
         shutdown_tx,
         licenses_text,

@@ -2,7 +2,9 @@
 //! drive hyper directly: a slow or idle client is cut after
 //! `header_read_timeout`, and at most `max_connections` are open at once
 //! (beyond that, new connections wait in the kernel's backlog), so a
-//! slowloris cannot pin the server.
+//! slowloris cannot pin the server. Each request also gets a
+//! [`BodyDeadline`]: a body not received within `body_timeout` of its
+//! headers is answered `408` and its connection closed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,9 +19,13 @@ use tokio::sync::{Semaphore, watch};
 use warp::filters::BoxedFilter;
 use warp::reply::Response;
 
+use crate::http::body::BodyDeadline;
+
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive after its headers.
+    pub body_timeout: Duration,
     pub max_connections: usize,
     /// How long shutdown waits for in-flight requests.
     pub drain_timeout: Duration,
@@ -29,6 +35,7 @@ impl Default for ServeOptions {
     fn default() -> Self {
         ServeOptions {
             header_read_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
             max_connections: 4096,
             drain_timeout: Duration::from_secs(5),
         }
@@ -41,10 +48,12 @@ impl Default for ServeOptions {
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub SocketAddr);
 
-/// Records the connection's [`PeerAddr`] in each request.
+/// Records the connection's [`PeerAddr`] and the body's [`BodyDeadline`]
+/// in each request.
 struct WithPeer<S> {
     inner: S,
     peer: SocketAddr,
+    body_timeout: Duration,
 }
 
 impl<S, B> hyper::service::Service<http::Request<B>> for WithPeer<S>
@@ -57,6 +66,8 @@ where
 
     fn call(&self, mut req: http::Request<B>) -> Self::Future {
         req.extensions_mut().insert(PeerAddr(self.peer));
+        req.extensions_mut()
+            .insert(BodyDeadline::from_now(self.body_timeout));
         self.inner.call(req)
     }
 }
@@ -100,6 +111,7 @@ pub async fn serve(
                 WithPeer {
                     inner: TowerToHyperService::new(service.clone()),
                     peer,
+                    body_timeout: options.body_timeout,
                 },
             );
         let conn = graceful.watch(conn);

@@ -41,11 +41,13 @@ impl UiSessions {
             .min(row.last_seen_at.saturating_add(self.idle_timeout))
     }
 
-    /// Start a session with `role`; its id, to hand to the browser.
+    /// Start a session with `role`, signed in by the token whose
+    /// fingerprint is `token_fp`; its id, to hand to the browser.
     pub async fn create(
         &self,
         store: &Store,
         role: &str,
+        token_fp: String,
         now: Timestamp,
     ) -> Result<String, StoreError> {
         let id = hex::encode(rand::random::<[u8; 32]>());
@@ -56,6 +58,7 @@ impl UiSessions {
                 created_at: now,
                 last_seen_at: now,
                 expires_at: now.saturating_add(self.lifetime),
+                token_fp,
             }))
             .await?;
         Ok(id)
@@ -69,7 +72,7 @@ impl UiSessions {
         id: &str,
         now: Timestamp,
     ) -> Result<Option<UiSessionRow>, StoreError> {
-        if id.len() != 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !could_be_ours(id) {
             return Ok(None);
         }
         let row = store.ui_session(&id_sha256(id)).await?;
@@ -96,6 +99,20 @@ impl UiSessions {
         Ok(())
     }
 
+    /// End the session `id` names, if any (a browser signing in again: its
+    /// previous session must not outlive the new one).
+    pub async fn end_id(&self, store: &Store, id: &str) -> Result<(), StoreError> {
+        if !could_be_ours(id) {
+            return Ok(());
+        }
+        store
+            .ui_session_write(UiSessionOp::Delete {
+                id_sha256: id_sha256(id),
+            })
+            .await
+            .map(drop)
+    }
+
     /// End a session now (logout).
     pub async fn end(&self, store: &Store, row: &UiSessionRow) -> Result<(), StoreError> {
         store
@@ -116,6 +133,13 @@ impl UiSessions {
             })
             .await
     }
+}
+
+/// Whether `id` has the shape of the ids [`UiSessions::create`] makes (64
+/// lowercase hex characters): anything else is refused without a store
+/// read, so made-up cookies cost nothing.
+fn could_be_ours(id: &str) -> bool {
+    id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// What the store keeps of a session id.

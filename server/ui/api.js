@@ -47,13 +47,19 @@ export function whenUnauthorized(f) {
   onUnauthorized = f;
 }
 
+/** Options of a request the page makes by itself, not for a person. */
+export const BACKGROUND = Object.freeze({ background: true });
+
 /**
  * `fetch` with the page's rules. Resolves to the parsed JSON (or null for
  * an empty body, or the text for non-JSON bodies); rejects with HttpError
- * or NetworkError.
+ * or NetworkError. `background`: the page refreshes by itself (a stream
+ * event, a retry); the header tells the server it is no person's use, so
+ * an abandoned tab still reaches the idle timeout.
  */
-export async function request(method, path, { body, quiet401 = false } = {}) {
+export async function request(method, path, { body, quiet401 = false, background = false } = {}) {
   const headers = { Accept: 'application/json' };
+  if (background) headers['X-Leasehold-Background'] = '1';
   if (method !== 'GET' && method !== 'HEAD' && csrfToken) headers['X-CSRF-Token'] = csrfToken;
   let payload;
   if (body !== undefined) {
@@ -90,7 +96,7 @@ export async function request(method, path, { body, quiet401 = false } = {}) {
   return data;
 }
 
-export const getJson = (path) => request('GET', path);
+export const getJson = (path, opts) => request('GET', path, opts);
 
 /** `path` with the query parameters that are set (skips '', null, undefined). */
 export function withQuery(path, params) {

@@ -2,7 +2,7 @@
 // live event feed. Data is re-fetched when an event says it changed
 // (throttled), never by reloading; the view (pool, filter, sort) is the URL.
 
-import { getJson, request, setCsrf, link, whenUnauthorized, NetworkError } from './api.js';
+import { getJson, request, setCsrf, link, whenUnauthorized, NetworkError, BACKGROUND } from './api.js';
 import { $, $$, setText, throttle, debounce } from './dom.js';
 import { clock, fmtTime, utcTitle } from './format.js';
 import { readUrl, writeUrl, endBurst } from './url_state.js';
@@ -34,8 +34,8 @@ const isAdmin = () => S.session && S.session.role === 'admin';
 
 // ---- data ----------------------------------------------------------------
 
-async function refreshPools() {
-  const resp = await getJson('/v1/admin/licenses');
+async function refreshPools(opts = {}) {
+  const resp = await getJson('/v1/admin/licenses', opts);
   clock.sync(resp.now);
   holders.setPolicies(resp.licenses);
   renderPools($('#pools tbody'), resp.licenses, S.view.pool, selectPool);
@@ -43,7 +43,7 @@ async function refreshPools() {
   // When does a full pool's next seat free? Its earliest expiry (+ skew).
   for (const l of fullPools()) {
     holders
-      .fetchPage({ pool: l.id, q: '', sort: 'expires_at', order: 'asc' }, null, 1)
+      .fetchPage({ pool: l.id, q: '', sort: 'expires_at', order: 'asc' }, null, 1, BACKGROUND)
       .then((page) => {
         const first = page.seats.find((s) => s.state === 'live') || page.seats[0];
         setFreesAt(l.id, first ? Date.parse(first.expires_at) + l.skew_s * 1000 : null);
@@ -52,13 +52,13 @@ async function refreshPools() {
   }
 }
 
-async function refreshHolders() {
+async function refreshHolders(opts = {}) {
   const cursor = S.cursors[S.cursors.length - 1];
-  const page = await holders.fetchPage(S.view, cursor);
+  const page = await holders.fetchPage(S.view, cursor, undefined, opts);
   if (page.seats.length === 0 && S.cursors.length > 1) {
     // The page emptied (seats went away): back to the first page.
     S.cursors = [null];
-    return refreshHolders();
+    return refreshHolders(opts);
   }
   S.next = page.next;
   S.total = page.total;
@@ -75,10 +75,13 @@ async function refreshHolders() {
   S.lastGood = Date.now();
 }
 
-/** Everything on screen, again. Errors are shown by the link listener. */
-async function refreshAll() {
+/**
+ * Everything on screen, again. Errors are shown by the link listener.
+ * `opts`: BACKGROUND when the page refreshes by itself.
+ */
+async function refreshAll(opts = {}) {
   try {
-    await Promise.all([refreshPools(), refreshHolders()]);
+    await Promise.all([refreshPools(opts), refreshHolders(opts)]);
   } catch (e) {
     if (!(e instanceof NetworkError)) console.warn('refresh failed:', e.message);
   }
@@ -87,10 +90,10 @@ async function refreshAll() {
 // An event means something changed: fetch once per burst, but at least
 // every 400 ms under a steady stream, well inside the 1 s promise.
 const refreshSoon = throttle(() => {
-  if (!S.paused) refreshAll();
+  if (!S.paused) refreshAll(BACKGROUND);
 }, 120, 400);
 const historySoon = throttle(() => {
-  if (!S.paused && S.view.pool) showHistory(S.view.pool, S.view.range, { refresh: true });
+  if (!S.paused && S.view.pool) showHistory(S.view.pool, S.view.range, { refresh: true, background: true });
 }, 2000, 5000);
 
 function onEvent(ev) {
@@ -189,10 +192,10 @@ function onLink(up) {
   if (!S.session) return;
   if (up) {
     if (S.feed) S.feed.kick();
-    refreshAll();
+    refreshAll(BACKGROUND);
   } else {
     // Keep the last data; try again every second until the server answers.
-    S.retry = setInterval(refreshAll, 1000);
+    S.retry = setInterval(() => refreshAll(BACKGROUND), 1000);
   }
 }
 

@@ -3,7 +3,7 @@
 // with `Last-Event-ID`, so nothing is lost or repeated). The list keeps the
 // newest events; each is `<li data-event-id>` with its kind as a word.
 
-import { getJson, withQuery, link } from './api.js';
+import { getJson, withQuery, link, BACKGROUND } from './api.js';
 import { el } from './dom.js';
 import { fmtTime, utcTitle, shortId } from './format.js';
 
@@ -17,7 +17,8 @@ const GLYPH = { checkout: '+', release: '−', reap: '†', revoke: '✗', denie
  * about 2·log2(n) tiny requests instead of reading the whole log.
  */
 async function lastEventId() {
-  const exists = async (after) => (await getJson(withQuery('/v1/admin/events', { after, limit: 1 }))).events[0];
+  const exists = async (after) =>
+    (await getJson(withQuery('/v1/admin/events', { after, limit: 1 }), BACKGROUND)).events[0];
   let first = await exists(0);
   if (!first) return 0;
   let lo = first.id; // an id that exists

@@ -34,7 +34,7 @@ function noHistory(text) {
 }
 
 /** Show `pool`'s history for `range` (hide the section when pool is ''). */
-export async function showHistory(pool, range, { refresh = false } = {}) {
+export async function showHistory(pool, range, { refresh = false, background = false } = {}) {
   const section = $('#history');
   section.hidden = !pool;
   if (!pool) {
@@ -51,13 +51,15 @@ export async function showHistory(pool, range, { refresh = false } = {}) {
     const { from, to, step } = rangeOf(range, Date.now());
     $('#history-csv').href = withQuery('/v1/admin/sessions', { license: pool, from, to, format: 'csv' });
     $('#history-csv').setAttribute('download', `leasehold-${pool}-sessions.csv`);
-    const usage = await getJson(withQuery('/v1/admin/usage', { license: pool, from, to, step }));
+    const usage = await getJson(withQuery('/v1/admin/usage', { license: pool, from, to, step }), { background });
     if (shown.pool !== pool) return;
     $('#history-none').hidden = true;
     $('#history-body').hidden = false;
     drawUsage($('#history-chart'), usage);
     renderSummary(usage.summary);
-    const sessions = await getJson(withQuery('/v1/admin/sessions', { license: pool, from, to, limit: SESSIONS_PAGE }));
+    const sessions = await getJson(withQuery('/v1/admin/sessions', { license: pool, from, to, limit: SESSIONS_PAGE }), {
+      background,
+    });
     if (shown.pool !== pool) return;
     renderSessions(sessions, 'replace');
   } catch (e) {

@@ -43,7 +43,7 @@ const STATE_TEXT = {
  * One page from the server, which filters (`q`), sorts and pages (keyset
  * cursor `after`): `{seats, total, next, now}`.
  */
-export async function fetchPage(view, cursor, limit = PAGE_SIZE) {
+export async function fetchPage(view, cursor, limit = PAGE_SIZE, opts = {}) {
   const path = withQuery('/v1/admin/seats', {
     license: view.pool,
     q: view.q,
@@ -52,7 +52,7 @@ export async function fetchPage(view, cursor, limit = PAGE_SIZE) {
     limit,
     after: cursor,
   });
-  const resp = await getJson(path);
+  const resp = await getJson(path, opts);
   clock.sync(resp.now);
   if (typeof resp.total !== 'number') resp.total = resp.seats.length;
   return resp;

@@ -200,6 +200,13 @@ impl Server {
         .unwrap_or_else(|e| panic!("{e}\n--- server log ---\n{}", self.logs()))
     }
 
+    /// Set (or replace) an environment variable for the next start (e.g. a
+    /// new `LEASEHOLD_ADMIN_TOKEN` before [`Server::restart`]).
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.options.env.retain(|(k, _)| k != key);
+        self.options.env.push((key.to_string(), value.to_string()));
+    }
+
     /// SIGKILL every replica: no chance to flush or clean up.
     pub fn kill9(&mut self) {
         self.proxy = None;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use browser::Browser;
 use fantoccini::Locator;
 use fantoccini::key::Key;
-use leasehold_tests::{Server, TEST_LICENSES};
+use leasehold_tests::{Server, ServerOptions, TEST_LICENSES};
 use serde_json::json;
 
 const SOON: Duration = Duration::from_secs(10);
@@ -846,6 +846,50 @@ async fn screenshots_light_and_dark() {
             .await,
         "dark"
     );
+    b.assert_clean().await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_tab_left_open_goes_idle_though_it_refreshes_itself() {
+    let server = Server::start_with(
+        ServerOptions::new(TEST_LICENSES)
+            .arg("--ui-idle-timeout")
+            .arg("4s"),
+    )
+    .await;
+    let b = Browser::start().await;
+    b.sign_in(&server.base, &server.admin_token).await;
+    b.wait_for("tr[data-license=small]", SOON).await;
+    let signed_in = Instant::now();
+    // Nobody touches the page, but seats come and go: every event makes
+    // it fetch pools and holders again, by itself.
+    let mut n = 0;
+    loop {
+        let id = seat(&server, "small", &format!("busy-{n}"), "fp").await;
+        n += 1;
+        server.release("small", "small-key", &id).await;
+        let signed_out = b
+            .eval("return !document.querySelector('#login').hidden")
+            .await;
+        if signed_out == json!(true) {
+            break;
+        }
+        assert!(
+            signed_in.elapsed() < Duration::from_secs(12),
+            "the page is still signed in after {:?} without a person's use",
+            signed_in.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let after = signed_in.elapsed();
+    assert!(
+        after >= Duration::from_millis(3500),
+        "signed out after only {after:?}"
+    );
+    assert!(n > 5, "the page had events to refresh on ({n})");
+    let login = b.text("#login").await;
+    assert!(login.contains("Your session has ended"), "{login}");
     b.assert_clean().await;
     b.close().await;
 }

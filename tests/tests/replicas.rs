@@ -365,6 +365,12 @@ async fn a_replica_with_another_key_or_token_refuses_to_start() {
     std::fs::create_dir_all(&copied).unwrap();
     std::fs::copy(s.data_dir().join("signing.key"), copied.join("signing.key")).unwrap();
     std::fs::write(copied.join("admin.token"), "not-the-cluster-token\n").unwrap();
+    // Kept secret, as the server demands: the token is what is wrong.
+    std::fs::set_permissions(
+        copied.join("admin.token"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let (status, stderr) = start_replica(&copied);
     assert!(!status.success());
     let errors: Vec<&str> = stderr

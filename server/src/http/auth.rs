@@ -11,7 +11,9 @@
 //!   the CSRF token and a same-origin request ([`ui_auth::check_csrf`]).
 //!
 //! No credential, or a wrong one: 401. A role too weak for the route
-//! (a viewer's `DELETE`): 403 `forbidden`.
+//! (a viewer's `DELETE`): 403 `forbidden`. Wrong bearer tokens count per
+//! client address in the sign-in limiter: past its limit, every bearer
+//! request from that address is 429 `rate_limited` until it cools down.
 //!
 //! Secrets are compared in constant time (see [`crate::keys`]).
 
@@ -41,7 +43,7 @@ fn unauthorized() -> ApiError {
 /// handler, so a request that is malformed anyway (oversized body, bad
 /// header) is answered as such first.
 pub fn require(state: State, role: Role) -> impl Filter<Extract = (), Error = Rejection> + Clone {
-    ui_auth::request_meta()
+    ui_auth::request_meta(state.ui.proxies.clone())
         .and_then(move |meta: RequestMeta| {
             let state = state.clone();
             async move {
@@ -55,12 +57,17 @@ pub fn require(state: State, role: Role) -> impl Filter<Extract = (), Error = Re
 
 async fn authorize(state: &AppState, needed: Role, meta: &RequestMeta) -> Result<(), ApiError> {
     if let Some(authorization) = meta.headers.get("authorization") {
-        let held = authorization
+        let client = meta.client_ip();
+        state.ui.refuse_if_limited(client)?;
+        let Some(held) = authorization
             .to_str()
             .ok()
             .and_then(|a| bearer(Some(a)))
             .and_then(|s| Role::of(state, s))
-            .ok_or_else(unauthorized)?;
+        else {
+            state.ui.failed(client);
+            return Err(unauthorized());
+        };
         return needed.permits(held);
     }
     if meta.session_cookie().is_none() {
@@ -70,6 +77,10 @@ async fn authorize(state: &AppState, needed: Role, meta: &RequestMeta) -> Result
     needed.permits(session.role)?;
     if meta.changes_state() {
         ui_auth::check_csrf(meta, &session)?;
+    }
+    if meta.is_background() {
+        // Automatic refreshes must not keep an abandoned tab signed in.
+        return Ok(());
     }
     ui_auth::touch(state, &mut session).await
 }

@@ -1,20 +1,60 @@
-//! Reading a request body with the size limit ([`MAX_BODY`]), for the
-//! routes that parse one themselves.
+//! Reading a request body with the size limit ([`MAX_BODY`]) and the body
+//! timeout ([`BodyDeadline`]), for the routes that parse one themselves.
+
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::StreamExt;
+use tokio::time::Instant;
 use warp::{Filter, Rejection};
 
 use super::MAX_BODY;
 use super::error::ApiError;
 
+/// The body timeout when the accept loop set none (in-process route tests).
+const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// When the whole body must have arrived: recorded by the accept loop
+/// ([`crate::serve`]) as each request's headers are read, so a client that
+/// sends a body byte by byte cannot hold the connection longer than
+/// `--body-timeout` (the header timeout does not cover bodies).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyDeadline {
+    pub at: Instant,
+    /// The configured timeout, for the message.
+    pub timeout: Duration,
+}
+
+impl BodyDeadline {
+    pub fn from_now(timeout: Duration) -> Self {
+        BodyDeadline {
+            at: Instant::now() + timeout,
+            timeout,
+        }
+    }
+}
+
 /// The raw body, at most [`MAX_BODY`] bytes, whether or not the client sent
-/// a Content-Length (chunked bodies are counted as they arrive). Handlers
-/// parse it, so an empty body can get its own message.
+/// a Content-Length (chunked bodies are counted as they arrive), read before
+/// the request's [`BodyDeadline`] (else `408`). Handlers parse it, so an
+/// empty body can get its own message.
 pub fn limited() -> impl Filter<Extract = (Bytes,), Error = Rejection> + Clone {
     warp::header::optional::<u64>("content-length")
+        .and(warp::ext::optional::<BodyDeadline>())
         .and(warp::body::stream())
-        .and_then(collect_limited)
+        .and_then(
+            |length, deadline: Option<BodyDeadline>, stream| async move {
+                let deadline =
+                    deadline.unwrap_or_else(|| BodyDeadline::from_now(DEFAULT_BODY_TIMEOUT));
+                tokio::time::timeout_at(deadline.at, collect_limited(length, stream))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(warp::reject::custom(ApiError::body_timeout(
+                            deadline.timeout,
+                        )))
+                    })
+            },
+        )
 }
 
 async fn collect_limited<S, B>(length: Option<u64>, stream: S) -> Result<Bytes, Rejection>

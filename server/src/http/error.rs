@@ -85,6 +85,19 @@ impl ApiError {
         )
     }
 
+    /// The body did not arrive in time; the connection is closed after this
+    /// reply, since the rest of the body may still be on its way.
+    pub fn body_timeout(after: std::time::Duration) -> Self {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            code::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} ms; nothing was changed",
+                after.as_millis()
+            ),
+        )
+    }
+
     pub fn store(e: StoreError) -> Self {
         tracing::error!("store: {e}");
         let mut err = ApiError::new(
@@ -126,6 +139,9 @@ impl ApiError {
         }
         if self.status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if self.status == StatusCode::REQUEST_TIMEOUT {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         resp
     }

@@ -172,9 +172,10 @@ fn admin_events_stream(state: &State) -> Route {
         .and(warp::header::optional::<String>("last-event-id"))
         .and(query())
         .and(admin_read(state.clone()))
+        .and(super::ui_auth::request_meta(state.ui.proxies.clone()))
         .and(with_state(state.clone()))
-        .then(|last, q, s: State| async move {
-            reply(handlers::admin_events_stream(s, last, q).await)
+        .then(|last, q, meta, s: State| async move {
+            reply(handlers::admin_events_stream(s, last, q, meta).await)
         })
         .boxed()
 }

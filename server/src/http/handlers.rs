@@ -652,6 +652,7 @@ pub async fn admin_events_stream(
     state: std::sync::Arc<AppState>,
     last_event_id: Option<String>,
     query: HashMap<String, String>,
+    meta: super::ui_auth::RequestMeta,
 ) -> Result<Response> {
     let from_header = match last_event_id.as_deref().map(str::trim) {
         None | Some("") => None,
@@ -665,7 +666,11 @@ pub async fn admin_events_stream(
         ),
     };
     let after = from_header.or(query_int(&query, "after")?).unwrap_or(0);
-    Ok(super::sse::stream(state, after).into_response())
+    // The guard judged a request with `Authorization` by it alone; without
+    // one, the session cookie let it in, and the stream lives only as long
+    // as that session.
+    let session = (!meta.headers.contains_key("authorization")).then_some(meta);
+    Ok(super::sse::stream(state, after, session).into_response())
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! [`handlers`] (with [`sse`]) and [`history`] (with [`csv`]); [`filters`].
 
 mod auth;
-mod body;
+pub mod body;
 mod csv;
 mod error;
 mod filters;

@@ -24,6 +24,14 @@ impl Role {
         }
     }
 
+    /// The token of this role now.
+    pub fn token(self, state: &AppState) -> &crate::keys::AdminToken {
+        match self {
+            Role::Viewer => &state.ui.viewer_token,
+            Role::Admin => &state.admin_token,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Viewer => "viewer",

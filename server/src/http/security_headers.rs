@@ -1,11 +1,15 @@
 //! Headers every dashboard response carries: whatever answers a path under
 //! `/ui` (the sign-in routes, the static page, errors and 404s alike) and
-//! the `/` redirect. They are added in [`super::routes`] by path, after
-//! every route and rejection, so a route added under `/ui/` later gets them
-//! without doing anything.
+//! the `/` redirect. The admin API's replies (`/v1/admin/*`, JSON, CSV, the
+//! event stream and errors) hold holder names and reasons, so they carry
+//! `nosniff` and `Cache-Control: no-store` too. They are added in
+//! [`super::routes`] by path, after every route and rejection, so a route
+//! added under `/ui/` or `/v1/admin/` later gets them without doing anything.
 
 use warp::http::HeaderValue;
-use warp::http::header::{CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS};
+use warp::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
+};
 use warp::reply::Response;
 
 /// Scripts, styles, fetches and images only from the server itself (images
@@ -20,9 +24,21 @@ pub fn is_ui_path(path: &str) -> bool {
     path == "/" || path == "/ui" || path.starts_with("/ui/")
 }
 
+/// Whether `path` is the admin API's: `/v1/admin` and everything under it.
+pub fn is_admin_path(path: &str) -> bool {
+    path == "/v1/admin" || path.starts_with("/v1/admin/")
+}
+
 /// Add the dashboard's security headers to `resp` if `path` is the
-/// dashboard's (replacing any a route set).
+/// dashboard's, and the admin API's if it is the admin API's (replacing any
+/// a route set).
 pub fn apply(path: &str, mut resp: Response) -> Response {
+    if is_admin_path(path) {
+        let headers = resp.headers_mut();
+        headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+        // Holder names and reasons must not stay in a browser's or a proxy's cache.
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     if is_ui_path(path) {
         let headers = resp.headers_mut();
         headers.insert(
@@ -46,6 +62,12 @@ mod tests {
         }
         for p in ["/uix", "/v1/admin/seats", "/healthz", "/metrics"] {
             assert!(!is_ui_path(p), "{p}");
+        }
+        for p in ["/v1/admin", "/v1/admin/seats", "/v1/admin/events/stream"] {
+            assert!(is_admin_path(p), "{p}");
+        }
+        for p in ["/v1/adminx", "/v1/licenses/a/seats", "/ui/"] {
+            assert!(!is_admin_path(p), "{p}");
         }
     }
 

@@ -120,9 +120,19 @@ pub(super) fn json(resp: &warp::http::Response<bytes::Bytes>) -> Value {
 #[tokio::test]
 async fn every_admin_route_refuses_a_missing_or_wrong_token() {
     let h = Harness::new();
-    for (method, path) in ADMIN_ROUTES {
+    for (i, (method, path)) in ADMIN_ROUTES.into_iter().enumerate() {
+        // A client address per route: wrong tokens from one address are
+        // limited (429) after ten.
+        let peer: std::net::SocketAddr = format!("192.0.2.{}:1000", i + 1).parse().unwrap();
         for auth in [None, Some("Bearer wrong"), Some("tiny-key")] {
-            let resp = h.send(method, path, auth, b"").await;
+            let mut req = warp::test::request()
+                .method(method)
+                .path(path)
+                .remote_addr(peer);
+            if let Some(a) = auth {
+                req = req.header("authorization", a);
+            }
+            let resp = req.reply(&routes(h.state.clone())).await;
             assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{method} {path}");
             assert_eq!(json(&resp)["error"], "unauthorized", "{method} {path}");
             assert_eq!(resp.headers()["www-authenticate"], "Bearer");

@@ -2,7 +2,7 @@
 //! end-to-end suite (`tests/tests/ui_auth.rs`, against the real binary)
 //! cannot do: what the store keeps, peers other than loopback (forwarding
 //! headers, the limiter per client) and time moved by hand (idle timeout,
-//! lifetime, the reaper's sweep).
+//! lifetime, the reaper's sweep, an event stream outliving its session).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -180,5 +180,30 @@ async fn failed_logins_are_limited_per_client() {
         .reply(&routes(h.state.clone()))
         .await;
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_session_stream_ends_when_the_clock_passes_its_lifetime() {
+    let (h, clock) = Harness::with_manual_clock(Duration::from_secs(30 * 60));
+    let cookie = cookie_of(&login(&h, ADMIN_TOKEN, REMOTE).await);
+    // Twelve hours pass on the server's clock, not the test's, while the
+    // stream is open: its session is over, so the stream must end.
+    let mover = {
+        let clock = clock.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            clock.advance(SESSION_LIFETIME);
+        })
+    };
+    // `reply` returns once the body ends: the server closed the stream.
+    let resp = tokio::time::timeout(
+        Duration::from_secs(10),
+        get_with_cookie(&h, "/v1/admin/events/stream", &cookie),
+    )
+    .await
+    .expect("the stream ended within a few seconds of the lifetime");
+    assert_eq!(resp.status(), StatusCode::OK);
+    mover.await.unwrap();
     h.close().await;
 }

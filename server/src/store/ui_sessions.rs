@@ -21,6 +21,10 @@ pub struct UiSessionRow {
     pub last_seen_at: Timestamp,
     /// The absolute end (sign-in + lifetime).
     pub expires_at: Timestamp,
+    /// A fingerprint of the token that signed the session in
+    /// (`AdminToken::session_fingerprint`): a session whose token has
+    /// changed since is over.
+    pub token_fp: String,
 }
 
 /// A write to the sessions table; the answer is the rows changed.

@@ -97,6 +97,7 @@ impl TestDb {
                     signing_kid: "store-test-kid".into(),
                     admin_token_sha256: "store-test-token".into(),
                     viewer_token_sha256: "store-test-viewer-token".into(),
+                    rotate_tokens: false,
                 };
                 let start = pg::prepare(&config, &identity, licenses_toml, &licenses.current())?;
                 // Decisions on the manual clock (never behind the cluster's

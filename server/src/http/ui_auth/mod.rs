@@ -8,15 +8,19 @@
 //!   session's id once as the `leasehold_session` cookie (`HttpOnly;
 //!   SameSite=Strict; Path=/`, plus `Secure` when the request came over
 //!   HTTPS). Logout deletes the session at once.
-//! - **HTTPS.** The server speaks plain HTTP; behind a TLS-terminating proxy
-//!   on the same host, `X-Forwarded-Proto: https` marks a request as HTTPS.
-//!   Forwarding headers are trusted only from loopback peers (anyone else
-//!   could send them); `X-Forwarded-For` likewise names the client for the
-//!   login limiter only when the peer is loopback.
+//! - **HTTPS.** The server speaks plain HTTP; behind a TLS-terminating proxy,
+//!   `X-Forwarded-Proto: https` marks a request as HTTPS, or `--public-url
+//!   https://…` says every browser comes over HTTPS (then the cookie is
+//!   `__Host-leasehold_session`). Forwarding headers are believed only from
+//!   `--trusted-proxies` (loopback by default; anyone else could send
+//!   them); `X-Forwarded-For` likewise names the client for the limiter
+//!   only behind a trusted proxy ([`crate::proxies`]).
 //! - **CSRF.** A state change authenticated by the cookie needs the
 //!   session's CSRF token and must come from the same origin; bearer
 //!   requests are not affected.
-//! - **Failed logins** are limited per client address, per server process.
+//! - **Failed logins** are limited per client address, per server process;
+//!   wrong admin or viewer bearer tokens on `/v1/admin/*` count in the same
+//!   limiter ([`UiAuth::refuse_if_limited`], [`UiAuth::failed`]).
 
 mod csrf;
 mod limiter;
@@ -29,13 +33,22 @@ pub use request_meta::{RequestMeta, request_meta};
 pub use routes::routes;
 pub use sessions::{Session, session_of, touch};
 
-use std::time::Duration;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use crate::http::error::ApiError;
 use crate::keys::AdminToken;
+use crate::proxies::ProxyPolicy;
 use crate::ui_sessions::UiSessions;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "leasehold_session";
+/// Its name when the public URL is https: browsers accept a `__Host-`
+/// cookie only from a secure origin, for the whole host, so no sibling
+/// subdomain or plain-HTTP page can plant or shadow it.
+pub const HOST_COOKIE: &str = "__Host-leasehold_session";
 
 /// Sign-in settings and state of one server.
 pub struct UiAuth {
@@ -43,6 +56,8 @@ pub struct UiAuth {
     /// How long sessions last.
     pub sessions: UiSessions,
     limiter: limiter::LoginLimiter,
+    /// Whose forwarding headers are believed, and the public origin.
+    pub proxies: Arc<ProxyPolicy>,
 }
 
 impl UiAuth {
@@ -54,6 +69,33 @@ impl UiAuth {
                 lifetime,
             },
             limiter: limiter::LoginLimiter::default(),
+            proxies: Arc::new(ProxyPolicy::default()),
         }
+    }
+
+    pub fn with_proxies(mut self, proxies: ProxyPolicy) -> Self {
+        self.proxies = Arc::new(proxies);
+        self
+    }
+
+    /// `429 rate_limited` with `Retry-After` if `client` has presented too
+    /// many wrong tokens (at sign-in or as a bearer token) lately. Checked
+    /// before the token, so a blocked address cannot go on guessing.
+    pub fn refuse_if_limited(&self, client: IpAddr) -> Result<(), ApiError> {
+        match self.limiter.blocked(client, Instant::now()) {
+            None => Ok(()),
+            Some(wait) => {
+                let secs = wait.as_secs().max(1);
+                Err(ApiError::rate_limited(
+                    format!("too many wrong tokens from this address; try again in {secs} s"),
+                    secs,
+                ))
+            }
+        }
+    }
+
+    /// Count a wrong token presented by `client`.
+    pub fn failed(&self, client: IpAddr) {
+        self.limiter.failed(client, Instant::now());
     }
 }

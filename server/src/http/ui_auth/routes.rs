@@ -1,8 +1,6 @@
 //! `POST /ui/login`, `GET /ui/session`, `POST /ui/logout`, and the `/`
 //! redirect to the dashboard. Their answers are never cached.
 
-use std::time::Instant;
-
 use bytes::Bytes;
 use leasehold_common::api::{LoginRequest, UiSession};
 use warp::Filter;
@@ -11,7 +9,7 @@ use warp::http::header::{CACHE_CONTROL, LOCATION, SET_COOKIE};
 use warp::http::{HeaderValue, StatusCode};
 use warp::reply::{Reply, Response};
 
-use super::{COOKIE, RequestMeta, csrf, request_meta, session_of, touch};
+use super::{RequestMeta, csrf, request_meta, session_of, touch};
 use crate::AppState;
 use crate::http::State;
 use crate::http::body;
@@ -30,21 +28,21 @@ pub fn routes(state: &State) -> BoxedFilter<(Response,)> {
     let login = warp::path!("ui" / "login")
         .and(warp::post())
         .and(body::limited())
-        .and(request_meta())
+        .and(request_meta(state.ui.proxies.clone()))
         .and(with_state.clone())
         .then(|body: Bytes, meta: RequestMeta, s: State| async move {
             no_store(reply(login(&s, &meta, body).await))
         });
     let session = warp::path!("ui" / "session")
         .and(warp::get())
-        .and(request_meta())
+        .and(request_meta(state.ui.proxies.clone()))
         .and(with_state.clone())
         .then(|meta: RequestMeta, s: State| async move {
             no_store(reply(current_session(&s, &meta).await))
         });
     let logout = warp::path!("ui" / "logout")
         .and(warp::post())
-        .and(request_meta())
+        .and(request_meta(state.ui.proxies.clone()))
         .and(with_state)
         .then(
             |meta: RequestMeta, s: State| async move { no_store(reply(logout(&s, &meta).await)) },
@@ -81,8 +79,9 @@ fn see_other_ui(mut resp: Response) -> Response {
 
 fn cookie_header(meta: &RequestMeta, value: &str, max_age_s: u64) -> HeaderValue {
     let secure = if meta.is_https() { "; Secure" } else { "" };
+    let name = meta.cookie_name();
     let text =
-        format!("{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}");
+        format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}");
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
@@ -139,27 +138,32 @@ fn login_token(meta: &RequestMeta, body: &Bytes) -> Result<(String, LoginForm), 
 
 async fn login(state: &AppState, meta: &RequestMeta, body: Bytes) -> Result<Response, ApiError> {
     let client = meta.client_ip();
-    if let Some(wait) = state.ui.limiter.blocked(client, Instant::now()) {
-        return Err(ApiError::rate_limited(
-            format!(
-                "too many failed sign-ins from this address; try again in {} s",
-                wait.as_secs().max(1)
-            ),
-            wait.as_secs().max(1),
-        ));
-    }
+    state.ui.refuse_if_limited(client)?;
     // Login CSRF: a page elsewhere must not sign a browser in.
     csrf::origin_check(meta, true)?;
     let (token, form) = login_token(meta, &body)?;
     let Some(role) = Role::of(state, &token) else {
-        state.ui.limiter.failed(client, Instant::now());
+        state.ui.failed(client);
         return Err(ApiError::unauthorized(
             "that is neither the admin token nor the viewer token",
         ));
     };
     let sessions = &state.ui.sessions;
+    // Signing in again replaces this browser's session: the old cookie
+    // must not keep working beside the new one.
+    if let Some(old) = meta.session_cookie() {
+        sessions
+            .end_id(&state.store, old)
+            .await
+            .map_err(ApiError::store)?;
+    }
     let id = sessions
-        .create(&state.store, role.as_str(), state.clock.now())
+        .create(
+            &state.store,
+            role.as_str(),
+            role.token(state).session_fingerprint(),
+            state.clock.now(),
+        )
         .await
         .map_err(ApiError::store)?;
     let mut resp = match form {
@@ -175,7 +179,9 @@ async fn login(state: &AppState, meta: &RequestMeta, body: Bytes) -> Result<Resp
 
 async fn current_session(state: &AppState, meta: &RequestMeta) -> Result<Response, ApiError> {
     let mut session = session_of(state, meta).await?;
-    touch(state, &mut session).await?;
+    if !meta.is_background() {
+        touch(state, &mut session).await?;
+    }
     let body = UiSession {
         role: session.role.as_str().to_string(),
         csrf_token: csrf::token_of(&session),

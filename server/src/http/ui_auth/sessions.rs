@@ -27,7 +27,8 @@ impl Session {
 
 fn signed_out() -> ApiError {
     ApiError::unauthorized(
-        "the session has ended (signed out, idle too long or too old); sign in again",
+        "the session has ended (signed out, idle too long, too old, or its token changed); \
+         sign in again",
     )
 }
 
@@ -46,6 +47,11 @@ pub async fn session_of(state: &AppState, meta: &RequestMeta) -> Result<Session,
         .map_err(ApiError::store)?
         .ok_or_else(signed_out)?;
     let role = Role::parse(&row.role).ok_or_else(signed_out)?;
+    // Rotating a token signs out every session it signed in, on every
+    // replica that runs with the new one.
+    if row.token_fp != role.token(state).session_fingerprint() {
+        return Err(signed_out());
+    }
     Ok(Session {
         id: id.to_string(),
         row,

@@ -58,12 +58,14 @@ pub enum PgStartError {
     SigningKeyMismatch { ours: String, cluster: String },
     #[error(
         "this replica's admin token differs from the cluster's: copy admin.token from a running \
-         replica's data dir into this replica's data dir (or set the same LEASEHOLD_ADMIN_TOKEN)"
+         replica's data dir into this replica's data dir (or set the same LEASEHOLD_ADMIN_TOKEN); \
+         to change the cluster's token, start with --rotate-tokens"
     )]
     AdminTokenMismatch,
     #[error(
         "this replica's viewer token differs from the cluster's: copy viewer.token from a running \
-         replica's data dir into this replica's data dir (or set the same LEASEHOLD_VIEWER_TOKEN)"
+         replica's data dir into this replica's data dir (or set the same LEASEHOLD_VIEWER_TOKEN); \
+         to change the cluster's token, start with --rotate-tokens"
     )]
     ViewerTokenMismatch,
     #[error("the cluster's licenses policy is unreadable: {0}")]
@@ -112,6 +114,9 @@ pub struct ReplicaIdentity {
     pub admin_token_sha256: String,
     /// SHA-256 of the viewer token, hex.
     pub viewer_token_sha256: String,
+    /// This replica's tokens replace the cluster's (`--rotate-tokens`)
+    /// instead of being refused when they differ.
+    pub rotate_tokens: bool,
 }
 
 /// Where a replica starts from.
@@ -175,11 +180,26 @@ fn check_identity(client: &mut Client, ours: &ReplicaIdentity) -> Result<(), PgS
             cluster,
         });
     }
-    if token.is_some_and(|t| t != ours.admin_token_sha256) {
+    let admin_changed = token.is_some_and(|t| t != ours.admin_token_sha256);
+    let viewer_changed = viewer.is_some_and(|t| t != ours.viewer_token_sha256);
+    if admin_changed && !ours.rotate_tokens {
         return Err(PgStartError::AdminTokenMismatch);
     }
-    if viewer.is_some_and(|t| t != ours.viewer_token_sha256) {
+    if viewer_changed && !ours.rotate_tokens {
         return Err(PgStartError::ViewerTokenMismatch);
+    }
+    if admin_changed || viewer_changed {
+        // Sessions signed in with the old token end on every replica that
+        // runs with the new one (their fingerprints no longer match).
+        tracing::warn!(
+            "--rotate-tokens: this replica's {} token(s) replace the cluster's; restart every \
+             other replica with the new token(s)",
+            match (admin_changed, viewer_changed) {
+                (true, true) => "admin and viewer",
+                (true, false) => "admin",
+                _ => "viewer",
+            }
+        );
     }
     tx.execute(
         "UPDATE cluster SET signing_kid = $1, admin_token_sha256 = $2, viewer_token_sha256 = $3

@@ -215,6 +215,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX sessions_by_license_time
         ON sessions (license_id, started_at, seat_id, ended_at, holder, mode);
     "#,
+    // v10: the token fingerprint of a dashboard session (the same as
+    // SQLite's v9).
+    r#"
+    ALTER TABLE ui_sessions ADD COLUMN token_fp TEXT NOT NULL DEFAULT '';
+    "#,
 ];
 
 /// The schema version this build writes.

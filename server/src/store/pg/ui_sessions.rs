@@ -12,7 +12,7 @@ impl PgPool {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT id_sha256, role, created_at, last_seen_at, expires_at
+                "SELECT id_sha256, role, created_at, last_seen_at, expires_at, token_fp
                  FROM ui_sessions WHERE id_sha256 = $1",
                 &[&id_sha256],
             )
@@ -24,6 +24,7 @@ impl PgPool {
             created_at: Timestamp::from_millis(r.get(2)),
             last_seen_at: Timestamp::from_millis(r.get(3)),
             expires_at: Timestamp::from_millis(r.get(4)),
+            token_fp: r.get(5),
         }))
     }
 
@@ -34,14 +35,15 @@ impl PgPool {
                 client
                     .execute(
                         "INSERT INTO ui_sessions
-                             (id_sha256, role, created_at, last_seen_at, expires_at)
-                         VALUES ($1, $2, $3, $4, $5)",
+                             (id_sha256, role, created_at, last_seen_at, expires_at, token_fp)
+                         VALUES ($1, $2, $3, $4, $5, $6)",
                         &[
                             &row.id_sha256,
                             &row.role,
                             &row.created_at.as_millis(),
                             &row.last_seen_at.as_millis(),
                             &row.expires_at.as_millis(),
+                            &row.token_fp,
                         ],
                     )
                     .await?

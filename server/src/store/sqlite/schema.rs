@@ -196,6 +196,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX sessions_by_license_time
         ON sessions (license_id, started_at, seat_id, ended_at, holder, mode);
     "#,
+    // v9: a dashboard session records a fingerprint of the token that
+    // signed it in (`token_fp`), so changing that token ends it. Sessions
+    // from before have none and end at the upgrade.
+    r#"
+    ALTER TABLE ui_sessions ADD COLUMN token_fp TEXT NOT NULL DEFAULT '';
+    "#,
 ];
 
 /// The schema version this build writes.

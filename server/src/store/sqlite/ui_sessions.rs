@@ -13,15 +13,17 @@ pub fn apply(conn: &Connection, op: &UiSessionOp) -> Result<usize, StoreError> {
     let n = match op {
         UiSessionOp::Create(row) => conn
             .prepare_cached(
-                "INSERT INTO ui_sessions (id_sha256, role, created_at, last_seen_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO ui_sessions
+                     (id_sha256, role, created_at, last_seen_at, expires_at, token_fp)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
             .execute(params![
                 row.id_sha256,
                 row.role,
                 row.created_at.as_millis(),
                 row.last_seen_at.as_millis(),
-                row.expires_at.as_millis()
+                row.expires_at.as_millis(),
+                row.token_fp
             ])?,
         UiSessionOp::Touch { id_sha256, at } => conn
             .prepare_cached(
@@ -42,7 +44,7 @@ pub fn apply(conn: &Connection, op: &UiSessionOp) -> Result<usize, StoreError> {
 /// The session whose id hashes to `id_sha256`, expired or not.
 pub fn get(c: &Connection, id_sha256: &str) -> rusqlite::Result<Option<UiSessionRow>> {
     c.prepare_cached(
-        "SELECT id_sha256, role, created_at, last_seen_at, expires_at
+        "SELECT id_sha256, role, created_at, last_seen_at, expires_at, token_fp
          FROM ui_sessions WHERE id_sha256 = ?1",
     )?
     .query_row(params![id_sha256], |r| {
@@ -52,6 +54,7 @@ pub fn get(c: &Connection, id_sha256: &str) -> rusqlite::Result<Option<UiSession
             created_at: Timestamp::from_millis(r.get(2)?),
             last_seen_at: Timestamp::from_millis(r.get(3)?),
             expires_at: Timestamp::from_millis(r.get(4)?),
+            token_fp: r.get(5)?,
         })
     })
     .optional()
