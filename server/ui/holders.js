@@ -5,7 +5,7 @@
 
 import { getJson, withQuery } from './api.js';
 import { el, setText, setAttr } from './dom.js';
-import { clock, fmtDuration, fmtTime, utcTitle, shortId, fmtCount } from './format.js';
+import { clock, fmtDuration, fmtTime, fmtDateTime, utcTitle, shortId, fmtCount } from './format.js';
 
 export const PAGE_SIZE = 100;
 
@@ -67,10 +67,15 @@ function makeRow(seat, isAdmin, onRevoke) {
     held: el('td', { class: 'num tick' }),
     expires: el('td', { class: 'num tick' }),
     state: el('td', { class: 'state' }),
+    stateWord: el('span', { 'data-field': 'state' }),
+    // When a borrowed seat comes back (empty for any other seat).
+    backAt: el('span', { class: 'back-at', 'data-field': 'back-at' }),
     group: el('td', { class: 'group' }),
     actions: el('td', { class: 'actions' }),
   };
-  const tr = el('tr', { 'data-seat-id': seat.seat_id, 'aria-selected': 'false' }, ...Object.values(cells));
+  cells.state.append(cells.stateWord, cells.backAt);
+  const { stateWord, backAt, ...tds } = cells;
+  const tr = el('tr', { 'data-seat-id': seat.seat_id, 'aria-selected': 'false' }, ...Object.values(tds));
   // A viewer's page has no revoke button at all, not even a disabled one.
   if (isAdmin) {
     const btn = el('button', { type: 'button', 'data-action': 'revoke', class: 'danger small' }, '✗ Revoke');
@@ -91,8 +96,16 @@ function fillRow(row, seat) {
   setAttr(c.seat, 'title', seat.seat_id);
   setAttr(c.held, 'title', `since ${fmtTime(seat.checkedMs)} · ${utcTitle(seat.checkedMs)}`);
   setAttr(c.expires, 'title', `at ${fmtTime(seat.expiresMs)} · ${utcTitle(seat.expiresMs)}`);
+  fillBackAt(c.backAt, seat);
   const btn = c.actions.firstChild;
   if (btn) setAttr(btn, 'aria-label', `Revoke ${seat.holder}'s seat ${shortId(seat.seat_id)} of ${seat.license_id}`);
+}
+
+/** A borrowed seat's return: its expiry, in the viewer's zone (UTC on hover). */
+function fillBackAt(span, seat) {
+  const borrowed = seat.state === 'borrowed';
+  setText(span, borrowed ? ` · back ${fmtDateTime(seat.expiresMs)}` : '');
+  setAttr(span, 'title', borrowed ? `comes back at ${utcTitle(seat.expiresMs)}` : null);
 }
 
 /** Update one row's time cells (and its state when it changed) for `now`. */
@@ -103,7 +116,9 @@ function tickRow(row, now) {
   const st = rowState(s, now);
   if (st !== row.state) {
     row.state = st;
-    setText(row.cells.state, STATE_TEXT[st]);
+    setText(row.cells.stateWord, STATE_TEXT[st]);
+    // Past its end a borrowed seat is just lapsed: no return time.
+    row.cells.backAt.hidden = st !== 'borrowed';
     row.tr.classList.remove(...Object.keys(STATE_TEXT));
     row.tr.classList.add(st);
   }

@@ -211,6 +211,104 @@ async fn one_shot_commands_report_and_revoke() {
     revoke_json_then_again_is_unknown(&server).await;
 }
 
+/// A pool that lends seats for offline use.
+const LENDING: &str = r#"
+[[license]]
+id = "lab"
+key = "lab-key"
+seats = 3
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+
+[license.borrow]
+max = "7d"
+seats = 2
+"#;
+
+/// A borrowed seat: `status` counts it, `seats` shows its state and when it
+/// is back (and `--json` its state and expiry), a plain `revoke` is refused
+/// in one line that names `--force`, and `revoke --force` frees it.
+#[tokio::test]
+async fn a_borrowed_seat_in_status_and_seats_and_revoked_only_with_force() {
+    let server = Server::start(LENDING).await;
+    let lease = server
+        .take_seat(
+            "lab",
+            "lab-key",
+            json!({ "holder": "erin", "fingerprint": "erin-laptop", "borrow_s": 86_400 }),
+        )
+        .await;
+    assert!(lease.borrowed);
+    let seat = lease.seat_id.clone();
+    let back = lease.expires_at.to_string();
+
+    let out = ok(&leasehold(&server, &["status"]).await, "status");
+    let header: Vec<&str> = out.lines().nth(1).expect(&out).split_whitespace().collect();
+    let lab: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with("lab "))
+        .expect(&out)
+        .split_whitespace()
+        .collect();
+    let borrowed = header.iter().position(|h| *h == "BORROWED").expect(&out);
+    assert_eq!((lab[1], lab[borrowed]), ("1/3", "1"), "{out}");
+
+    let out = ok(&leasehold(&server, &["seats"]).await, "seats");
+    assert!(out.lines().next().unwrap().ends_with("BACK AT"), "{out}");
+    let row = out.lines().find(|l| l.contains(&seat)).expect(&out);
+    assert!(
+        row.contains("borrowed") && row.ends_with(&back),
+        "state and when it is back: {row}"
+    );
+    let v = ok_json(&server, &["seats", "--json"], "seats --json").await;
+    let s = &v["seats"][0];
+    assert_eq!(
+        (&s["state"], &s["expires_at"]),
+        (&json!("borrowed"), &json!(back))
+    );
+
+    let err = one_line_failure(
+        &leasehold(&server, &["revoke", &seat]).await,
+        "plain revoke",
+    );
+    assert!(
+        err.contains("409 borrowed") && err.contains("valid offline") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        seat_ids(&server).await,
+        std::slice::from_ref(&seat),
+        "still held"
+    );
+
+    let v = ok_json(
+        &server,
+        &[
+            "revoke",
+            &seat,
+            "--force",
+            "--reason",
+            "laptop lost",
+            "--json",
+        ],
+        "revoke --force",
+    )
+    .await;
+    assert_eq!(v, json!({ "seat_id": seat, "revoked": true }));
+    assert!(seat_ids(&server).await.is_empty());
+    let revokes = server.events_of("revoke").await;
+    assert_eq!(revokes.len(), 1, "{revokes:?}");
+    assert!(
+        revokes[0]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("laptop lost"),
+        "{:?}",
+        revokes[0]
+    );
+}
+
 #[tokio::test]
 async fn one_shot_errors_are_one_line_and_token_sources_work() {
     let server = Server::start(TEST_LICENSES).await;

@@ -528,3 +528,86 @@ async fn sse_delivers_events_and_resumes_after_last_event_id() {
     assert_eq!(next[0].1["holder"], "after");
     assert_eq!(next[0].0, msgs[1].0 + 1, "no gap, no duplicate");
 }
+
+/// A pool that lends seats for offline use.
+const LENDING: &str = r#"
+[[license]]
+id = "lab"
+key = "lab-key"
+seats = 3
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+
+[license.borrow]
+max = "7d"
+seats = 2
+"#;
+
+/// Borrowing as the contract says: a heartbeat on a borrowed seat and an
+/// unforced admin revoke are `409 borrowed` (the error body with nothing
+/// else), the seat stays `borrowed` in the admin view, `"force": true`
+/// frees it, and its session carries `borrowed` in JSON and CSV.
+#[tokio::test]
+async fn a_borrowed_seat_is_not_renewed_and_is_revoked_only_with_force() {
+    let s = Server::start(LENDING).await;
+    let body = json!({ "holder": "erin", "fingerprint": "erin-laptop", "borrow_s": 3600 });
+    let borrowed = lease(s.checkout("lab", "lab-key", body).await, 201).await;
+    assert!(borrowed.borrowed);
+
+    let (status, code, body) =
+        error_code(s.heartbeat("lab", "lab-key", &borrowed.seat_id).await).await;
+    assert_eq!((status, code.as_str()), (409, "borrowed"));
+    assert_eq!(
+        body.as_object().unwrap().len(),
+        2,
+        "error and message only: {body}"
+    );
+
+    let resp = s
+        .revoke(&borrowed.seat_id)
+        .json(&json!({ "reason": "lost" }))
+        .send()
+        .await
+        .unwrap();
+    let (status, code, body) = error_code(resp).await;
+    assert_eq!((status, code.as_str()), (409, "borrowed"));
+    assert!(
+        body["message"].as_str().unwrap().contains("force"),
+        "{body}"
+    );
+    let seats = s.seats(Some("lab")).await;
+    assert_eq!(seats[0]["state"], "borrowed", "nothing changed: {seats:?}");
+    assert_eq!(seats[0]["expires_at"], json!(borrowed.expires_at));
+
+    let resp = s
+        .revoke(&borrowed.seat_id)
+        .json(&json!({ "force": true }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    assert!(s.seats(Some("lab")).await.is_empty());
+
+    let v = s.admin_get("/v1/admin/sessions?license=lab").await;
+    let session = &v["sessions"][0];
+    assert_eq!(
+        (&session["borrowed"], &session["end"]),
+        (&json!(true), &json!("revoke")),
+        "{v}"
+    );
+    let csv = s
+        .admin(
+            reqwest::Method::GET,
+            "/v1/admin/sessions?license=lab&format=csv",
+        )
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().ends_with(",group,borrowed"), "{csv}");
+    assert!(lines.next().unwrap().ends_with(",true"), "{csv}");
+}

@@ -694,6 +694,155 @@ async fn a_million_seats_are_grouped_in_the_browsers_locale() {
     b.close().await;
 }
 
+/// A pool that lends seats for offline use.
+const LENDING: &str = r#"
+[[license]]
+id = "lab"
+key = "lab-key"
+seats = 3
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+
+[license.borrow]
+max = "7d"
+seats = 2
+"#;
+
+/// A borrowed seat shows its state and when it comes back; its revoke
+/// dialog says why force is needed and offers it. A plain revoke is
+/// refused (the seat stays, the server's sentence shows); "Force revoke"
+/// sends `"force": true` and frees it.
+#[tokio::test]
+async fn a_borrowed_seat_comes_back_later_and_is_revoked_only_with_force() {
+    let server = Server::start(LENDING).await;
+    let lease = server
+        .take_seat(
+            "lab",
+            "lab-key",
+            json!({ "holder": "erin", "fingerprint": "erin-laptop", "borrow_s": 2 * 86_400 }),
+        )
+        .await;
+    assert!(lease.borrowed, "the checkout borrowed");
+    let erin = lease.seat_id;
+    let b = Browser::start().await;
+    b.sign_in(&server.base, &server.admin_token).await;
+    let shown = b
+        .wait_text(&row(&erin), SOON, "erin's borrowed seat", |t| {
+            t.contains("⇄ borrowed")
+        })
+        .await;
+    assert!(
+        shown.contains(" 1d23h "),
+        "the countdown to its return: {shown}"
+    );
+    let back = b
+        .text(&format!("{} [data-field=back-at]", row(&erin)))
+        .await;
+    assert!(back.contains("back"), "when it comes back: {back:?}");
+    assert_eq!(
+        b.text("tr[data-license=lab] [data-field=borrowed]").await,
+        "1"
+    );
+
+    b.click(&format!("{} button[data-action=revoke]", row(&erin)))
+        .await;
+    b.wait_for("dialog[open]", SOON).await;
+    let why = b.text("dialog[open] [data-borrowed]").await;
+    assert!(
+        why.contains("Borrowed until")
+            && why.contains("valid offline")
+            && why.contains("more in use than sold"),
+        "{why}"
+    );
+    // The plain revoke is refused: the seat stays and the dialog says so.
+    dialog_button(&b, "Revoke seat")
+        .await
+        .click()
+        .await
+        .unwrap();
+    b.wait_text("dialog[open] #revoke-error", SOON, "the refusal", |t| {
+        t.contains("borrowed")
+    })
+    .await;
+    assert_eq!(server.seats(Some("lab")).await.len(), 1, "not revoked");
+    assert!(server.events_of("revoke").await.is_empty());
+
+    dialog_button(&b, "Force revoke")
+        .await
+        .click()
+        .await
+        .unwrap();
+    b.wait_until(LIVE, "the row gone", || async {
+        (b.count(&row(&erin)).await == 0).then_some(())
+    })
+    .await;
+    assert!(server.seats(Some("lab")).await.is_empty(), "freed by force");
+    let revokes = server.events_of("revoke").await;
+    assert_eq!(revokes.len(), 1, "{revokes:?}");
+    assert_eq!(b.count("dialog[open]").await, 0);
+    b.assert_clean().await;
+    b.close().await;
+}
+
+/// A seat borrowed after the table was drawn: the plain revoke meets 409
+/// `borrowed`, the dialog shows the server's sentence and offers force.
+#[tokio::test]
+async fn a_plain_revoke_refused_as_borrowed_offers_force() {
+    let server = Server::start(LENDING).await;
+    let frank = seat(&server, "lab", "frank", "frank-laptop").await;
+    let b = Browser::start().await;
+    b.sign_in(&server.base, &server.admin_token).await;
+    b.wait_text(&row(&frank), SOON, "frank's live seat", |t| {
+        t.contains("● live")
+    })
+    .await;
+    b.click(&format!("{} button[data-action=revoke]", row(&frank)))
+        .await;
+    b.wait_for("dialog[open]", SOON).await;
+    assert_eq!(
+        b.count("dialog[open] [data-action=force-revoke]:not([hidden])")
+            .await,
+        0
+    );
+    // The same machine borrows: the same seat turns into the borrow.
+    let lease = server
+        .take_seat(
+            "lab",
+            "lab-key",
+            json!({ "holder": "frank", "fingerprint": "frank-laptop", "borrow_s": 3600 }),
+        )
+        .await;
+    assert_eq!(lease.seat_id, frank);
+    dialog_button(&b, "Revoke seat")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let why = b
+        .wait_text(
+            "dialog[open] [data-borrowed]",
+            SOON,
+            "the server's sentence",
+            |t| t.contains("force"),
+        )
+        .await;
+    assert!(why.contains("valid offline"), "{why}");
+    assert_eq!(server.seats(Some("lab")).await.len(), 1, "not revoked");
+    dialog_button(&b, "Force revoke")
+        .await
+        .click()
+        .await
+        .unwrap();
+    b.wait_until(LIVE, "the row gone", || async {
+        (b.count(&row(&frank)).await == 0).then_some(())
+    })
+    .await;
+    assert!(server.seats(Some("lab")).await.is_empty());
+    b.assert_clean().await;
+    b.close().await;
+}
+
 /// 100,000 holders: the first page is on screen within a second of the
 /// navigation, and a countdown tick costs at most 16 ms of script.
 #[tokio::test]

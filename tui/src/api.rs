@@ -40,6 +40,10 @@ pub enum ApiError {
         "no seat {seat_id} on the server (unknown_seat): it was already released, reaped or revoked"
     )]
     UnknownSeat { seat_id: String },
+    /// 409 `borrowed`: an unforced revoke of a borrowed seat. `message` is
+    /// the server's sentence (until when, and why force is needed).
+    #[error("{message} (409 borrowed)")]
+    Borrowed { message: String },
     #[error("the server answered {status} {code}: {message}")]
     Server {
         status: u16,
@@ -201,13 +205,15 @@ impl AdminClient {
     }
 
     /// `DELETE /v1/admin/seats/{seat_id}`. A 404 `unknown_seat` is
-    /// [`ApiError::UnknownSeat`]: the seat vanished (released, reaped, revoked).
+    /// [`ApiError::UnknownSeat`]: the seat vanished (released, reaped,
+    /// revoked); a 409 `borrowed` is [`ApiError::Borrowed`]: it is borrowed
+    /// and `body.force` was not set.
     pub async fn revoke(&self, seat_id: &str, body: &RevokeRequest) -> Result<(), ApiError> {
         let mut req = self.request(
             Method::DELETE,
             &format!("/v1/admin/seats/{}", encode_path(seat_id)),
         );
-        if body.reason.is_some() || body.block_s.is_some() {
+        if body.reason.is_some() || body.block_s.is_some() || body.force {
             req = req.json(body);
         }
         let resp = self.send(req).await?;
@@ -220,6 +226,11 @@ impl AdminClient {
             } if code == code::UNKNOWN_SEAT => Err(ApiError::UnknownSeat {
                 seat_id: sanitize_for_terminal(seat_id).into_owned(),
             }),
+            ApiError::Server {
+                status: 409,
+                code,
+                message,
+            } if code == code::BORROWED => Err(ApiError::Borrowed { message }),
             other => Err(other),
         }
     }

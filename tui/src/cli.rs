@@ -77,6 +77,11 @@ pub enum Command {
         /// long, e.g. 10m, 1h.
         #[arg(long, value_name = "DURATION", value_parser = parse_block)]
         block: Option<Duration>,
+        /// Free a borrowed seat too. Without it the server refuses (409
+        /// borrowed): the holder's token stays valid offline until the
+        /// borrow ends, so the pool may be over-used until then.
+        #[arg(long)]
+        force: bool,
         /// Print {"seat_id": ..., "revoked": true} on success.
         #[arg(long)]
         json: bool,
@@ -150,15 +155,21 @@ mod tests {
                 seat_id,
                 reason,
                 block,
+                force,
                 json,
             })) => {
                 assert_eq!(seat_id, "abc");
                 assert_eq!(reason.as_deref(), Some("stuck"));
                 assert_eq!(block, Some(Duration::from_secs(600)));
-                assert!(!json);
+                assert!(!json && !force);
             }
             other => panic!("{other:?}"),
         }
+        let cli = Cli::try_parse_from(["leasehold", "revoke", "abc", "--force"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Some(TopCommand::Admin(Command::Revoke { force: true, .. }))
+        ));
         assert!(Cli::try_parse_from(["leasehold", "revoke", "abc", "--block", "soon"]).is_err());
 
         let cli = Cli::try_parse_from([

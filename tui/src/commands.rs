@@ -56,14 +56,15 @@ pub async fn run(cmd: Command, client: &AdminClient, out: &mut dyn Write) -> any
             seat_id,
             reason,
             block,
+            force,
             json,
         } => {
             let body = RevokeRequest {
                 reason,
                 block_s: block.map(crate::cli::block_secs),
-                force: false,
+                force,
             };
-            client.revoke(&seat_id, &body).await?;
+            client.revoke(&seat_id, &body).await.map_err(force_hint)?;
             tracing::info!(seat_id, ?body, "revoked");
             if json {
                 let v = serde_json::json!({ "seat_id": seat_id, "revoked": true });
@@ -76,6 +77,14 @@ pub async fn run(cmd: Command, client: &AdminClient, out: &mut dyn Write) -> any
     }
     out.flush()?;
     Ok(())
+}
+
+/// A refused revoke of a borrowed seat says how to force it.
+fn force_hint(e: ApiError) -> anyhow::Error {
+    match e {
+        ApiError::Borrowed { .. } => anyhow::anyhow!("{e}; `leasehold revoke --force` frees it"),
+        other => other.into(),
+    }
 }
 
 async fn events(
@@ -296,16 +305,19 @@ pub fn format_status(resp: &LicensesResponse, server: &str) -> String {
     out
 }
 
+/// The seats as a table. When any is borrowed, a BACK AT column says when
+/// each borrowed seat comes back (its expiry; `-` for the others).
 pub fn format_seats(resp: &SeatsResponse) -> String {
     if resp.seats.is_empty() {
         return "no seats held\n".to_string();
     }
     let now: Timestamp = resp.now;
+    let any_borrowed = resp.seats.iter().any(|s| s.state == SeatState::Borrowed);
     let rows: Vec<Vec<String>> = resp
         .seats
         .iter()
         .map(|s| {
-            vec![
+            let mut row = vec![
                 clean(&s.license_id),
                 clean(&s.seat_id),
                 clean(&s.holder),
@@ -323,22 +335,36 @@ pub fn format_seats(resp: &SeatsResponse) -> String {
                 }
                 .to_string(),
                 s.group.as_deref().map(clean).unwrap_or_else(|| "-".into()),
-            ]
+            ];
+            if any_borrowed {
+                row.push(back_at(s));
+            }
+            row
         })
         .collect();
-    table(
-        &[
-            "LICENSE",
-            "SEAT",
-            "HOLDER",
-            "FINGERPRINT",
-            "HELD FOR",
-            "EXPIRES IN",
-            "STATE",
-            "GROUP",
-        ],
-        &rows,
-    )
+    let mut header = vec![
+        "LICENSE",
+        "SEAT",
+        "HOLDER",
+        "FINGERPRINT",
+        "HELD FOR",
+        "EXPIRES IN",
+        "STATE",
+        "GROUP",
+    ];
+    if any_borrowed {
+        header.push("BACK AT");
+    }
+    table(&header, &rows)
+}
+
+/// When a borrowed seat comes back (its expiry, RFC 3339 UTC), else `-`.
+fn back_at(s: &leasehold_common::api::SeatView) -> String {
+    if s.state == SeatState::Borrowed {
+        s.expires_at.to_string()
+    } else {
+        "-".into()
+    }
 }
 
 /// `2026-11-30T04:00:01.000Z  #12  revoke  demo-cad  alice  seat <id>  detail`
@@ -537,15 +563,21 @@ mod tests {
             ],
         };
         insta::assert_snapshot!(format_seats(&seats), @r"
-        LICENSE   SEAT        HOLDER  FINGERPRINT  HELD FOR  EXPIRES IN  STATE      GROUP
-        demo-cad  alice-seat  alice   fp-alice     1m00s     55s         live       design
-        demo-cad  bob-seat    bob     fp-bob       1m00s     1m40s       lingering  design
-        demo-cad  carol-seat  carol   fp-carol     1m00s     1d00h       borrowed   -
-        demo-cad  dave-seat   dave    fp-dave      1m00s     -10s        lapsed     -
+        LICENSE   SEAT        HOLDER  FINGERPRINT  HELD FOR  EXPIRES IN  STATE      GROUP   BACK AT
+        demo-cad  alice-seat  alice   fp-alice     1m00s     55s         live       design  -
+        demo-cad  bob-seat    bob     fp-bob       1m00s     1m40s       lingering  design  -
+        demo-cad  carol-seat  carol   fp-carol     1m00s     1d00h       borrowed   -       2026-12-01T04:00:00.000Z
+        demo-cad  dave-seat   dave    fp-dave      1m00s     -10s        lapsed     -       -
         ");
         let json = to_json(&seats).unwrap();
         assert!(json.contains(r#""state": "lingering""#), "{json}");
         assert!(json.contains(r#""group": "design""#), "{json}");
+        // --json: a borrowed seat's state, and its expiry is when it is back.
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            (&v["seats"][2]["state"], &v["seats"][2]["expires_at"]),
+            (&"borrowed".into(), &"2026-12-01T04:00:00.000Z".into())
+        );
     }
 
     #[test]

@@ -118,6 +118,7 @@ fn run_command(
             holder,
             reason,
             block_s,
+            force,
         } => {
             let client = client.clone();
             let tx = tx.clone();
@@ -125,11 +126,12 @@ fn run_command(
                 let body = RevokeRequest {
                     reason,
                     block_s,
-                    force: false,
+                    force,
                 };
                 let outcome = match client.revoke(&seat_id, &body).await {
                     Ok(()) => RevokeOutcome::Revoked,
                     Err(ApiError::UnknownSeat { .. }) => RevokeOutcome::Vanished,
+                    Err(ApiError::Borrowed { message }) => RevokeOutcome::Borrowed(message),
                     Err(e) => RevokeOutcome::Failed(e.to_string()),
                 };
                 tracing::info!(seat_id, holder, ?body, ?outcome, "revoke");

@@ -92,6 +92,28 @@ pub fn wrap_cells(s: &str, width: usize) -> Vec<String> {
     lines
 }
 
+/// Prose in lines of at most `width` cells, broken between words; a word
+/// longer than a line is cut by [`wrap_cells`]. Runs of spaces collapse.
+pub fn wrap_words(s: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = vec![String::new()];
+    for word in s.split_whitespace() {
+        let line = lines.last_mut().expect("one line at least");
+        let need = cells(word) + usize::from(!line.is_empty());
+        if cells(line) + need <= width {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+            continue;
+        }
+        if line.is_empty() {
+            lines.pop();
+        }
+        lines.extend(wrap_cells(word, width));
+    }
+    lines
+}
+
 /// A count with thousands separators: `1,000,000`.
 pub fn grouped(n: u64) -> String {
     let digits = n.to_string();
@@ -245,6 +267,19 @@ mod tests {
         for w in 0..30 {
             assert!(cells(&ellipsize("licence-日本-12345-ÉÉ", w)) <= w);
         }
+    }
+
+    #[test]
+    fn wrap_words_breaks_between_words() {
+        assert_eq!(
+            wrap_words("its token stays  valid offline", 12),
+            ["its token", "stays valid", "offline"]
+        );
+        assert_eq!(
+            wrap_words("a 0123456789abc b", 6),
+            ["a", "012345", "6789ab", "c b"]
+        );
+        assert_eq!(wrap_words("", 6), [""]);
     }
 
     #[test]

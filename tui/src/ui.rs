@@ -100,7 +100,7 @@ pub fn draw(frame: &mut Frame, app: &App, now: Timestamp) {
     draw_status(frame, a.status, app, theme, now);
     match &app.modal {
         Some(Modal::Help) => draw_help(frame, theme, app),
-        Some(Modal::Revoke(m)) => draw_revoke(frame, theme, m),
+        Some(Modal::Revoke(m)) => draw_revoke(frame, theme, m, server_now),
         None => {}
     }
 }
@@ -704,6 +704,73 @@ mod tests {
     fn policies_160_columns() {
         let mut app = policy_app();
         let term = render_at(&mut app, ts(2), 160, 24);
+        insta::assert_snapshot!(term.backend());
+    }
+
+    /// The policy screen with erin's borrowed seat selected: the BORR
+    /// column, its state, the countdown to its return, and under the table
+    /// when it is back.
+    fn borrowed_selected() -> App {
+        let mut app = policy_app();
+        for _ in 0..2 {
+            app.update(ch('j'), ts(0));
+        }
+        assert_eq!(app.selected_seat().unwrap().holder, "erin");
+        app
+    }
+
+    #[test]
+    fn borrowed_80_columns() {
+        let mut app = borrowed_selected();
+        let term = render_at(&mut app, ts(2), 80, 24);
+        insta::assert_snapshot!(term.backend());
+    }
+
+    #[test]
+    fn borrowed_160_columns() {
+        let mut app = borrowed_selected();
+        let term = render_at(&mut app, ts(2), 160, 24);
+        let screen = term.backend().to_string();
+        assert!(
+            screen.contains("borrowed, back at 2026-12-02 04:00:00 UTC"),
+            "{screen}"
+        );
+        insta::assert_snapshot!(term.backend());
+    }
+
+    /// The revoke dialog of a borrowed seat: until when, why force is
+    /// needed, and the F key.
+    #[test]
+    fn borrowed_revoke_dialog() {
+        let mut app = borrowed_selected();
+        app.update(ch('r'), ts(2));
+        let term = render_at(&mut app, ts(2), 80, 24);
+        insta::assert_snapshot!(term.backend());
+    }
+
+    /// A plain revoke refused with 409 `borrowed` brings the dialog back
+    /// with the server's sentence (the seat looked live).
+    #[test]
+    fn refused_revoke_dialog_shows_the_servers_sentence() {
+        let mut app = policy_app();
+        app.update(ch('k'), ts(0));
+        app.update(ch('k'), ts(0));
+        assert_eq!(app.selected_seat().unwrap().holder, "alice");
+        app.update(ch('r'), ts(0));
+        app.update(ch('y'), ts(0));
+        app.update(
+            AppEvent::RevokeDone {
+                seat_id: "a1".repeat(16),
+                holder: "alice".into(),
+                outcome: crate::app::RevokeOutcome::Borrowed(
+                    "seat is borrowed until 2026-12-02T04:00:00.000Z: its holder's token stays \
+                     valid offline until then; send {\"force\": true} to free it anyway"
+                        .into(),
+                ),
+            },
+            ts(1),
+        );
+        let term = render_at(&mut app, ts(2), 160, 30);
         insta::assert_snapshot!(term.backend());
     }
 

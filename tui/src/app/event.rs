@@ -58,6 +58,9 @@ pub enum RevokeOutcome {
     Revoked,
     /// 404 `unknown_seat`: released, reaped or revoked by someone else.
     Vanished,
+    /// 409 `borrowed`: a borrowed seat is freed only with force; the
+    /// server's sentence says why.
+    Borrowed(String),
     Failed(String),
 }
 
@@ -70,6 +73,8 @@ pub enum Command {
         reason: Option<String>,
         /// Refuse the holder's re-checkout for this many seconds.
         block_s: Option<u64>,
+        /// Free a borrowed seat too (`"force": true`).
+        force: bool,
     },
     /// Poll the licenses now instead of waiting for the next second.
     Refresh,

@@ -10,7 +10,7 @@ use leasehold_common::text::is_unsafe_char;
 
 use super::paging::FILTER_DEBOUNCE_MS;
 use super::revoke::{RevokeModal, RevokeStep};
-use super::{App, Command, Level, Modal, Pane};
+use super::{App, Command, Level, Modal, Pane, RowState};
 use crate::format::short_id;
 
 impl App {
@@ -193,7 +193,10 @@ impl App {
             self.post("no seat selected", Level::Info);
             return;
         };
-        self.modal = Some(Modal::Revoke(RevokeModal::for_seat(seat)));
+        let borrowed = self.row_state(seat, self.server_now(self.last_now)) == RowState::Borrowed;
+        self.modal = Some(Modal::Revoke(Box::new(RevokeModal::for_seat(
+            seat, borrowed,
+        ))));
     }
 
     /// A key while the revoke modal is open: the modal changes in place,
@@ -210,26 +213,38 @@ impl App {
                 None
             }
             RevokeStep::Confirm(command) => {
-                let block = match &command {
-                    Command::Revoke {
-                        block_s: Some(s), ..
-                    } => format!(
-                        ", blocking re-checkout for {}",
-                        format_duration(Duration::from_secs(*s))
-                    ),
-                    _ => String::new(),
-                };
-                let text = format!(
-                    "revoking {} (seat {}){block}…",
-                    modal.holder,
-                    short_id(&modal.seat_id)
-                );
+                let text = revoking_text(modal, &command);
+                // Kept so a 409 `borrowed` can reopen it as it was.
+                self.last_revoke = Some(RevokeModal::clone(modal));
                 self.modal = None;
                 self.post(text, Level::Info);
                 Some(command)
             }
         }
     }
+}
+
+/// The status line while a revoke is under way.
+fn revoking_text(modal: &RevokeModal, command: &Command) -> String {
+    let (block, force) = match command {
+        Command::Revoke { block_s, force, .. } => (
+            block_s.map(|s| {
+                format!(
+                    ", blocking re-checkout for {}",
+                    format_duration(Duration::from_secs(s))
+                )
+            }),
+            *force,
+        ),
+        _ => (None, false),
+    };
+    format!(
+        "{} {} (seat {}){}…",
+        if force { "force-revoking" } else { "revoking" },
+        modal.holder,
+        short_id(&modal.seat_id),
+        block.unwrap_or_default()
+    )
 }
 
 #[cfg(test)]
@@ -295,6 +310,7 @@ mod tests {
                 holder: "bob".into(),
                 reason: None,
                 block_s: None,
+                force: false,
             }]
         );
         assert!(app.modal.is_none());
@@ -334,6 +350,7 @@ mod tests {
                 holder: "alice".into(),
                 reason: Some("stuck yes".into()),
                 block_s: None,
+                force: false,
             }]
         );
     }
@@ -352,6 +369,7 @@ mod tests {
                 holder: "alice".into(),
                 reason: None,
                 block_s: Some(3600),
+                force: false,
             }]
         );
         assert_eq!(
@@ -373,6 +391,143 @@ mod tests {
         assert!(app.modal.is_none());
         assert_eq!(app.message.as_ref().unwrap().text, "revoke cancelled");
         assert_eq!(app.view.len(), 4);
+    }
+
+    /// bob's seat as the server sees it after he borrowed it.
+    fn with_bob_borrowed(app: &mut App) {
+        use leasehold_common::api::SeatState;
+        let mut seats = sample_seats();
+        seats[1].state = SeatState::Borrowed;
+        seats[1].expires_at = ts(86_400);
+        load(app, seats, vec![], ts(0), ts(0));
+    }
+
+    fn revoke_cmd(reason: Option<&str>, force: bool) -> Vec<Command> {
+        vec![Command::Revoke {
+            seat_id: "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2".into(),
+            holder: "bob".into(),
+            reason: reason.map(String::from),
+            block_s: None,
+            force,
+        }]
+    }
+
+    fn revoke_modal(app: &App) -> &RevokeModal {
+        match &app.modal {
+            Some(Modal::Revoke(m)) => m,
+            other => panic!("revoke modal expected, got {other:?}"),
+        }
+    }
+
+    /// A borrowed seat's dialog knows until when and offers force; Enter
+    /// stays plain, F sends `force`, and the seat goes.
+    #[test]
+    fn a_borrowed_seat_is_force_revoked_with_f() {
+        let mut app = loaded_app();
+        with_bob_borrowed(&mut app);
+        app.update(ch('j'), ts(0));
+        app.update(ch('r'), ts(0));
+        let m = revoke_modal(&app);
+        assert_eq!(m.borrowed_until, Some(ts(86_400)));
+        assert!(m.offers_force() && m.refusal.is_none());
+        // A live seat's dialog offers nothing of the kind.
+        let mut plain = loaded_app();
+        plain.update(ch('r'), ts(0));
+        assert!(!revoke_modal(&plain).offers_force());
+        assert!(
+            plain.update(ch('F'), ts(0)).is_empty(),
+            "F is no answer there"
+        );
+
+        assert_eq!(app.update(ch('F'), ts(0)), revoke_cmd(None, true));
+        assert_eq!(
+            app.message.as_ref().unwrap().text,
+            "force-revoking bob (seat b2b2b2b2)…"
+        );
+        let cmds = app.update(
+            AppEvent::RevokeDone {
+                seat_id: "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2".into(),
+                holder: "bob".into(),
+                outcome: RevokeOutcome::Revoked,
+            },
+            ts(1),
+        );
+        assert_eq!(cmds[0], Command::Refresh);
+        assert_eq!(holders(&app), ["alice", "carol", "dave"]);
+    }
+
+    /// The table showed bob live; the server refuses the plain revoke with
+    /// 409 `borrowed`. The dialog comes back as it was (reason kept) with
+    /// the server's sentence, the table is fetched again, and F forces it.
+    #[test]
+    fn a_plain_revoke_refused_as_borrowed_reopens_the_dialog_with_force() {
+        let mut app = loaded_app();
+        app.update(ch('j'), ts(0));
+        app.update(ch('r'), ts(0));
+        app.update(key(KeyCode::Tab), ts(0));
+        for c in "lost laptop".chars() {
+            app.update(ch(c), ts(0));
+        }
+        let cmds = app.update(key(KeyCode::Enter), ts(0));
+        assert_eq!(cmds, revoke_cmd(Some("lost laptop"), false));
+        assert!(app.modal.is_none());
+        let why = "seat is borrowed until 2026-12-01T04:00:00.000Z: its holder's token \
+                   stays valid offline until then";
+        let cmds = app.update(
+            AppEvent::RevokeDone {
+                seat_id: "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2".into(),
+                holder: "bob".into(),
+                outcome: RevokeOutcome::Borrowed(format!("{why}\u{1b}[2J")),
+            },
+            ts(1),
+        );
+        assert!(
+            matches!(&cmds[..], [Command::FetchPage(_)]),
+            "its state fetched again: {cmds:?}"
+        );
+        assert_eq!(holders(&app).len(), 4, "still held");
+        let m = revoke_modal(&app);
+        assert_eq!(m.reason, "lost laptop");
+        assert_eq!(
+            m.refusal.as_deref(),
+            Some(format!("{why}\u{fffd}[2J").as_str()),
+            "the server's sentence, made safe for the terminal"
+        );
+        let msg = app.message.as_ref().unwrap();
+        assert_eq!(
+            (msg.level, msg.text.as_str()),
+            (Level::Warn, "not revoked: the seat is borrowed")
+        );
+        // Back in the answer field, F forces it with the same reason.
+        app.update(key(KeyCode::BackTab), ts(1));
+        assert_eq!(
+            app.update(ch('F'), ts(1)),
+            revoke_cmd(Some("lost laptop"), true)
+        );
+    }
+
+    /// A refusal while another dialog is open only says so in the status
+    /// line, in full.
+    #[test]
+    fn a_refusal_never_replaces_an_open_dialog() {
+        let mut app = loaded_app();
+        app.update(ch('j'), ts(0));
+        app.update(ch('r'), ts(0));
+        app.update(ch('y'), ts(0));
+        app.update(ch('?'), ts(0));
+        app.update(
+            AppEvent::RevokeDone {
+                seat_id: "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2".into(),
+                holder: "bob".into(),
+                outcome: RevokeOutcome::Borrowed("borrowed until tomorrow".into()),
+            },
+            ts(1),
+        );
+        assert_eq!(app.modal, Some(Modal::Help));
+        assert_eq!(
+            app.message.as_ref().unwrap().text,
+            "not revoked: borrowed until tomorrow"
+        );
     }
 
     #[test]

@@ -118,7 +118,8 @@ pub struct PoolPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Modal {
     Help,
-    Revoke(RevokeModal),
+    /// Boxed: the dialog is much larger than the help's nothing.
+    Revoke(Box<RevokeModal>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +186,9 @@ pub struct App {
     pending_usage: Vec<UsageUpdate>,
 
     pub modal: Option<Modal>,
+    /// The revoke dialog as last confirmed: a 409 `borrowed` reopens it
+    /// (reason and block kept) with the server's sentence and force offered.
+    last_revoke: Option<RevokeModal>,
     pub message: Option<Message>,
     /// Local time used for messages posted from key handlers (the time of
     /// the last event handled).
@@ -230,6 +234,7 @@ impl App {
             pending_events: Vec::new(),
             pending_usage: Vec::new(),
             modal: None,
+            last_revoke: None,
             message: None,
             last_now: Timestamp::from_millis(0),
             poll: Link::Connecting,
@@ -410,13 +415,10 @@ impl App {
                 format!("revoke of {who} failed: {}", sanitize_for_terminal(&err)),
                 Level::Error,
             ),
+            RevokeOutcome::Borrowed(why) => return self.on_revoke_refused(seat_id, &why, now),
         };
         let gone = level != Level::Error;
-        self.message = Some(Message {
-            text,
-            level,
-            at: now,
-        });
+        self.post_at(text, level, now);
         if gone {
             // Take it off the screen now; the refresh confirms.
             if let Some(pos) = self.seats.iter().position(|s| s.seat_id == seat_id) {
@@ -431,11 +433,34 @@ impl App {
         Vec::new()
     }
 
+    /// A plain revoke met 409 `borrowed`: the dialog comes back as it was,
+    /// with the server's sentence and force offered (unless another dialog
+    /// is open; then the status line says it), and the table is fetched
+    /// again, since it may have shown the seat live.
+    fn on_revoke_refused(&mut self, seat_id: &str, why: &str, now: Timestamp) -> Vec<Command> {
+        let why = sanitize_for_terminal(why).into_owned();
+        let again = self.last_revoke.take().filter(|m| m.seat_id == seat_id);
+        match again {
+            Some(mut m) if self.modal.is_none() => {
+                m.refusal = Some(why);
+                m.error = None;
+                self.modal = Some(Modal::Revoke(Box::new(m)));
+                self.post_at("not revoked: the seat is borrowed", Level::Warn, now);
+            }
+            _ => self.post_at(format!("not revoked: {why}"), Level::Warn, now),
+        }
+        self.seats_changed()
+    }
+
     fn post(&mut self, text: impl Into<String>, level: Level) {
+        self.post_at(text, level, self.last_now);
+    }
+
+    fn post_at(&mut self, text: impl Into<String>, level: Level, at: Timestamp) {
         self.message = Some(Message {
             text: text.into(),
             level,
-            at: self.last_now,
+            at,
         });
     }
 

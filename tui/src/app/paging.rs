@@ -881,6 +881,7 @@ mod tests {
                 holder: target.holder.clone(),
                 reason: None,
                 block_s: None,
+                force: false,
             }]
         );
         let cmds = app.update(

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use leasehold_common::Timestamp;
 use leasehold_common::api::SeatView;
 use leasehold_common::text::{REASON_MAX_CHARS, is_unsafe_char};
 
@@ -78,6 +79,12 @@ pub struct RevokeModal {
     /// Why the last confirm was refused (a custom block that is not a
     /// duration); cleared by the next key.
     pub error: Option<String>,
+    /// The seat is borrowed and comes back then: a plain revoke is refused
+    /// (its token works offline until then), so the dialog offers force.
+    pub borrowed_until: Option<Timestamp>,
+    /// The server's 409 `borrowed` sentence, when a plain revoke of this
+    /// seat was just refused (the seat may have looked live).
+    pub refusal: Option<String>,
 }
 
 /// What a key did to the modal.
@@ -91,8 +98,9 @@ pub(super) enum RevokeStep {
 }
 
 impl RevokeModal {
-    /// Ask whether to revoke `seat`, with no reason and no block yet.
-    pub(super) fn for_seat(seat: &SeatView) -> Self {
+    /// Ask whether to revoke `seat`, with no reason and no block yet;
+    /// `borrowed` when the table shows it borrowed.
+    pub(super) fn for_seat(seat: &SeatView, borrowed: bool) -> Self {
         RevokeModal {
             seat_id: seat.seat_id.clone(),
             holder: seat.holder.clone(),
@@ -103,7 +111,14 @@ impl RevokeModal {
             custom: String::new(),
             field: Field::Answer,
             error: None,
+            borrowed_until: borrowed.then_some(seat.expires_at),
+            refusal: None,
         }
+    }
+
+    /// Force is offered: the seat is borrowed, or the server said so.
+    pub fn offers_force(&self) -> bool {
+        self.borrowed_until.is_some() || self.refusal.is_some()
     }
 
     /// Handle one key in place.
@@ -112,7 +127,7 @@ impl RevokeModal {
         self.error = None;
         match (key.code, self.field) {
             (KeyCode::Esc, _) => return RevokeStep::Cancel,
-            (KeyCode::Enter, _) => return self.confirm(),
+            (KeyCode::Enter, _) => return self.confirm(false),
             (KeyCode::Tab, _) => self.field = self.next_field(false),
             (KeyCode::BackTab, _) => self.field = self.next_field(true),
             (KeyCode::Left | KeyCode::Right, Field::Answer | Field::Custom) => {
@@ -120,7 +135,12 @@ impl RevokeModal {
             }
             (KeyCode::Char('b'), Field::Answer) => self.choose(self.block.step(false)),
             (KeyCode::Char('B'), Field::Answer) => self.choose(self.block.step(true)),
-            (KeyCode::Char('y' | 'Y'), Field::Answer) => return self.confirm(),
+            (KeyCode::Char('y' | 'Y'), Field::Answer) => return self.confirm(false),
+            // Force is a key of its own, never Enter: freeing a borrowed
+            // seat can put one seat more in use than sold.
+            (KeyCode::Char('F'), Field::Answer) if self.offers_force() => {
+                return self.confirm(true);
+            }
             (KeyCode::Char('n' | 'N'), Field::Answer) => return RevokeStep::Cancel,
             (KeyCode::Backspace, Field::Reason) => _ = self.reason.pop(),
             (KeyCode::Backspace, Field::Custom) => _ = self.custom.pop(),
@@ -204,9 +224,10 @@ impl RevokeModal {
         Ok(Some(block_secs(d)))
     }
 
-    /// Revoke: the reason trimmed (none if blank) and the block; a custom
-    /// block that does not parse keeps the modal open with the error.
-    fn confirm(&mut self) -> RevokeStep {
+    /// Revoke (with `force` or not): the reason trimmed (none if blank) and
+    /// the block; a custom block that does not parse keeps the modal open
+    /// with the error.
+    fn confirm(&mut self, force: bool) -> RevokeStep {
         let block_s = match self.block_s() {
             Ok(b) => b,
             Err(e) => {
@@ -221,6 +242,7 @@ impl RevokeModal {
             holder: self.holder.clone(),
             reason: (!reason.is_empty()).then(|| reason.to_string()),
             block_s,
+            force,
         })
     }
 }
@@ -240,6 +262,8 @@ mod tests {
             custom: String::new(),
             field: Field::Answer,
             error: None,
+            borrowed_until: None,
+            refusal: None,
         }
     }
 
@@ -259,6 +283,7 @@ mod tests {
             holder: "alice".into(),
             reason: reason.map(String::from),
             block_s,
+            force: false,
         })
     }
 
@@ -366,5 +391,33 @@ mod tests {
             (Ok(Some(2)), Ok(2)),
             "the same parser and rounding as `leasehold revoke --block`"
         );
+    }
+
+    #[test]
+    fn f_forces_only_a_borrowed_seat_and_only_as_an_answer() {
+        let mut m = modal();
+        assert_eq!(press(&mut m, KeyCode::Char('F')), RevokeStep::Stay);
+        m.borrowed_until = Some(Timestamp::from_millis(0));
+        // Typed into the reason, F is a letter.
+        press(&mut m, KeyCode::Tab);
+        type_text(&mut m, "F");
+        assert_eq!(m.reason, "F");
+        press(&mut m, KeyCode::BackTab);
+        let RevokeStep::Confirm(Command::Revoke { force, reason, .. }) =
+            press(&mut m, KeyCode::Char('F'))
+        else {
+            panic!("F confirms a borrowed seat's revoke");
+        };
+        assert!(force);
+        assert_eq!(reason.as_deref(), Some("F"));
+        // Enter and y stay plain: force is never the default.
+        assert_eq!(press(&mut m, KeyCode::Enter), revoke(Some("F"), None));
+        // The server's refusal alone offers force too.
+        let mut m = modal();
+        m.refusal = Some("borrowed".into());
+        assert!(matches!(
+            press(&mut m, KeyCode::Char('F')),
+            RevokeStep::Confirm(Command::Revoke { force: true, .. })
+        ));
     }
 }

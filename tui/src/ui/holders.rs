@@ -9,7 +9,7 @@
 use std::ops::Range;
 
 use leasehold_common::Timestamp;
-use leasehold_common::api::SeatView;
+use leasehold_common::api::{SeatState, SeatView};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Margin, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -221,7 +221,8 @@ fn fit_columns(
 }
 
 /// The selected seat whole, for copying into a ticket: holder, fingerprint,
-/// seat id, license and the group it counts for (when it has one), as many to a line as fit in `width`; a value too
+/// seat id, license, the group it counts for (when it has one) and, for a
+/// borrowed seat, when it comes back; as many to a line as fit in `width`; a value too
 /// long for a line of its own is wrapped, never cut. One line saying so when
 /// nothing is selected.
 pub fn detail_lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
@@ -235,7 +236,15 @@ pub fn detail_lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>>
         ("license", s.license_id.as_str()),
     ];
     let group = s.group.as_deref().map(|g| ("group", g));
-    let fields = fields.into_iter().chain(group);
+    // When a borrowed seat comes back: its expiry, to the second.
+    let back = (s.state == SeatState::Borrowed).then(|| {
+        format!(
+            "{} UTC",
+            s.expires_at.to_datetime().format("%Y-%m-%d %H:%M:%S")
+        )
+    });
+    let back = back.as_deref().map(|b| ("borrowed, back at", b));
+    let fields = fields.into_iter().chain(group).chain(back);
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let mut lines: Vec<Vec<Span<'static>>> = Vec::new();
     let mut used = 0;

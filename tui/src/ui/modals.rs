@@ -2,6 +2,7 @@
 //! exact figures, for when the pools pane shows them compact) and the
 //! revoke confirmation.
 
+use leasehold_common::Timestamp;
 use leasehold_common::api::LicenseSummary;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
@@ -12,7 +13,7 @@ use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 use super::theme::Theme;
 use crate::app::{App, RevokeModal};
 use crate::commands::policy_secs;
-use crate::format::{cells, ellipsize, grouped, wrap_cells};
+use crate::format::{cells, ellipsize, fmt_duration_ms, grouped, wrap_cells, wrap_words};
 
 /// A cleared box of `width` × `height` in the middle of the screen.
 fn popup(frame: &mut Frame, width: u16, height: u16) -> Rect {
@@ -38,6 +39,7 @@ pub fn draw_help(frame: &mut Frame, theme: Theme, app: &App) {
             "r",
             "revoke the selected seat; in it b or ← → block re-checkout",
         ),
+        ("  F", "in the revoke of a borrowed seat: force it"),
         ("R", "refresh now"),
         ("?", "this help"),
         ("q  Ctrl-C", "quit"),
@@ -45,7 +47,7 @@ pub fn draw_help(frame: &mut Frame, theme: Theme, app: &App) {
     let mut lines: Vec<Line> = keys
         .iter()
         .map(|(k, what)| {
-            let what = if *k == "r" && read_only {
+            let what = if (*k == "r" || *k == "  F") && read_only {
                 "revoke (disabled: --read-only)"
             } else {
                 what
@@ -234,15 +236,17 @@ fn wrap_figures(figures: Vec<String>, width: usize) -> Vec<Line<'static>> {
 const REVOKE_WIDTH: u16 = 72;
 const REVOKE_INDENT: usize = 15;
 
-pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal) {
+/// At server time `now` (for the borrowed seat's countdown).
+pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal, now: Timestamp) {
     let bold = Style::new().add_modifier(Modifier::BOLD);
-    let mut lines = vec![
-        Line::from(Span::styled(
-            "  Revoke this seat? Its holder loses it at the next heartbeat.",
-            bold,
-        )),
-        Line::raw(""),
-    ];
+    let question = if m.offers_force() {
+        "  Revoke this borrowed seat? It is not renewed by heartbeats."
+    } else {
+        "  Revoke this seat? Its holder loses it at the next heartbeat."
+    };
+    let mut lines = vec![Line::from(Span::styled(question, bold))];
+    lines.extend(borrowed_lines(theme, m, now));
+    lines.push(Line::raw(""));
     lines.extend(revoke_field("holder", &m.holder, bold));
     lines.extend(revoke_field("license", &m.license_id, bold));
     lines.extend(revoke_field("seat", &m.seat_id, bold));
@@ -261,11 +265,16 @@ pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal) {
         Line::from(Span::styled(revoke_hints(m), theme.fg(Color::Cyan))),
     ]);
     let area = popup(frame, REVOKE_WIDTH, lines.len() as u16 + 2);
+    let title = if m.offers_force() {
+        " ✗ Revoke borrowed seat "
+    } else {
+        " ✗ Revoke seat "
+    };
     let block = Block::bordered()
         .border_type(BorderType::Double)
         .border_style(theme.fg(Color::Red))
         .title(Span::styled(
-            " ✗ Revoke seat ",
+            title,
             theme.fg(Color::Red).add_modifier(Modifier::BOLD),
         ));
     frame.render_widget(
@@ -274,6 +283,43 @@ pub fn draw_revoke(frame: &mut Frame, theme: Theme, m: &RevokeModal) {
             .wrap(Wrap { trim: false }),
         area,
     );
+}
+
+/// Why a borrowed seat needs force, and the server's refusal of a plain
+/// revoke when there was one; nothing for a seat that is not borrowed.
+fn borrowed_lines(theme: Theme, m: &RevokeModal, now: Timestamp) -> Vec<Line<'static>> {
+    let room = REVOKE_WIDTH as usize - 4;
+    let prose = |text: &str, style: Style| -> Vec<Line<'static>> {
+        wrap_words(text, room)
+            .into_iter()
+            .map(|l| Line::styled(format!("  {l}"), style))
+            .collect()
+    };
+    let warn = theme.fg(Color::Yellow).add_modifier(Modifier::BOLD);
+    let mut lines = Vec::new();
+    if let Some(until) = m.borrowed_until {
+        let back = format!(
+            "⇄ Borrowed until {} UTC (back in {}): its holder's token stays valid \
+             offline until then, so freeing the seat now can put one seat more in \
+             use than sold until it expires.",
+            until.to_datetime().format("%Y-%m-%d %H:%M:%S"),
+            fmt_duration_ms(until.millis_since(now).max(0))
+        );
+        lines.extend(prose(&back, warn));
+    }
+    if let Some(why) = &m.refusal {
+        lines.extend(prose(
+            &format!("The server refused a plain revoke: {why}"),
+            warn,
+        ));
+    }
+    if m.offers_force() {
+        lines.extend(prose(
+            "A plain revoke (y/Enter) is refused; F frees it anyway (force).",
+            theme.dim(),
+        ));
+    }
+    lines
 }
 
 /// The style of the field being typed into.
@@ -364,12 +410,15 @@ fn block_outcome_line(theme: Theme, m: &RevokeModal) -> Line<'static> {
     }
 }
 
-/// The keys that work in the field being edited.
+/// The keys that work in the field being edited (force only outside the
+/// text fields, where F is a letter).
 fn revoke_hints(m: &RevokeModal) -> &'static str {
     if m.editing_reason() {
         "  Enter revoke   Esc cancel   Tab next field"
     } else if m.editing_custom() {
         "  Enter revoke   Esc cancel   ← → block   Tab next field"
+    } else if m.offers_force() {
+        "  F force   y/Enter revoke   n/Esc cancel   b ← → block   Tab reason"
     } else {
         "  y/Enter revoke   n/Esc cancel   b ← → block   Tab type a reason"
     }
