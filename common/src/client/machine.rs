@@ -279,7 +279,10 @@ impl Machine {
                 | ClientError::Rejected { .. }),
             ) => self.set(KeeperState::Failed(e.to_string())),
             Err(
-                e @ (ClientError::Transient(_) | ClientError::SeatLost | ClientError::Invalid(_)),
+                e @ (ClientError::Transient(_)
+                | ClientError::SeatLost
+                | ClientError::Borrowed(_)
+                | ClientError::Invalid(_)),
             ) => {
                 if !matches!(e, ClientError::Transient(_)) {
                     // The server did answer: the next try is a new attempt.
