@@ -13,6 +13,18 @@ its mind about (wrong key, unknown license, blocked, not allowed by the
 license's allow/deny lists) or when no seat came within --seconds, 2 on a bad
 token. A full pool (409 no_seats_available) and a holder or group at its cap
 (409 limit_reached) are waited out, as long as Retry-After says.
+
+Borrowing (a seat for offline use, on a license with [license.borrow]):
+
+    python3 assets/examples/leasehold_client.py --license demo-ide \
+        --key demo-ide-key --holder alice --fingerprint alice-laptop --borrow 3d
+
+borrows once (no heartbeats), verifies the token offline with PyJWT against
+the JWKS (its exp, checked on the local clock, is the borrow's end, and it
+claims "borrowed": true) and exits, leaving the seat out. With --seconds it
+holds the borrow that long, sending nothing, then returns it early (so do
+Ctrl-C and SIGTERM). --return SEAT_ID returns a borrow early. A borrow
+refused (400 too long, 403 not lent, 409 all borrowable seats out) exits 1.
 """
 
 import argparse
@@ -20,7 +32,7 @@ import signal
 import sys
 import time
 import uuid
-from datetime import datetime
+from datetime import datetime, timezone
 
 import jwt  # PyJWT, with cryptography for EdDSA
 import requests
@@ -56,8 +68,10 @@ class Client:
         self.keys = {k["kid"]: jwt.PyJWK(k, algorithm="EdDSA") for k in resp.json()["keys"]}
         print(f"jwks: {len(self.keys)} key(s)", flush=True)
 
-    def verify(self, lease):
-        """Check the token's signature and that it says what the body says."""
+    def verify(self, lease, offline=False):
+        """Check the token's signature and that it says what the body says.
+        offline: also check exp on the local clock, as a program that cannot
+        ask the server does with a borrowed seat's token."""
         kid = jwt.get_unverified_header(lease["token"]).get("kid")
         if kid not in self.keys:
             self.fetch_jwks()  # the server may have a new key
@@ -66,11 +80,13 @@ class Client:
             self.keys[kid].key,
             algorithms=["EdDSA"],
             issuer="leasehold",
-            # Expiry is the server's business: a token it just issued is
-            # current, and checking exp/iat against a local clock that may be
-            # hours off would refuse good tokens. Schedule by the window.
-            options={"verify_exp": False, "verify_iat": False, "require": ["exp", "iat"]},
+            # Online, expiry is the server's business: a token it just issued
+            # is current, and checking exp/iat against a local clock that may
+            # be hours off would refuse good tokens. Schedule by the window.
+            options={"verify_exp": offline, "verify_iat": False, "require": ["exp", "iat"]},
         )
+        if claims.get("borrowed", False) != lease.get("borrowed", False):
+            raise jwt.InvalidTokenError(f"token borrowed={claims.get('borrowed')!r}, body says {lease.get('borrowed')!r}")
         expected = {
             "sub": lease["holder"],
             "lic": lease["license_id"],
@@ -126,9 +142,26 @@ class Client:
         resp.raise_for_status()
         return resp.json()
 
-    def release(self, seat_id):
+    def release(self, seat_id, what="release"):
         resp = self.http.delete(self.seats_url(seat_id), timeout=TIMEOUT)
-        print(f"release: seat {seat_id} ({resp.status_code})", flush=True)
+        print(f"{what}: seat {seat_id} ({resp.status_code})", flush=True)
+        if resp.status_code != 204:
+            error = resp.json()
+            raise Refused(f"{resp.status_code} {error['error']}: {error['message']}")
+
+    def borrow(self, seconds):
+        """One borrow request: the seat, or Refused (no waiting: a borrow is
+        asked for once, before going offline)."""
+        resp = self.http.post(
+            self.seats_url(),
+            json={"holder": self.holder, "fingerprint": self.fingerprint, "borrow_s": seconds},
+            timeout=TIMEOUT,
+        )
+        if resp.status_code == 201:
+            return resp.json()
+        error = resp.json()
+        detail = f" ({describe_409(error)})" if resp.status_code == 409 else ""
+        raise Refused(f"{resp.status_code} {error['error']}: {error['message']}{detail}")
 
 
 def describe_409(error):
@@ -193,6 +226,36 @@ def run(client, seconds):
         client.release(lease["seat_id"])
 
 
+def parse_duration(text):
+    """Whole seconds of "90", "90s", "30m", "8h" or "3d"."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    if not number.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 90m, 8h, 3d)")
+    return int(number) * units[unit]
+
+
+def borrow(client, seconds, hold):
+    """Borrow, verify offline, and leave it out; or, with hold, keep it that
+    long (no heartbeats: the server would answer 409 borrowed) and return
+    it early."""
+    client.fetch_jwks()
+    lease = client.borrow(seconds)
+    print(f"borrowed: seat {lease['seat_id']} until {lease['expires_at']} (borrow_s {seconds})", flush=True)
+    if not lease.get("borrowed"):
+        raise jwt.InvalidTokenError("asked to borrow, the lease is not borrowed")
+    client.verify(lease, offline=True)
+    exp = jwt.decode(lease["token"], options={"verify_signature": False})["exp"]
+    print(f"offline: token valid until exp {exp} ({datetime.fromtimestamp(exp, tz=timezone.utc).isoformat()})", flush=True)
+    if hold is None:
+        print(f"left out: return it early with --return {lease['seat_id']}", flush=True)
+        return
+    try:
+        time.sleep(max(0.0, min(hold, window_s(lease))))
+    finally:
+        client.release(lease["seat_id"], "return")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--server", default="http://127.0.0.1:7400")
@@ -200,14 +263,21 @@ def main():
     p.add_argument("--key", required=True, help="the license key (Bearer)")
     p.add_argument("--holder", required=True)
     p.add_argument("--fingerprint", default=f"py-{uuid.getnode():x}", help="this machine (default: from its MAC)")
-    p.add_argument("--seconds", type=float, default=float("inf"), help="hold the seat this long, then release")
+    p.add_argument("--seconds", type=float, default=None, help="hold the seat this long, then release (default: until stopped)")
+    p.add_argument("--borrow", type=parse_duration, metavar="DURATION", help="borrow a seat for offline use this long (e.g. 3d), verify it and exit")
+    p.add_argument("--return", dest="give_back", metavar="SEAT_ID", help="return a borrowed seat early and exit")
     args = p.parse_args()
 
     # SIGTERM releases the seat like Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     client = Client(args.server, args.license, args.key, args.holder, args.fingerprint)
     try:
-        run(client, args.seconds)
+        if args.give_back:
+            client.release(args.give_back, "return")
+        elif args.borrow is not None:
+            borrow(client, args.borrow, args.seconds)
+        else:
+            run(client, float("inf") if args.seconds is None else args.seconds)
     except KeyboardInterrupt:
         pass
     except Refused as e:

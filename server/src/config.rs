@@ -86,6 +86,11 @@ pub struct Config {
     #[arg(long, env = "LEASEHOLD_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<PublicOrigin>,
 
+    /// Failed sign-ins and wrong bearer tokens allowed per client address
+    /// per minute; beyond that, 429 until the oldest ages out.
+    #[arg(long, env = "LEASEHOLD_AUTH_FAILURES", default_value_t = crate::http::DEFAULT_AUTH_FAILURES)]
+    pub auth_failures: usize,
+
     /// A dashboard session not used for this long ends.
     #[arg(long, env = "LEASEHOLD_UI_IDLE_TIMEOUT", default_value = "30m", value_parser = duration)]
     pub ui_idle_timeout: Duration,

@@ -180,7 +180,8 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
                 config.ui_idle_timeout,
                 config.ui_session_lifetime,
             )
-            .with_proxies(config.proxy_policy()),
+            .with_proxies(config.proxy_policy())
+            .with_failure_limit(config.auth_failures),
         }),
         shutdown_tx,
         licenses_text,

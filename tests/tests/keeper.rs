@@ -1,7 +1,8 @@
 //! LeaseKeeper (common, feature "client") against the real `leaseholdd`, with
 //! the faults it exists for: the server paused or killed and restarted, an
 //! admin revoke (with and without a block), a real lapse, a client clock an
-//! hour off, more keepers than seats, and shutdown.
+//! hour off, more keepers than seats, shutdown, and borrowing (a seat held
+//! without heartbeats, its token verified offline, given back early).
 //!
 //! The licenses here have TTLs of a few seconds so each test runs in seconds.
 
@@ -9,7 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use leasehold_common::Timestamp;
-use leasehold_common::client::{KeeperConfig, KeeperState, LeaseKeeper, LocalClock, SystemClock};
+use leasehold_common::api::Lease;
+use leasehold_common::client::{
+    ClientError, KeeperConfig, KeeperError, KeeperState, LeaseKeeper, LocalClock, SystemClock,
+};
+use leasehold_common::token::{Jwks, verify};
 use leasehold_tests::{Server, eventually};
 use serde_json::json;
 
@@ -48,6 +53,19 @@ seats = 4
 ttl = "3s"
 skew = "500ms"
 reap_grace = "1s"
+
+# Borrowing: heartbeats every ~0.7 s, one seat lent at a time.
+[[license]]
+id = "lend"
+key = "lend-key"
+seats = 3
+ttl = "2s"
+skew = "500ms"
+reap_grace = "1s"
+
+[license.borrow]
+max = "1m"
+seats = 1
 "#;
 
 fn config(s: &Server, license: &str, holder: &str, fingerprint: &str) -> KeeperConfig {
@@ -432,5 +450,141 @@ async fn a_wrong_key_fails_at_once_and_takes_no_seat() {
         "{state:?}"
     );
     assert_eq!(s.live("keep").await, 0);
+    k.shutdown().await;
+}
+
+/// The server's word on a seat: its `state`, or None once it is gone.
+async fn seat_state(s: &Server, seat: &str) -> Option<String> {
+    s.seats(None)
+        .await
+        .into_iter()
+        .find(|row| row["seat_id"] == seat)
+        .map(|row| row["state"].as_str().unwrap().to_string())
+}
+
+/// The lease's token verifies offline against the JWKS and says `borrowed`,
+/// with `exp` at the lease's end.
+async fn verify_borrowed_offline(s: &Server, lease: &Lease) {
+    let jwks: Jwks = serde_json::from_value(s.get_json("/.well-known/jwks.json").await).unwrap();
+    let claims = verify(&lease.token, &jwks).expect("the borrowed token verifies");
+    assert!(
+        claims.borrowed && claims.matches(lease),
+        "{claims:?} vs {lease:?}"
+    );
+    assert_eq!(claims.exp, lease.expires_at.as_secs_floor());
+}
+
+#[tokio::test]
+async fn a_borrow_keeps_the_seat_without_heartbeats_until_given_back() {
+    let s = Server::start(LICENSES).await;
+    let k = keeper(&s, "lend", "alice", "alice-laptop");
+    let seat = held_seat(&k).await;
+    let lease = k.borrow(Duration::from_secs(30)).await.expect("borrowed");
+    assert_eq!(
+        (lease.seat_id.as_str(), lease.borrowed),
+        (seat.as_str(), true)
+    );
+    assert_eq!(lease.expires_at.millis_since(lease.issued_at), 30_000);
+    assert_eq!(k.state(), KeeperState::Held(lease.clone()));
+    verify_borrowed_offline(&s, &lease).await;
+
+    // Longer than the 2 s TTL, three heartbeat rhythms: not one heartbeat,
+    // and the seat is still out, borrowed.
+    let before = k.stats();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(k.stats().heartbeats, before.heartbeats, "{:?}", k.stats());
+    assert_eq!(k.stats().borrows, 1);
+    assert_eq!(k.state(), KeeperState::Held(lease.clone()));
+    assert_eq!(seat_state(&s, &seat).await.as_deref(), Some("borrowed"));
+
+    // The one seat lent is out: bob's borrow is refused and he keeps his
+    // seat by heartbeats.
+    let bob = keeper(&s, "lend", "bob", "bob-pc");
+    let bob_seat = held_seat(&bob).await;
+    match bob.borrow(Duration::from_secs(30)).await {
+        Err(KeeperError::Client(ClientError::LimitReached { limit, .. })) => {
+            assert_eq!(limit, "borrow")
+        }
+        other => panic!("bob's borrow: {other:?}"),
+    }
+    assert!(!bob.state().lease().unwrap().borrowed);
+    more_heartbeats(&bob, 2, Duration::from_secs(5)).await;
+    assert_eq!(bob.state().lease().unwrap().seat_id, bob_seat);
+    assert_eq!(bob.give_back().await, Err(KeeperError::NotBorrowed));
+
+    // Given back: freed at once, and alice is kept by heartbeats again.
+    k.give_back().await.expect("given back");
+    assert_eq!(seat_state(&s, &seat).await, None);
+    let again = eventually(Duration::from_secs(5), "a plain seat again", || async {
+        k.state().lease().filter(|l| !l.borrowed).cloned()
+    })
+    .await;
+    assert_ne!(again.seat_id, seat);
+    more_heartbeats(&k, 2, Duration::from_secs(5)).await;
+    bob.shutdown().await;
+    assert_eq!(k.shutdown().await, KeeperState::Stopped);
+    assert_eq!(s.live("lend").await, 0);
+}
+
+#[tokio::test]
+async fn a_borrow_outlives_shutdown_and_the_next_keeper_holds_it_unrenewed() {
+    let s = Server::start(LICENSES).await;
+    let k = keeper(&s, "lend", "carol", "carol-laptop");
+    held_seat(&k).await;
+    let lease = k.borrow(Duration::from_secs(20)).await.expect("borrowed");
+    assert_eq!(k.shutdown().await, KeeperState::Stopped);
+    assert_eq!(
+        seat_state(&s, &lease.seat_id).await.as_deref(),
+        Some("borrowed"),
+        "shutdown does not return a borrow"
+    );
+
+    // The program starts again on the same machine: its checkout hands the
+    // borrow back, held without heartbeats.
+    let k = keeper(&s, "lend", "carol", "carol-laptop");
+    let back = held_seat(&k).await;
+    assert_eq!(back, lease.seat_id);
+    assert!(k.state().lease().unwrap().borrowed);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(k.stats().heartbeats, 0, "{:?}", k.stats());
+    assert!(k.state().is_held());
+    k.give_back().await.expect("given back");
+    assert_eq!(seat_state(&s, &lease.seat_id).await, None);
+    k.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_borrow_that_runs_out_goes_back_to_heartbeats() {
+    let s = Server::start(LICENSES).await;
+    let cfg = config(&s, "lend", "dave", "dave-laptop");
+    let clock = Arc::new(SystemClock::behind(Duration::from_secs(3_600)));
+    let k = LeaseKeeper::start_with_clock(cfg, clock).unwrap();
+    let seat = held_seat(&k).await;
+    let lease = k.borrow(Duration::from_secs(2)).await.expect("borrowed");
+    assert_eq!(lease.seat_id, seat);
+    let rec = Recorder::of(&k);
+    let plain = eventually(
+        Duration::from_secs(10),
+        "a plain seat after the borrow",
+        || async { k.state().lease().filter(|l| !l.borrowed).cloned() },
+    )
+    .await;
+    assert_ne!(plain.seat_id, seat, "the borrowed seat ran out");
+    assert_eq!(rec.log()[0].1, KeeperState::Held(lease), "held to its end");
+    more_heartbeats(&k, 2, Duration::from_secs(5)).await;
+    assert_eq!(k.stats().lapses, 0);
+    k.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_keeper_without_a_fingerprint_cannot_borrow() {
+    let s = Server::start(LICENSES).await;
+    let k = keeper(&s, "lend", "erin", "");
+    held_seat(&k).await;
+    assert_eq!(
+        k.borrow(Duration::from_secs(10)).await,
+        Err(KeeperError::NoFingerprint)
+    );
+    assert!(!k.state().lease().unwrap().borrowed);
     k.shutdown().await;
 }

@@ -184,3 +184,149 @@ async fn python_example_gives_up_on_not_allowed_and_waits_out_limit_reached() {
     );
     assert_eq!(s.live("py").await, 1, "only the first seat");
 }
+
+const LENDING: &str = r#"
+[[license]]
+id = "py"
+key = "py-key"
+seats = 3
+ttl = "3s"
+skew = "1s"
+reap_grace = "2s"
+
+[license.borrow]
+max = "1m"
+seats = 1
+"#;
+
+async fn run_script(s: &Server, args: &[&str]) -> (Option<i32>, String) {
+    let script = repo_root().join("assets/examples/leasehold_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        Command::new("python3")
+            .arg(&script)
+            .args(["--server", &s.base, "--license", "py", "--key", "py-key"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("the example finished within 60 s")
+    .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), format!("{stdout}{stderr}"))
+}
+
+/// The seat id in the line starting with `prefix`.
+fn seat_in(stdout: &str, prefix: &str) -> String {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{stdout}"));
+    line[prefix.len()..]
+        .split_whitespace()
+        .next()
+        .expect("seat id")
+        .to_string()
+}
+
+async fn seat_state(s: &Server, seat: &str) -> Option<String> {
+    s.seats(Some("py"))
+        .await
+        .into_iter()
+        .find(|row| row["seat_id"] == seat)
+        .map(|row| row["state"].as_str().unwrap().to_string())
+}
+
+#[tokio::test]
+async fn python_example_borrows_verifies_offline_and_returns_early() {
+    require_python_deps();
+    let s = Server::start(LENDING).await;
+    #[rustfmt::skip]
+    let borrow = ["--holder", "py-alice", "--fingerprint", "laptop-1", "--borrow", "1m"];
+    let (code, stdout) = run_script(&s, &borrow).await;
+    assert_eq!(code, Some(0), "{stdout}");
+    let seat = seat_in(&stdout, "borrowed: seat ");
+    assert!(stdout.contains("(borrow_s 60)"), "{stdout}");
+    assert!(stdout.contains("verified: token signed by "), "{stdout}");
+    // The exp it printed (checked by PyJWT on the local clock) is the
+    // borrow's end on the server.
+    let row = s
+        .seats(Some("py"))
+        .await
+        .into_iter()
+        .find(|r| r["seat_id"] == seat.as_str())
+        .expect("the seat is out");
+    assert_eq!(row["state"], "borrowed");
+    let expires: leasehold_common::Timestamp =
+        serde_json::from_value(row["expires_at"].clone()).unwrap();
+    assert!(
+        stdout.contains(&format!(
+            "offline: token valid until exp {} ",
+            expires.as_secs_floor()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("left out: return it early with --return {seat}")));
+
+    // The one seat lent is out: a second machine's borrow is refused.
+    #[rustfmt::skip]
+    let second = ["--holder", "py-bob", "--fingerprint", "laptop-2", "--borrow", "1m"];
+    let (code, out2) = run_script(&s, &second).await;
+    assert_eq!(code, Some(1), "{out2}");
+    assert!(
+        out2.contains("error: 409 limit_reached")
+            && out2.contains("(limit reached (borrow max 1))"),
+        "{out2}"
+    );
+    // Longer than borrow.max: 400, naming it.
+    #[rustfmt::skip]
+    let long = ["--holder", "py-bob", "--fingerprint", "laptop-2", "--borrow", "2h"];
+    let (code, out3) = run_script(&s, &long).await;
+    assert_eq!(code, Some(1), "{out3}");
+    assert!(
+        out3.contains("error: 400 invalid_request: borrow_s must be 1 to 60"),
+        "{out3}"
+    );
+
+    // --return gives it back early: gone at once.
+    let (code, out4) = run_script(&s, &["--holder", "py-alice", "--return", &seat]).await;
+    assert_eq!(code, Some(0), "{out4}");
+    assert!(
+        out4.contains(&format!("return: seat {seat} (204)")),
+        "{out4}"
+    );
+    assert_eq!(seat_state(&s, &seat).await, None);
+}
+
+#[tokio::test]
+async fn python_example_holds_a_borrow_without_heartbeats_then_returns_it() {
+    require_python_deps();
+    let s = Server::start(LENDING).await;
+    // Held 4 s, longer than the 3 s TTL: a heartbeat-kept seat would need
+    // several heartbeats; a borrowed one gets none and stays out.
+    #[rustfmt::skip]
+    let args = ["--holder", "py-carol", "--fingerprint", "laptop-3", "--borrow", "30s", "--seconds", "4"];
+    let (code, stdout) = run_script(&s, &args).await;
+    assert_eq!(code, Some(0), "{stdout}");
+    let seat = seat_in(&stdout, "borrowed: seat ");
+    assert!(!stdout.contains("heartbeat"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("return: seat {seat} (204)")),
+        "{stdout}"
+    );
+    let kinds: Vec<String> = s
+        .events()
+        .await
+        .iter()
+        .filter(|e| e["seat_id"] == seat.as_str())
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["checkout", "release"],
+        "borrowed, then returned early"
+    );
+    assert_eq!(seat_state(&s, &seat).await, None);
+}

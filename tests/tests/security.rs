@@ -172,6 +172,24 @@ async fn stalled_bodies_are_cut_and_healthz_is_answered_meanwhile() {
     assert_eq!(resp.status(), 201);
 }
 
+#[tokio::test]
+async fn the_failure_limit_is_configurable() {
+    let server = Server::start_with(ServerOptions::new(LICENSES).arg("--auth-failures=2")).await;
+    let base = format!("http://{}", server.replica_addrs()[0]);
+    let guesser = client_from([127, 0, 0, 4]);
+    let mut statuses = Vec::new();
+    for i in 1..=3 {
+        let resp = guesser
+            .get(format!("{base}/v1/admin/licenses"))
+            .bearer_auth(format!("guess-{i:02}-0123456789abcdef"))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(resp.status().as_u16());
+    }
+    assert_eq!(statuses, [401, 401, 429]);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_body_finished_before_the_timeout_is_served() {
     use tokio::io::AsyncWriteExt;

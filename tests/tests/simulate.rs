@@ -1,14 +1,15 @@
 //! `leasehold simulate` against the real server: a short run on a 1 s TTL
 //! pool shows every behaviour, the server's log has checkouts, releases,
-//! denials, a reap of a crashed client and a revoke, and the pool is never
-//! exceeded.
+//! denials, a reap of a crashed client, a revoke and a borrow returned
+//! early, and the pool is never exceeded (borrowed seats counted).
 //!
 //! The run asserts only what its plan forces. With `--seed 1`, the eight
 //! clients' plan (pinned by `the_end_to_end_plan_crowds_a_four_seat_pool`
 //! in `tui/src/simulate/plan.rs`) has seven clients ask for a seat in the
 //! first 0.8 s, five of them before anyone can have released (steady,
-//! flaky and the crasher never release early, a releaser works at least
-//! 0.4 s): on four seats, one is denied. Whether the late arrival then
+//! flaky and the crasher never release early, the borrower borrows in the
+//! first 80 ms and is out at least 1.2 s, a releaser works at least 0.4 s):
+//! on four seats, one is denied. Whether the late arrival then
 //! waits or finds a seat free is timing, so that is not asserted.
 
 use std::process::{Output, Stdio};
@@ -28,6 +29,10 @@ seats = 4
 ttl = "1s"
 skew = "0s"
 reap_grace = "300ms"
+
+[license.borrow]
+max = "10m"
+seats = 1
 "#;
 
 /// A server with the `sim` pool, reaping every 100 ms so a crashed client's
@@ -125,7 +130,7 @@ fn assert_summary_shows_every_behaviour(summary: &Value, ctx: &str) {
     assert_eq!(summary["seats"], 4, "{ctx}");
     assert_eq!(summary["seed"], 1, "{ctx}");
     assert_eq!(summary["admin"], true, "{ctx}");
-    for b in ["steady", "releaser", "crasher", "flaky", "late"] {
+    for b in ["steady", "releaser", "crasher", "flaky", "late", "borrower"] {
         assert!(
             summary["behaviours"][b]["clients"].as_u64().unwrap_or(0) >= 1,
             "ran {b}: {ctx}"
@@ -139,6 +144,13 @@ fn assert_summary_shows_every_behaviour(summary: &Value, ctx: &str) {
     assert!(ev("release") >= 1, "{ctx}");
     assert!(ev("denied") >= 1, "the pool was full for someone: {ctx}");
     assert!(ev("revoked") >= 1, "an admin revoked a seat: {ctx}");
+    let borrower = &summary["behaviours"]["borrower"]["events"];
+    assert_eq!(borrower["borrow"], 1, "the laptop borrowed: {ctx}");
+    assert_eq!(borrower["return"], 1, "and returned early: {ctx}");
+    assert_eq!(
+        summary["max_borrowed_server"], 1,
+        "the server counted the borrowed seat while it was out: {ctx}"
+    );
     assert_eq!(ev("error"), 0, "{ctx}");
     assert!(summary["max_held"].as_u64().unwrap() <= 4, "{ctx}");
     assert!(summary["max_live_server"].as_u64().unwrap() <= 4, "{ctx}");

@@ -102,6 +102,12 @@ pub enum TopCommand {
     /// Run simulated clients against the server (steady, releasing,
     /// crashing, flaky, queueing) so the console has something to show.
     Simulate(crate::simulate::SimulateArgs),
+    /// Borrow a seat for offline use (no heartbeats until it ends): prints
+    /// the lease and writes its token to --out. Uses the license key, not
+    /// the admin token.
+    Borrow(crate::borrow::BorrowArgs),
+    /// Return a borrowed seat early (the client's DELETE): it is free at once.
+    Return(crate::borrow::ReturnArgs),
 }
 
 /// A `--block` duration (`10m`, `2h`): the one parser for a block, also
@@ -233,6 +239,43 @@ mod tests {
         }
         assert!(Cli::try_parse_from(["leasehold", "report", "--json", "--csv"]).is_err());
         assert!(Cli::try_parse_from(["leasehold", "report", "--to", "1h"]).is_err());
+
+        #[rustfmt::skip]
+        let cli = Cli::try_parse_from([
+            "leasehold", "borrow", "--license", "cad", "--key", "k", "--holder", "alice",
+            "--fingerprint", "fp", "--for", "3d", "--out", "seat.jwt",
+        ])
+        .unwrap();
+        match cli.command {
+            Some(TopCommand::Borrow(a)) => {
+                assert_eq!(
+                    (a.license.license.as_str(), a.license.key.as_str()),
+                    ("cad", "k")
+                );
+                assert_eq!(a.duration, Duration::from_secs(3 * 86_400));
+                assert_eq!(a.out.as_deref(), Some(std::path::Path::new("seat.jwt")));
+                assert!(!a.json);
+            }
+            other => panic!("{other:?}"),
+        }
+        #[rustfmt::skip]
+        let bad_for = ["leasehold", "borrow", "--license", "cad", "--key", "k", "--holder", "a",
+            "--fingerprint", "fp", "--for", "soon"];
+        assert!(Cli::try_parse_from(bad_for).is_err());
+        let cli = Cli::try_parse_from([
+            "leasehold",
+            "return",
+            "--license",
+            "cad",
+            "--key",
+            "k",
+            "abc",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.command,
+            Some(TopCommand::Return(ref a)) if a.seat_id == "abc" && a.license.license == "cad"
+        ));
 
         let cli = Cli::try_parse_from(["leasehold", "--read-only"]).unwrap();
         assert!(cli.read_only && cli.command.is_none());

@@ -23,11 +23,14 @@
 //! - [`commands`]: `status`, `seats`, `events`, `revoke`.
 //! - [`report`]: `report`, usage over a range per license with a verdict
 //!   (enough seats?), as a table, JSON, or the sessions as streamed CSV.
+//! - [`borrow`]: `borrow` and `return`, a seat for offline use, on the
+//!   client API with the license key.
 //! - [`simulate`]: `simulate`, simulated clients (LeaseKeeper and the typed
 //!   client) so the console has something to show.
 
 pub mod api;
 pub mod app;
+pub mod borrow;
 pub mod cli;
 pub mod commands;
 pub mod conn;
@@ -50,6 +53,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     // The simulator speaks the client API; the admin token is optional.
     let command = match cli.command {
         Some(cli::TopCommand::Simulate(args)) => return simulate::run(&cli.conn, args).await,
+        // Borrowing speaks the client API with the license key.
+        Some(cli::TopCommand::Borrow(args)) => {
+            return borrow::borrow(&cli.conn.server, args, &mut std::io::stdout().lock()).await;
+        }
+        Some(cli::TopCommand::Return(args)) => {
+            return borrow::give_back(&cli.conn.server, args, &mut std::io::stdout().lock()).await;
+        }
         Some(cli::TopCommand::Admin(cmd)) => Some(cmd),
         None => None,
     };

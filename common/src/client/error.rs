@@ -48,6 +48,10 @@ pub enum ClientError {
         retry_after: Option<Duration>,
         message: String,
     },
+    /// 409 `borrowed` on a heartbeat: the seat is borrowed for offline use
+    /// and is not renewed; it is held until its expiry or its early return.
+    #[error("borrowed: {0}")]
+    Borrowed(String),
     /// 410 `seat_lost`: released, revoked, reaped or lapsed. Check out again.
     #[error("seat lost: the server no longer holds this seat")]
     SeatLost,
@@ -117,6 +121,7 @@ pub(crate) fn classify(
     match (status, error.as_str()) {
         (401, _) => ClientError::Unauthorized(message),
         (404, code::UNKNOWN_LICENSE) => ClientError::UnknownLicense(message),
+        (409, code::BORROWED) => ClientError::Borrowed(message),
         (409, code::LIMIT_REACHED) => ClientError::LimitReached {
             retry_after,
             limit: limit.unwrap_or_default(),
@@ -189,6 +194,10 @@ mod tests {
         assert!(matches!(
             classify(403, body("blocked"), ra),
             ClientError::Blocked { retry_after, .. } if retry_after == ra
+        ));
+        assert!(matches!(
+            classify(409, body("borrowed"), None),
+            ClientError::Borrowed(m) if m == "m"
         ));
         assert_eq!(
             classify(410, body("seat_lost"), None),

@@ -1,6 +1,6 @@
 //! A typed client for the client endpoints of the HTTP contract
-//! (`assets/openapi.yaml`): checkout (optionally waiting in line), heartbeat,
-//! release and the JWKS.
+//! (`assets/openapi.yaml`): checkout (optionally waiting in line), borrow,
+//! heartbeat, release (a borrow's early return) and the JWKS.
 //!
 //! It does one request per call and no retries; what to retry is the
 //! caller's decision, made easy by [`ClientError`], which sorts every outcome
@@ -105,6 +105,43 @@ impl Client {
         lease_or_error(resp, StatusCode::CREATED).await
     }
 
+    /// `POST /v1/licenses/{license}/seats` with `borrow_s`: a seat for
+    /// offline use until now + `duration` (whole seconds, rounded up), with
+    /// no heartbeats. If this machine (`fingerprint`) holds a live seat, that
+    /// seat becomes the borrow (or its borrow is extended). Refusals:
+    /// [`ClientError::NotAllowed`] (the license lends nothing, or not to
+    /// this holder), [`ClientError::LimitReached`] with `limit` `borrow`
+    /// (all `borrow.seats` are out), [`ClientError::Rejected`] (400: longer
+    /// than `borrow.max`). The answer is checked to be a borrowed lease; its
+    /// token is not verified here.
+    pub async fn borrow(
+        &self,
+        holder: &str,
+        fingerprint: &str,
+        duration: Duration,
+        timeout: Duration,
+    ) -> Result<Lease, ClientError> {
+        let request = CheckoutRequest {
+            holder: holder.to_string(),
+            fingerprint: Some(fingerprint.to_string()),
+            borrow_s: Some(borrow_secs(duration)),
+        };
+        let lease = self.checkout(&request, None, timeout).await?;
+        if !lease.borrowed {
+            return Err(ClientError::Invalid(format!(
+                "asked to borrow, but seat {} is not borrowed",
+                lease.seat_id
+            )));
+        }
+        Ok(lease)
+    }
+
+    /// The early return of a borrowed seat: the same `DELETE` as
+    /// [`Client::release`], which frees a borrowed seat at once.
+    pub async fn give_back(&self, seat_id: &str, timeout: Duration) -> Result<(), ClientError> {
+        self.release(seat_id, timeout).await
+    }
+
     /// `POST /v1/licenses/{license}/seats/{seat_id}/heartbeat`.
     pub async fn heartbeat(&self, seat_id: &str, timeout: Duration) -> Result<Lease, ClientError> {
         let resp = self
@@ -152,6 +189,12 @@ impl Client {
     }
 }
 
+/// A borrow's `borrow_s`: whole seconds rounded up, so a borrow is never
+/// shorter than asked for.
+pub fn borrow_secs(d: Duration) -> u64 {
+    d.as_millis().div_ceil(1000) as u64
+}
+
 fn transport(e: reqwest::Error) -> ClientError {
     // Timeouts, refused or reset connections and bodies cut short all mean
     // "we do not know what the server did": transient.
@@ -195,6 +238,13 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn borrow_seconds_round_up() {
+        assert_eq!(borrow_secs(Duration::from_secs(259_200)), 259_200);
+        assert_eq!(borrow_secs(Duration::from_millis(1_001)), 2);
+        assert_eq!(borrow_secs(Duration::ZERO), 0);
+    }
 
     #[test]
     fn retry_after_is_delta_seconds() {

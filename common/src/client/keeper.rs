@@ -25,12 +25,26 @@
 //! the driver that sends the requests it asks for, verifies every lease token
 //! against the server's JWKS, publishes state changes and releases on
 //! shutdown.
+//!
+//! **Borrowing.** [`LeaseKeeper::borrow`] turns the held seat into a borrow
+//! (the server keeps the same seat out, without heartbeats, until the
+//! borrow's end): the state stays `Held`, with the borrowed lease (whose
+//! token, verified like any, says `borrowed`), and the keeper sends nothing
+//! until the borrow ends, when it checks out a seat the usual way.
+//! [`LeaseKeeper::give_back`] returns the borrow early and goes back to
+//! plain keeping at once (a new seat kept by heartbeats, which may mean
+//! `Waiting` if the pool filled meanwhile). [`LeaseKeeper::shutdown`] does
+//! *not* return a borrowed seat: a borrow is meant to outlive the program
+//! (a restarted keeper on the same machine gets it back from its first
+//! checkout, and holds it without heartbeats until its `expires_at` read on
+//! the local clock, as an offline JWT check would: that one case needs a
+//! clock that is about right); call `give_back` first to return it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::clock::{LocalClock, SystemClock};
@@ -90,6 +104,8 @@ pub struct KeeperStats {
     pub seats_lost: u64,
     /// Transitions into `Lapsed`.
     pub lapses: u64,
+    /// Borrows granted by [`LeaseKeeper::borrow`].
+    pub borrows: u64,
 }
 
 #[derive(Debug, Default)]
@@ -99,6 +115,7 @@ struct Counters {
     failures: AtomicU64,
     seats_lost: AtomicU64,
     lapses: AtomicU64,
+    borrows: AtomicU64,
 }
 
 impl Counters {
@@ -109,6 +126,7 @@ impl Counters {
             failures: self.failures.load(Ordering::Relaxed),
             seats_lost: self.seats_lost.load(Ordering::Relaxed),
             lapses: self.lapses.load(Ordering::Relaxed),
+            borrows: self.borrows.load(Ordering::Relaxed),
         }
     }
 }
@@ -117,11 +135,37 @@ fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Why [`LeaseKeeper::borrow`] or [`LeaseKeeper::give_back`] did nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeeperError {
+    /// The keeper has stopped (shut down, or in a terminal state).
+    #[error("the keeper has stopped")]
+    Stopped,
+    /// A borrow needs the machine's fingerprint, and the config has none.
+    #[error("a borrow needs a fingerprint (KeeperConfig::fingerprint is empty)")]
+    NoFingerprint,
+    /// `give_back` without a borrowed seat held.
+    #[error("no borrowed seat is held")]
+    NotBorrowed,
+    /// The server refused, or could not be asked; the seat held before is
+    /// kept as it was.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// Asked of the driver task, answered on the oneshot.
+enum Request {
+    Borrow(Duration, oneshot::Sender<Result<Lease, KeeperError>>),
+    GiveBack(oneshot::Sender<Result<(), KeeperError>>),
+}
+
 /// Holds one seat in a background task until [`LeaseKeeper::shutdown`] (or
-/// drop, which also releases the seat if the runtime is still running).
+/// drop, which also releases the seat if the runtime is still running; a
+/// borrowed seat stays out, see the module doc).
 pub struct LeaseKeeper {
     state: watch::Receiver<KeeperState>,
     stop: watch::Sender<bool>,
+    requests: mpsc::Sender<Request>,
     task: Option<JoinHandle<()>>,
     counters: Arc<Counters>,
 }
@@ -149,6 +193,7 @@ impl LeaseKeeper {
         let machine = Machine::new(clock.now());
         let (state_tx, state_rx) = watch::channel(KeeperState::Acquiring);
         let (stop_tx, stop_rx) = watch::channel(false);
+        let (requests_tx, requests_rx) = mpsc::channel(4);
         let counters = Arc::new(Counters::default());
         let fingerprint = Some(config.fingerprint.clone()).filter(|f| !f.is_empty());
         let driver = Driver {
@@ -169,12 +214,14 @@ impl LeaseKeeper {
             machine,
             state: state_tx,
             stop: stop_rx,
+            requests: requests_rx,
             counters: counters.clone(),
         };
         let task = tokio::spawn(driver.run());
         Ok(LeaseKeeper {
             state: state_rx,
             stop: stop_tx,
+            requests: requests_tx,
             task: Some(task),
             counters,
         })
@@ -208,7 +255,38 @@ impl LeaseKeeper {
         }
     }
 
-    /// Stop, release the seat (if one is held) and wait for both. A request
+    /// Borrow the held seat for `duration` (whole seconds, rounded up; at
+    /// most the license's `borrow.max`): the server keeps it out without
+    /// heartbeats until then, and the keeper stays `Held` with the borrowed
+    /// lease, sending nothing until it ends. A borrow while one is held
+    /// extends it; with no seat held, a new seat is borrowed. A refusal
+    /// ([`ClientError::LimitReached`] with `limit` `borrow`,
+    /// [`ClientError::NotAllowed`], [`ClientError::Rejected`]) leaves the
+    /// seat as it was, kept by heartbeats.
+    pub async fn borrow(&self, duration: Duration) -> Result<Lease, KeeperError> {
+        let (tx, rx) = oneshot::channel();
+        self.ask(Request::Borrow(duration, tx)).await?;
+        rx.await.map_err(|_| KeeperError::Stopped)?
+    }
+
+    /// Return the borrowed seat early (it is free at once) and go back to
+    /// keeping a seat by heartbeats: state `Acquiring`, then `Held` with a
+    /// new lease (or `Waiting`, if the pool filled meanwhile).
+    pub async fn give_back(&self) -> Result<(), KeeperError> {
+        let (tx, rx) = oneshot::channel();
+        self.ask(Request::GiveBack(tx)).await?;
+        rx.await.map_err(|_| KeeperError::Stopped)?
+    }
+
+    async fn ask(&self, request: Request) -> Result<(), KeeperError> {
+        self.requests
+            .send(request)
+            .await
+            .map_err(|_| KeeperError::Stopped)
+    }
+
+    /// Stop, release the seat (if one is held and not borrowed) and wait
+    /// for both. A request
     /// in flight is allowed to finish first (it is bounded by the request
     /// timeout), so a checkout the server granted is released, not leaked.
     pub async fn shutdown(mut self) -> KeeperState {
@@ -237,6 +315,7 @@ struct Driver {
     machine: Machine,
     state: watch::Sender<KeeperState>,
     stop: watch::Receiver<bool>,
+    requests: mpsc::Receiver<Request>,
     counters: Arc<Counters>,
 }
 
@@ -246,13 +325,23 @@ impl Driver {
             if *self.stop.borrow() {
                 break;
             }
+            // Borrow and give-back requests run between the machine's
+            // actions, never during one.
+            while let Ok(request) = self.requests.try_recv() {
+                self.answer(request).await;
+            }
             let now = self.clock.now();
             match self.machine.next_action(now) {
                 Action::Finish => {
                     // Terminal: keep the state visible until shutdown.
                     while !*self.stop.borrow() {
-                        if self.stop.changed().await.is_err() {
-                            break;
+                        tokio::select! {
+                            changed = self.stop.changed() => {
+                                if changed.is_err() {
+                                    break;
+                                }
+                            }
+                            Some(request) = self.requests.recv() => self.answer(request).await,
                         }
                     }
                     break;
@@ -266,6 +355,7 @@ impl Driver {
                                 break;
                             }
                         }
+                        Some(request) = self.requests.recv() => self.answer(request).await,
                     }
                 }
                 Action::Checkout { idempotency_key } => {
@@ -320,7 +410,10 @@ impl Driver {
                 }
             }
         }
-        if let Some(seat) = self.machine.seat_id().map(str::to_string) {
+        if self.machine.holds_borrow() {
+            // A borrow outlives the program: returned only by give_back.
+            tracing::info!(seat = ?self.machine.seat_id(), "leasehold: borrowed seat stays out");
+        } else if let Some(seat) = self.machine.seat_id().map(str::to_string) {
             match self
                 .client
                 .release(&seat, self.config.request_timeout)
@@ -334,6 +427,64 @@ impl Driver {
         }
         let change = self.machine.on_stopped();
         self.publish(change);
+    }
+
+    async fn answer(&mut self, request: Request) {
+        match request {
+            Request::Borrow(duration, reply) => {
+                let result = self.borrow(duration).await;
+                let _ = reply.send(result);
+            }
+            Request::GiveBack(reply) => {
+                let result = self.give_back().await;
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    async fn borrow(&mut self, duration: Duration) -> Result<Lease, KeeperError> {
+        if self.machine.state().is_terminal() {
+            return Err(KeeperError::Stopped);
+        }
+        let Some(fingerprint) = self.expected.fingerprint.clone() else {
+            return Err(KeeperError::NoFingerprint);
+        };
+        let sent = self.clock.now();
+        let timeout = self
+            .machine
+            .request_timeout(sent, self.config.request_timeout);
+        let result = match self
+            .client
+            .borrow(&self.config.holder, &fingerprint, duration, timeout)
+            .await
+        {
+            Ok(lease) => self.verified(lease, None, timeout).await,
+            Err(e) => Err(e),
+        };
+        let change = self.machine.on_borrow(sent, &result);
+        self.publish(change);
+        match &result {
+            Ok(lease) => {
+                bump(&self.counters.borrows);
+                tracing::info!(seat = %lease.seat_id, until = %lease.expires_at, "leasehold: seat borrowed");
+            }
+            Err(e) => self.note_failure("borrow", e),
+        }
+        result.map_err(KeeperError::from)
+    }
+
+    async fn give_back(&mut self) -> Result<(), KeeperError> {
+        let seat = match self.machine.seat_id() {
+            Some(seat) if self.machine.holds_borrow() => seat.to_string(),
+            _ => return Err(KeeperError::NotBorrowed),
+        };
+        self.client
+            .give_back(&seat, self.config.request_timeout)
+            .await?;
+        tracing::info!(seat = %seat, "leasehold: borrowed seat returned");
+        let change = self.machine.on_given_back(self.clock.now());
+        self.publish(change);
+        Ok(())
     }
 
     fn note_failure(&self, what: &str, e: &ClientError) {

@@ -9,6 +9,14 @@
 //! no earlier than that send, so `sent + window` is never later than the real
 //! expiry in elapsed time (the honest direction), and a client clock that is
 //! hours off, fast or slow, changes nothing.
+//!
+//! Borrowed leases are never heartbeated (the server answers 409
+//! `borrowed`): the machine sleeps to the borrow's deadline, then checks out
+//! again like after a lost seat. A borrowed lease a *plain* checkout handed
+//! back (the machine borrowed it earlier, e.g. with `leasehold borrow`) was
+//! issued long before the request, so its window says nothing about the
+//! time left: it is held until the earlier of `sent + window` and its
+//! `expires_at` read on the local clock, as an offline JWT check would.
 
 use std::time::Duration;
 
@@ -203,12 +211,24 @@ impl Machine {
         self.held.as_ref().map(|h| h.timing)
     }
 
+    /// The held lease is a borrowed one (no heartbeats until it ends).
+    pub fn holds_borrow(&self) -> bool {
+        self.held.as_ref().is_some_and(|h| h.lease.borrowed)
+    }
+
     pub fn next_action(&mut self, now: Timestamp) -> Action {
         if self.state.is_terminal() {
             return Action::Finish;
         }
         if now < self.next_at {
             return Action::SleepUntil(self.next_at);
+        }
+        if self.holds_borrow() {
+            // The borrow's deadline: it is over, keep a seat the usual way.
+            self.held = None;
+            self.attempt_key = None;
+            self.failures = 0;
+            self.set(KeeperState::Acquiring);
         }
         if let Some(h) = &self.held {
             return Action::Heartbeat {
@@ -246,6 +266,7 @@ impl Machine {
         result: Result<Lease, ClientError>,
     ) -> Option<KeeperState> {
         match result {
+            Ok(lease) if lease.borrowed => self.hold_unasked_borrow(lease, sent, now),
             Ok(lease) => self.hold(lease, sent),
             Err(
                 ClientError::NoSeats { retry_after, .. }
@@ -279,7 +300,10 @@ impl Machine {
                 | ClientError::Rejected { .. }),
             ) => self.set(KeeperState::Failed(e.to_string())),
             Err(
-                e @ (ClientError::Transient(_) | ClientError::SeatLost | ClientError::Invalid(_)),
+                e @ (ClientError::Transient(_)
+                | ClientError::SeatLost
+                | ClientError::Borrowed(_)
+                | ClientError::Invalid(_)),
             ) => {
                 if !matches!(e, ClientError::Transient(_)) {
                     // The server did answer: the next try is a new attempt.
@@ -320,6 +344,16 @@ impl Machine {
                     KeeperState::Acquiring
                 })
             }
+            Err(ClientError::Borrowed(_)) => {
+                // This machine borrowed the seat meanwhile (another program
+                // with the same holder and fingerprint): a plain checkout
+                // hands the borrowed lease back, to hold without heartbeats.
+                self.held = None;
+                self.attempt_key = None;
+                self.failures = 0;
+                self.next_at = now;
+                None
+            }
             Err(
                 e @ (ClientError::Unauthorized(_)
                 | ClientError::UnknownLicense(_)
@@ -343,19 +377,76 @@ impl Machine {
         }
     }
 
+    /// The outcome of a borrow request sent at `sent`: a borrowed lease is
+    /// held (no heartbeats until its deadline); a refusal changes nothing,
+    /// the seat held before is kept as it was.
+    pub fn on_borrow(
+        &mut self,
+        sent: Timestamp,
+        result: &Result<Lease, ClientError>,
+    ) -> Option<KeeperState> {
+        match result {
+            Ok(lease) if lease.borrowed && !self.state.is_terminal() => {
+                self.hold(lease.clone(), sent)
+            }
+            _ => None,
+        }
+    }
+
+    /// The borrowed seat was returned early: check out a seat the usual way
+    /// at once.
+    pub fn on_given_back(&mut self, now: Timestamp) -> Option<KeeperState> {
+        self.held = None;
+        self.attempt_key = None;
+        self.failures = 0;
+        self.next_at = now;
+        self.set(KeeperState::Acquiring)
+    }
+
     /// A shutdown released the seat (or there was none).
     pub fn on_stopped(&mut self) -> Option<KeeperState> {
         self.held = None;
         self.set(KeeperState::Stopped)
     }
 
+    /// A borrowed lease from a plain checkout (see the module doc): held
+    /// until the earlier of its window and its expiry on the local clock; one
+    /// already over (still counted by the server within its skew) is not
+    /// taken, and the checkout is tried again after a backoff.
+    fn hold_unasked_borrow(
+        &mut self,
+        lease: Lease,
+        sent: Timestamp,
+        now: Timestamp,
+    ) -> Option<KeeperState> {
+        let mut timing = HeldTiming::of(&lease, sent);
+        timing.window_ms = timing
+            .window_ms
+            .min(lease.expires_at.millis_since(sent).max(0));
+        if timing.deadline() <= now {
+            self.attempt_key = None;
+            self.retry_later(now);
+            return None;
+        }
+        self.hold_with(lease, timing)
+    }
+
     fn hold(&mut self, lease: Lease, sent: Timestamp) -> Option<KeeperState> {
         let timing = HeldTiming::of(&lease, sent);
+        self.hold_with(lease, timing)
+    }
+
+    fn hold_with(&mut self, lease: Lease, timing: HeldTiming) -> Option<KeeperState> {
         self.window = Duration::from_millis(timing.window_ms as u64);
         let factor = self
             .rng
             .gen_range(1.0 - HEARTBEAT_JITTER..=1.0 + HEARTBEAT_JITTER);
-        self.next_at = timing.heartbeat_at(factor);
+        // A borrowed seat is not renewed: nothing to do until it ends.
+        self.next_at = if lease.borrowed {
+            timing.deadline()
+        } else {
+            timing.heartbeat_at(factor)
+        };
         self.held = Some(Held {
             lease: lease.clone(),
             timing,
@@ -756,5 +847,97 @@ mod tests {
             check_lease(&l, &claims, &other, None),
             Err(LeaseMismatch::OtherHolder("h".into()))
         );
+    }
+
+    fn borrowed(seat: &str, issued_ms: i64, window_ms: i64) -> Lease {
+        Lease {
+            borrowed: true,
+            ..lease(seat, issued_ms, window_ms)
+        }
+    }
+
+    #[test]
+    fn a_borrow_stops_heartbeats_until_its_deadline_then_checks_out_again() {
+        let mut m = machine();
+        checkout_key(&mut m, at(0));
+        m.on_checkout(at(0), at(10), Ok(lease("a", 0, 3_000)));
+        let refused = Err(ClientError::LimitReached {
+            retry_after: None,
+            limit: "borrow".into(),
+            max: Some(1),
+            group: None,
+        });
+        assert_eq!(
+            m.on_borrow(at(100), &refused),
+            None,
+            "a refusal keeps the seat"
+        );
+        assert!(!m.holds_borrow());
+        let b = borrowed("a", 200, 60_000);
+        assert_eq!(
+            m.on_borrow(at(150), &Ok(b.clone())),
+            Some(KeeperState::Held(b))
+        );
+        assert!(m.holds_borrow());
+        // Not one heartbeat for the whole borrow: sleep to its deadline.
+        assert_eq!(sleep_until(&mut m, at(1_000)), at(60_150));
+        assert_eq!(sleep_until(&mut m, at(60_149)), at(60_150));
+        checkout_key(&mut m, at(60_150));
+        assert_eq!(m.state(), &KeeperState::Acquiring);
+        assert_eq!(m.seat_id(), None);
+    }
+
+    #[test]
+    fn a_borrow_given_back_checks_out_at_once() {
+        let mut m = machine();
+        m.on_borrow(at(0), &Ok(borrowed("a", 0, 60_000)));
+        assert_eq!(m.on_given_back(at(500)), Some(KeeperState::Acquiring));
+        assert!(!m.holds_borrow());
+        checkout_key(&mut m, at(500));
+    }
+
+    #[test]
+    fn a_borrow_from_a_plain_checkout_is_held_to_its_expiry_not_heartbeated() {
+        let mut m = machine();
+        checkout_key(&mut m, at(0));
+        // Borrowed an hour ago for a day: its window is no measure of what
+        // is left; its expiry on the local clock is.
+        let b = borrowed("a", -3_600_000, 86_400_000);
+        assert!(
+            m.on_checkout(at(0), at(10), Ok(b))
+                .is_some_and(|s| s.is_held())
+        );
+        assert_eq!(sleep_until(&mut m, at(10)), at(82_800_000));
+        // One already over (the server still counts it within its skew) is
+        // not taken: the checkout is tried again after a backoff.
+        let mut m = machine();
+        checkout_key(&mut m, at(0));
+        assert_eq!(
+            m.on_checkout(at(0), at(10), Ok(borrowed("a", -5_000, 4_000))),
+            None
+        );
+        assert_eq!(m.state(), &KeeperState::Acquiring);
+        assert!(sleep_until(&mut m, at(10)) > at(10));
+    }
+
+    #[test]
+    fn a_heartbeat_told_borrowed_checks_out_to_learn_the_borrow() {
+        let mut m = machine();
+        checkout_key(&mut m, at(0));
+        m.on_checkout(at(0), at(10), Ok(lease("a", 0, 3_000)));
+        let hb = match m.next_action(at(1_100)) {
+            Action::Heartbeat { seat_id } => seat_id,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(hb, "a");
+        let told = Err(ClientError::Borrowed("borrowed".into()));
+        assert_eq!(m.on_heartbeat(at(1_100), at(1_110), told), None);
+        checkout_key(&mut m, at(1_110));
+        let b = borrowed("a", 1_000, 60_000);
+        assert_eq!(
+            m.on_checkout(at(1_110), at(1_120), Ok(b.clone())),
+            Some(KeeperState::Held(b))
+        );
+        assert!(m.holds_borrow());
     }
 }

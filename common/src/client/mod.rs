@@ -9,6 +9,8 @@
 //!   lease's own window, rides out transient failures on the lease it holds,
 //!   re-acquires when the seat is lost, and reports its [`KeeperState`] on a
 //!   `tokio::sync::watch` channel. [`LeaseKeeper::shutdown`] releases the seat.
+//!   [`LeaseKeeper::borrow`] turns the seat into a borrow for offline use
+//!   (no heartbeats until it ends), [`LeaseKeeper::give_back`] returns it.
 //! - [`LocalClock`]: the keeper's clock, so tests can run it hours off.
 //!
 //! Everything time-dependent in here (when to heartbeat, when the held lease
@@ -27,5 +29,5 @@ pub mod state;
 pub use clock::{LocalClock, SystemClock};
 pub use error::ClientError;
 pub use http::{Client, MAX_CHECKOUT_WAIT};
-pub use keeper::{KeeperConfig, KeeperStats, LeaseKeeper};
+pub use keeper::{KeeperConfig, KeeperError, KeeperStats, LeaseKeeper};
 pub use state::KeeperState;

@@ -12,7 +12,8 @@ pub enum KeeperState {
     Acquiring,
     /// Holding this verified lease. It stays `Held` through transient
     /// failures (server down, timeouts, 5xx) for as long as the lease is
-    /// valid; the lease is replaced by each successful heartbeat.
+    /// valid; the lease is replaced by each successful heartbeat. A borrowed
+    /// lease (`borrowed: true`) is held without heartbeats until it ends.
     Held(Lease),
     /// The pool is full, or the holder or its group at its cap (409):
     /// checking out again after `retry_after`.
@@ -27,7 +28,8 @@ pub enum KeeperState {
     },
     /// A permanent error: wrong key, unknown license, rejected request. Stopped.
     Failed(String),
-    /// Shut down; the seat was released.
+    /// Shut down; the seat was released (a borrowed seat stays out until
+    /// it is given back or expires).
     Stopped,
 }
 

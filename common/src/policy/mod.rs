@@ -475,6 +475,17 @@ ttl = 30
     }
 
     #[test]
+    fn the_demo_file_lends_one_ide_seat_for_three_days() {
+        // The quickstart and `leasehold simulate` show borrowing on it.
+        let demo = Licenses::parse(include_str!("../../../assets/licenses.toml")).unwrap();
+        let ide = demo.get("demo-ide").expect("demo-ide");
+        let borrow = ide.borrow.as_ref().expect("demo-ide lends seats");
+        assert_eq!(borrow.max, Duration::from_secs(3 * 86_400));
+        assert_eq!(borrow.seats, 1);
+        assert!(borrow.allow.is_none());
+    }
+
+    #[test]
     fn parses_a_good_file_with_defaults() {
         let l = Licenses::parse(GOOD).unwrap();
         assert_eq!(l.len(), 2);

@@ -58,7 +58,7 @@ pub(super) fn spawn_tasks(
     slots: &[Arc<Slot>],
     plan: &Plan,
     seed: u64,
-    max_live: &Arc<Mutex<Option<u32>>>,
+    max_live: &Arc<Mutex<Option<LiveMax>>>,
 ) -> Vec<JoinHandle<()>> {
     vec![
         tokio::spawn(sample_live(ctx.clone(), admin.clone(), max_live.clone())),
@@ -73,14 +73,25 @@ pub(super) fn spawn_tasks(
     ]
 }
 
-/// The most live seats the server reports for the license.
-async fn sample_live(ctx: Arc<Ctx>, admin: AdminClient, max: Arc<Mutex<Option<u32>>>) {
+/// The most seats the server counted for the license (`live`: borrowed
+/// ones included), and the most of them borrowed, each over the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct LiveMax {
+    pub live: u32,
+    pub borrowed: u32,
+}
+
+async fn sample_live(ctx: Arc<Ctx>, admin: AdminClient, max: Arc<Mutex<Option<LiveMax>>>) {
     loop {
         if let Ok(resp) = admin.licenses().await
             && let Some(l) = resp.licenses.iter().find(|l| l.id == ctx.target.license)
             && let Ok(mut m) = max.lock()
         {
-            *m = Some(m.map_or(l.live, |v| v.max(l.live)));
+            let was = m.unwrap_or_default();
+            *m = Some(LiveMax {
+                live: was.live.max(l.live),
+                borrowed: was.borrowed.max(l.borrowed),
+            });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

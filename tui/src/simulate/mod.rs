@@ -95,7 +95,7 @@ pub async fn run(conn: &ConnArgs, args: SimulateArgs) -> anyhow::Result<()> {
         .collect();
 
     let max_held = Arc::new(Mutex::new(0u32));
-    let max_live = Arc::new(Mutex::new(None::<u32>));
+    let max_live = Arc::new(Mutex::new(None::<admin::LiveMax>));
     let mut background = vec![tokio::spawn(sample_held(slots.clone(), max_held.clone()))];
     if let Some(admin) = &admin {
         background.extend(admin::spawn_tasks(
@@ -112,7 +112,8 @@ pub async fn run(conn: &ConnArgs, args: SimulateArgs) -> anyhow::Result<()> {
 
     let (behaviours, events) = Summary::tables(&plan.clients, &ctx.reporter.counts());
     let max_held = *max_held.lock().expect("lock");
-    let max_live_server = *max_live.lock().expect("lock");
+    let server_max = *max_live.lock().expect("lock");
+    let max_live_server = server_max.map(|m| m.live);
     let summary = Summary {
         server,
         license: target.license.clone(),
@@ -127,6 +128,7 @@ pub async fn run(conn: &ConnArgs, args: SimulateArgs) -> anyhow::Result<()> {
         events,
         max_held,
         max_live_server,
+        max_borrowed_server: server_max.map(|m| m.borrowed),
         within_seats: target
             .seats
             .map(|s| max_held <= s && max_live_server.is_none_or(|l| l <= s)),

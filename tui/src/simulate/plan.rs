@@ -82,15 +82,19 @@ pub enum Behaviour {
     Flaky,
     /// Arrives mid-run and queues with `?wait=` for a seat.
     Late,
+    /// A laptop that borrows its seat for a few minutes (no heartbeats),
+    /// comes back early and returns it (the typed client).
+    Borrower,
 }
 
 impl Behaviour {
-    pub const ALL: [Behaviour; 5] = [
+    pub const ALL: [Behaviour; 6] = [
         Behaviour::Steady,
         Behaviour::Releaser,
         Behaviour::Crasher,
         Behaviour::Flaky,
         Behaviour::Late,
+        Behaviour::Borrower,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -100,6 +104,7 @@ impl Behaviour {
             Behaviour::Crasher => "crasher",
             Behaviour::Flaky => "flaky",
             Behaviour::Late => "late",
+            Behaviour::Borrower => "borrower",
         }
     }
 }
@@ -319,6 +324,8 @@ pub fn plan(n: usize, duration: Duration, seed: u64) -> Plan {
                 Behaviour::Flaky => (0.01, 0.06),
                 Behaviour::Releaser => (0.02, 0.20),
                 Behaviour::Late => (0.25, 0.35),
+                // Not drawn by `mix`: `with_a_borrower` turns a releaser.
+                Behaviour::Borrower => (0.0, 0.02),
             };
             let start = rng.part_of(duration, lo, hi);
             let crash_after = rng.part_of(duration, 0.05, 0.15);
@@ -348,10 +355,37 @@ pub fn plan(n: usize, duration: Duration, seed: u64) -> Plan {
             }
         })
         .collect();
+    let clients = with_a_borrower(clients, duration);
     Plan {
         clients,
         revokes: vec![duration.mul_f64(0.40), duration.mul_f64(0.70)],
     }
+}
+
+/// From six clients on, one releaser (a person's laptop, if there is one)
+/// becomes the borrower, and borrows in the first 2 % of the run, before
+/// the pool fills (a borrow is what it is there to show). Chosen after the
+/// plan is drawn, from its own seed, so every other client's plan for a
+/// seed stays what it was.
+fn with_a_borrower(mut clients: Vec<ClientPlan>, duration: Duration) -> Vec<ClientPlan> {
+    if clients.len() < 6 {
+        return clients;
+    }
+    let releasers = || {
+        clients
+            .iter()
+            .filter(|c| c.behaviour == Behaviour::Releaser)
+    };
+    let pick = releasers()
+        .find(|c| c.fingerprint.starts_with("wks-"))
+        .or_else(|| releasers().next())
+        .map(|c| c.index);
+    if let Some(i) = pick {
+        let c = &mut clients[i];
+        c.behaviour = Behaviour::Borrower;
+        c.start = Rng::new(c.seed).part_of(duration, 0.0, 0.02);
+    }
+    clients
 }
 
 #[cfg(test)]
@@ -390,7 +424,10 @@ mod tests {
             let mix = mix(n, &mut Rng::new(n as u64));
             assert_eq!(mix.len(), n);
             for b in Behaviour::ALL {
-                assert!(mix.contains(&b), "{n} clients: no {b}");
+                // The borrower is a releaser turned by `plan`.
+                if b != Behaviour::Borrower {
+                    assert!(mix.contains(&b), "{n} clients: no {b}");
+                }
             }
             // Releasers are the bulk; steady holders never crowd the pool.
             let releasers = mix.iter().filter(|b| **b == Behaviour::Releaser).count();
@@ -409,14 +446,34 @@ mod tests {
     fn eight_clients_is_the_documented_mix() {
         let p = plan(8, Duration::from_secs(4), 1);
         let counts: Vec<usize> = Behaviour::ALL.iter().map(|b| p.count(*b)).collect();
-        // steady, releaser, crasher, flaky, late
-        assert_eq!(counts, vec![1, 4, 1, 1, 1]);
+        // steady, releaser, crasher, flaky, late, borrower
+        assert_eq!(counts, vec![1, 3, 1, 1, 1, 1]);
     }
 
-    /// `tests/tests/simulate.rs` runs this plan on a 4-seat pool and relies
-    /// on a denial: five clients ask for a seat before the first release
-    /// can come (a releaser works at least a tenth of the run; steady,
-    /// flaky and crashing clients never release early), with time to spare.
+    #[test]
+    fn one_borrower_from_six_clients_on_a_laptop() {
+        let d = Duration::from_secs(60);
+        for seed in 0..20 {
+            assert_eq!(plan(5, d, seed).count(Behaviour::Borrower), 0);
+            for n in [6, 8, 15, 40] {
+                let p = plan(n, d, seed);
+                assert_eq!(p.count(Behaviour::Borrower), 1, "{n} clients, seed {seed}");
+                let b = p
+                    .clients
+                    .iter()
+                    .find(|c| c.behaviour == Behaviour::Borrower);
+                let laptops = p.clients.iter().any(|c| {
+                    c.behaviour == Behaviour::Releaser && c.fingerprint.starts_with("wks-")
+                });
+                assert!(b.unwrap().fingerprint.starts_with("wks-") || !laptops);
+                assert!(
+                    b.unwrap().start <= d.mul_f64(0.02),
+                    "borrows before the pool fills"
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_end_to_end_plan_crowds_a_four_seat_pool() {
         let d = Duration::from_secs(4);

@@ -39,11 +39,15 @@ pub enum Kind {
     Revoked,
     /// The reaper deleted its (crashed or lapsed) seat.
     Reaped,
+    /// Borrowed a seat for offline use (no heartbeats).
+    Borrow,
+    /// Returned a borrowed seat early.
+    Return,
     Error,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Checkout,
         Kind::Denied,
         Kind::Queued,
@@ -57,6 +61,8 @@ impl Kind {
         Kind::Lost,
         Kind::Revoked,
         Kind::Reaped,
+        Kind::Borrow,
+        Kind::Return,
         Kind::Error,
     ];
 
@@ -75,6 +81,8 @@ impl Kind {
             Kind::Lost => "lost",
             Kind::Revoked => "revoked",
             Kind::Reaped => "reaped",
+            Kind::Borrow => "borrow",
+            Kind::Return => "return",
             Kind::Error => "error",
         }
     }
@@ -153,8 +161,11 @@ pub struct Summary {
     /// Most simulated clients holding a valid lease at the same moment.
     pub max_held: u32,
     /// Most live seats the server reported for the license (with an admin
-    /// token). Includes crashed clients' seats until they are reaped.
+    /// token). Includes crashed clients' seats until they are reaped, and
+    /// borrowed seats while they are out.
     pub max_live_server: Option<u32>,
+    /// Most of those that were borrowed at once (with an admin token).
+    pub max_borrowed_server: Option<u32>,
     /// `max_held` and `max_live_server` never exceeded `seats` (None when
     /// the pool size is unknown).
     pub within_seats: Option<bool>,
@@ -267,7 +278,9 @@ pub fn format_summary(s: &Summary) -> String {
     ));
     match s.max_live_server {
         Some(live) => out.push_str(&format!(
-            "max live seats on the server: {live} of {seats} (crashed seats count until reaped)\n"
+            "max live seats on the server: {live} of {seats} (crashed seats count until reaped, \
+             borrowed ones while out: at most {} at once)\n",
+            s.max_borrowed_server.unwrap_or(0)
         )),
         None => out.push_str(
             "no admin token: revokes skipped, reaps and server live count not observed\n",
@@ -304,8 +317,9 @@ mod tests {
         counts.insert((Behaviour::Steady, Kind::Checkout), 1);
         counts.insert((Behaviour::Crasher, Kind::Crash), 1);
         let (behaviours, events) = Summary::tables(&p.clients, &counts);
-        assert_eq!(behaviours.len(), 5);
-        assert_eq!(behaviours["releaser"].clients, 4);
+        assert_eq!(behaviours.len(), 6);
+        assert_eq!(behaviours["releaser"].clients, 3);
+        assert_eq!(behaviours["borrower"].clients, 1);
         assert_eq!(behaviours["releaser"].events["checkout"], 3);
         assert_eq!(events["checkout"], 4);
         assert_eq!(events["reaped"], 0);
@@ -323,6 +337,7 @@ mod tests {
             events,
             max_held: 3,
             max_live_server: None,
+            max_borrowed_server: None,
             within_seats: Some(true),
         };
         let text = format_summary(&s);
@@ -345,5 +360,15 @@ mod tests {
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["behaviours"]["crasher"]["events"]["crash"], 1);
         assert_eq!(json["max_live_server"], serde_json::Value::Null);
+        let watched = Summary {
+            max_live_server: Some(3),
+            max_borrowed_server: Some(1),
+            ..s
+        };
+        let text = format_summary(&watched);
+        assert!(
+            text.contains("max live seats on the server: 3 of 3 seats (crashed seats count until reaped, borrowed ones while out: at most 1 at once)"),
+            "{text}"
+        );
     }
 }

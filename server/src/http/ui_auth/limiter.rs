@@ -1,7 +1,8 @@
-//! The failed-login limiter: after [`MAX_FAILURES`] within
-//! [`FAILURE_WINDOW`] from one client address, every login from it is `429`
-//! with `Retry-After` until the oldest failure ages out. The count is per
-//! server process (each replica counts its own), in memory.
+//! The failed-login limiter: after `max_failures` (by default
+//! [`MAX_FAILURES`], `--auth-failures`) within [`FAILURE_WINDOW`] from one
+//! client address, every login from it is `429` with `Retry-After` until
+//! the oldest failure ages out. The count is per server process (each
+//! replica counts its own), in memory.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -17,12 +18,26 @@ pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 const MAX_TRACKED: usize = 65_536;
 
 /// Failed sign-ins per client address, in a sliding window.
-#[derive(Default)]
 pub struct LoginLimiter {
     failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
+    max_failures: usize,
+}
+
+impl Default for LoginLimiter {
+    fn default() -> Self {
+        LoginLimiter::new(MAX_FAILURES)
+    }
 }
 
 impl LoginLimiter {
+    /// At most `max_failures` (at least 1) per address per window.
+    pub fn new(max_failures: usize) -> Self {
+        LoginLimiter {
+            failures: Mutex::default(),
+            max_failures: max_failures.max(1),
+        }
+    }
+
     /// How long `client` must wait, if it has failed too often.
     pub fn blocked(&self, client: IpAddr, now: Instant) -> Option<Duration> {
         let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
@@ -32,7 +47,7 @@ impl LoginLimiter {
             map.remove(&client);
             return None;
         }
-        if times.len() < MAX_FAILURES {
+        if times.len() < self.max_failures {
             return None;
         }
         let oldest = *times.front()?;
@@ -62,7 +77,7 @@ impl LoginLimiter {
         let times = map.entry(client).or_default();
         forget_old(times, now);
         times.push_back(now);
-        while times.len() > MAX_FAILURES {
+        while times.len() > self.max_failures {
             times.pop_front();
         }
     }

@@ -24,6 +24,7 @@
 
 mod csrf;
 mod limiter;
+pub use limiter::MAX_FAILURES as DEFAULT_AUTH_FAILURES;
 mod request_meta;
 mod routes;
 mod sessions;
@@ -71,6 +72,13 @@ impl UiAuth {
             limiter: limiter::LoginLimiter::default(),
             proxies: Arc::new(ProxyPolicy::default()),
         }
+    }
+
+    /// Failed sign-ins and wrong bearer tokens allowed per client address
+    /// per minute.
+    pub fn with_failure_limit(mut self, max_failures: usize) -> Self {
+        self.limiter = limiter::LoginLimiter::new(max_failures);
+        self
     }
 
     pub fn with_proxies(mut self, proxies: ProxyPolicy) -> Self {

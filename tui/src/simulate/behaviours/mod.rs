@@ -1,11 +1,14 @@
-//! The five client behaviours, one file each, and what they share:
+//! The six client behaviours, one file each, and what they share:
 //! [`keeper`] for the ones that hold their seat with the real
 //! [`LeaseKeeper`](leasehold_common::client::LeaseKeeper) (steady, releaser,
 //! flaky), [`manual`] for the ones on the typed `Client` (crasher, late),
 //! where the keeper cannot express them: a crash must stop heartbeating
 //! *without* the release that dropping or shutting down a keeper does, and a
-//! late arrival waits in line with `?wait=` while the keeper polls.
+//! late arrival waits in line with `?wait=` while the keeper polls. The
+//! borrower is on the typed `Client` too: its borrow and early return are
+//! each one request.
 
+mod borrower;
 mod crasher;
 mod flaky;
 mod keeper;
@@ -32,5 +35,6 @@ pub(super) async fn run_client(ctx: Arc<Ctx>, slot: Arc<Slot>, upstream: Option<
         Behaviour::Crasher => crasher::crasher(&ctx, &slot).await,
         Behaviour::Flaky => flaky::flaky(&ctx, &slot, upstream).await,
         Behaviour::Late => late::late(&ctx, &slot).await,
+        Behaviour::Borrower => borrower::borrower(&ctx, &slot).await,
     }
 }
