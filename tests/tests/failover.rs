@@ -59,6 +59,8 @@ struct Ledger {
     wrong: Vec<String>,
     /// Requests that got no definite answer (transport error or 5xx).
     in_doubt: u64,
+    /// Of those, the `503 unavailable` answers.
+    unavailable: u64,
 }
 
 /// What every client task shares.
@@ -103,15 +105,21 @@ async fn settle(
     let mut doubted = false;
     loop {
         let base = ctx.replica();
-        if let Ok(resp) = make(&ctx.client, base).send().await {
-            let status = resp.status().as_u16();
-            if status < 500 {
+        let status = match make(&ctx.client, base).send().await {
+            Ok(resp) if resp.status().as_u16() < 500 => {
+                let status = resp.status().as_u16();
                 let body = resp.json().await.unwrap_or(Value::Null);
                 return (status, body, doubted);
             }
-        }
+            Ok(resp) => Some(resp.status().as_u16()),
+            Err(_) => None,
+        };
         doubted = true;
-        ctx.ledger().in_doubt += 1;
+        {
+            let mut ledger = ctx.ledger();
+            ledger.in_doubt += 1;
+            ledger.unavailable += u64::from(status == Some(503));
+        }
         assert!(
             Instant::now() < deadline,
             "{what}: no definite answer in 45 s"
@@ -429,9 +437,10 @@ async fn failover() {
     assert!(gaps.is_empty(), "event id gaps: {gaps:?}");
     assert_eq!(ids.first(), Some(&1), "the log starts at id 1");
     eprintln!(
-        "{} seats churned, {} requests in doubt, highest live {}, {} events",
+        "{} seats churned, {} requests in doubt ({} of them 503), highest live {}, {} events",
         ledger.gone.len(),
         ledger.in_doubt,
+        ledger.unavailable,
         out.highest_live,
         ids.len()
     );
