@@ -18,6 +18,7 @@ pub mod line;
 pub mod pool;
 pub mod schema;
 mod seat_query;
+mod standby;
 mod tx;
 mod ui_sessions;
 pub mod writer;
@@ -128,7 +129,8 @@ pub struct StartPoint {
     pub last_event_id: i64,
 }
 
-/// Start-up on a blocking thread: check durability, migrate, check (or
+/// Start-up on a blocking thread: check durability (and warn without a
+/// synchronous standby), migrate, check (or
 /// record, on the first replica) the shared key and token, and publish this
 /// replica's licenses file as the cluster's policy.
 pub fn prepare(
@@ -144,6 +146,7 @@ pub fn prepare(
     std::thread::spawn(move || -> Result<StartPoint, PgStartError> {
         let mut client = connect_sync(&config)?;
         schema::check_durability(&mut client)?;
+        standby::warn_if_unprotected(&mut client);
         schema::migrate(&mut client)?;
         check_identity(&mut client, &identity)?;
         // Read before publishing, so this replica's own config event reaches
