@@ -134,7 +134,9 @@ pub trait LeaseTx {
         until: Timestamp,
     ) -> Result<usize>;
     /// Append events in order; the store assigns their ids (increasing) and
-    /// returns them in the same order.
+    /// returns them in the same order. A store that numbers a batch's
+    /// events only when it commits (PostgreSQL, whose subscribers read the
+    /// numbered events from its table) returns 0 for each.
     fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>>;
 }
 
