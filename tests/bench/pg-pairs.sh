@@ -63,7 +63,7 @@ for round in $(seq 1 "$rounds"); do
       --scenario "$scenarios" --warmup 1s --duration 5s \
       --json "$out/r$round-b$i.json" >"$out/r$round-b$i.txt" 2>&1
     echo "== round $round build $i ($bin) replicas $replicas load $load"
-    grep -E '^\s*(healthz|checkout|heartbeat|mixed)\b' "$out/r$round-b$i.txt" || cat "$out/r$round-b$i.txt"
+    grep -E '^\s*(healthz|checkout|heartbeat|mixed)\b|database|store-writer' "$out/r$round-b$i.txt" || cat "$out/r$round-b$i.txt"
     for p in "${pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
     pids=()
     rm -rf "$data"

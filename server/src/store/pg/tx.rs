@@ -9,7 +9,8 @@ use leasehold_common::Timestamp;
 use postgres::{Client, Row, Statement};
 
 use super::super::rules::{EndedSession, LeaseTx, NewEvent, Result};
-use crate::store::{LeaseRow, Scope, SeatMode, lease_columns};
+use super::line::{DB_NOW, STALE_MS};
+use crate::store::{LeaseRow, Scope, SeatMode, Waiter, lease_columns};
 
 const LEASE_COLUMNS: &str = lease_columns!();
 
@@ -21,6 +22,9 @@ const SCOPED: &str = "license_id = $1 AND expires_at >= $2
 
 /// Every statement the writer runs, prepared once per connection.
 pub struct Statements {
+    /// The batch's clock, the cluster's state and whether anyone waits in
+    /// line (`pg/writer.rs`: `read_cluster`).
+    pub read_cluster: Statement,
     history: HistoryStatements,
     block_until: Statement,
     set_block: Statement,
@@ -37,6 +41,7 @@ pub struct Statements {
     delete_lease: Statement,
     reap_leases: Statement,
     number_events: Statement,
+    waiting_line: Statement,
     prune_blocks: Statement,
     prune_events: Statement,
     extend_live: Statement,
@@ -47,6 +52,12 @@ impl Statements {
         let history = HistoryStatements::prepare(client)?;
         let mut p = |sql: &str| client.prepare(sql);
         Ok(Statements {
+            read_cluster: p(&format!(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, clock_ms,
+                        last_alive_ms, licenses_version,
+                        EXISTS (SELECT 1 FROM waiters WHERE seen_ms >= {DB_NOW} - {STALE_MS})
+                 FROM cluster WHERE id = 1"
+            ))?,
             history,
             block_until: p("SELECT until_ms FROM blocks
                 WHERE license_id = $1 AND holder = $2 AND fingerprint = $3 AND until_ms > $4")?,
@@ -134,6 +145,13 @@ impl Statements {
                                        $5::text[], $6::text[])
                      WITH ORDINALITY AS e(at, kind, license_id, seat_id, holder, detail, n)",
             )?,
+            // The shared line as `pg/line.rs` reads it, in the batch.
+            waiting_line: p(&format!(
+                "SELECT holder, fingerprint FROM waiters
+                 WHERE license_id = $1 AND ($2::bigint IS NULL OR id < $2)
+                   AND seen_ms >= {DB_NOW} - {STALE_MS}
+                 ORDER BY id"
+            ))?,
             prune_blocks: p("DELETE FROM blocks WHERE until_ms <= $1")?,
             prune_events: p(
                 "DELETE FROM events WHERE id <= (SELECT last_event_id FROM cluster WHERE id = 1) - $1",
@@ -201,6 +219,9 @@ pub struct PgTx<'t> {
     pub client: &'t mut Client,
     pub statements: &'t Statements,
     pub events: &'t mut PendingEvents,
+    /// Whether any live waiter stood in the shared line when the batch
+    /// began: if not, nobody is ahead of any checkout in it.
+    pub someone_waits: bool,
 }
 
 /// A batch's events, numbered and written only at its commit
@@ -597,6 +618,25 @@ impl LeaseTx for PgTx<'_> {
             &[&until.as_millis(), &license_id, &was_live.as_millis()],
         )?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    /// No round trip while nobody waits (the usual case): the batch read
+    /// that with its clock. A waiter who joined since then came after
+    /// every checkout of this batch.
+    fn waiting_line(&mut self, license_id: &str, before: Option<i64>) -> Result<Vec<Waiter>> {
+        if !self.someone_waits {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .client
+            .query(&self.statements.waiting_line, &[&license_id, &before])?;
+        Ok(rows
+            .iter()
+            .map(|row| Waiter {
+                holder: row.get(0),
+                fingerprint: row.get(1),
+            })
+            .collect())
     }
 
     /// Kept for the commit ([`PendingEvents::write`]), which numbers them:

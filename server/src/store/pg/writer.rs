@@ -61,6 +61,8 @@ pub struct PgBatches {
     licenses_version: i64,
     /// The cluster's "alive" time as this batch found it.
     cluster_last_alive: i64,
+    /// Whether a live waiter stood in the shared line as this batch began.
+    someone_waits: bool,
     savepoint: Savepoint,
     /// The batch's events, numbered at its commit.
     events: PendingEvents,
@@ -74,6 +76,7 @@ struct ClusterNow {
     now: Timestamp,
     last_alive: i64,
     licenses_version: i64,
+    someone_waits: bool,
 }
 
 impl PgBatches {
@@ -91,6 +94,7 @@ impl PgBatches {
             licenses,
             licenses_version,
             cluster_last_alive: 0,
+            someone_waits: false,
             savepoint: Savepoint::None,
             events: PendingEvents::default(),
             events_before_savepoint: 0,
@@ -109,7 +113,7 @@ impl PgBatches {
     /// BEGIN and the locks, then the cluster's clock and policy.
     fn begin_on(&mut self, batch: &[Command]) -> Result<Begun, StoreError> {
         let locks = BatchLocks::of(batch, &self.licenses.current());
-        let Connection { client, .. } = connection(&mut self.conn, &self.config)?;
+        let Connection { client, statements } = connection(&mut self.conn, &self.config)?;
         // The transaction is opened, savepointed and ended by hand (simple
         // queries that carry several statements), so that a batch costs
         // fewer round trips.
@@ -118,7 +122,7 @@ impl PgBatches {
         self.stats
             .lock_wait_us
             .fetch_add(micros(lock_started.elapsed()), Ordering::Relaxed);
-        let cluster = read_cluster(client, &self.clock)?;
+        let cluster = read_cluster(client, statements, &self.clock)?;
         if cluster.licenses_version != self.licenses_version {
             if let Some(licenses) = load_cluster_licenses(client)? {
                 self.licenses.replace(licenses);
@@ -126,6 +130,7 @@ impl PgBatches {
             self.licenses_version = cluster.licenses_version;
         }
         self.cluster_last_alive = cluster.last_alive;
+        self.someone_waits = cluster.someone_waits;
         self.savepoint = Savepoint::None;
         self.events.truncate(0);
         Ok(Begun {
@@ -191,6 +196,7 @@ impl BatchStore for PgBatches {
             client: &mut conn.client,
             statements: &conn.statements,
             events: &mut self.events,
+            someone_waits: self.someone_waits,
         }
     }
 
@@ -301,9 +307,7 @@ impl BatchLocks {
         let mut all_rows = false;
         for cmd in batch {
             let (license_id, exclusive) = match cmd {
-                Command::Rule(RuleCommand::Checkout { req, .. }) => {
-                    (req.license_id.as_str(), true)
-                }
+                Command::Rule(RuleCommand::Checkout { req, .. }) => (req.license_id.as_str(), true),
                 Command::Rule(RuleCommand::Release { license_id, .. }) => {
                     if let Some(lic) = licenses.get(license_id) {
                         rows.insert(lic.id.clone());
@@ -364,13 +368,12 @@ fn begin_and_lock(client: &mut Client, locks: &BatchLocks) -> Result<(), postgre
 
 /// The decision time: the database clock read after the locks, never
 /// behind the cluster's high-water mark.
-fn read_cluster(tx: &mut Client, clock: &DecisionClock) -> Result<ClusterNow, postgres::Error> {
-    let row = tx.query_one(
-        "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, clock_ms,
-                last_alive_ms, licenses_version
-         FROM cluster WHERE id = 1",
-        &[],
-    )?;
+fn read_cluster(
+    tx: &mut Client,
+    statements: &Statements,
+    clock: &DecisionClock,
+) -> Result<ClusterNow, postgres::Error> {
+    let row = tx.query_one(&statements.read_cluster, &[])?;
     let clock = match clock {
         DecisionClock::Database => row.get(0),
         DecisionClock::Injected(c) => c.now().as_millis(),
@@ -380,6 +383,7 @@ fn read_cluster(tx: &mut Client, clock: &DecisionClock) -> Result<ClusterNow, po
         now: Timestamp::from_millis(clock.max(high_water)),
         last_alive: row.get(2),
         licenses_version: row.get(3),
+        someone_waits: row.get(4),
     })
 }
 
