@@ -21,7 +21,7 @@ use tokio::sync::{Notify, broadcast, watch};
 use tokio::time::Instant;
 
 use crate::store::pg::line::SharedLine;
-use crate::store::{CheckoutOutcome, CheckoutRequest, Store, StoreError, Waiter};
+use crate::store::{Ahead, CheckoutOutcome, CheckoutRequest, Store, StoreError, Waiter};
 
 /// The longest a checkout may wait.
 pub const MAX_WAIT_S: u64 = 60;
@@ -84,6 +84,20 @@ impl WaitQueues {
         }
     }
 
+    /// Who stands ahead of a checkout not yet in line: everyone in it. The
+    /// shared line is read by the writer, in the checkout's transaction.
+    pub fn ahead_of_newcomer(&self, license_id: &str) -> Ahead {
+        match &self.shared {
+            Some(_) => Ahead::SharedLine { before: None },
+            None => Ahead::Waiters(
+                self.lock()
+                    .get(license_id)
+                    .map(|line| line.iter().map(|(_, w)| w.clone()).collect())
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+
     /// Join the back of the line.
     pub async fn join(
         self: &Arc<Self>,
@@ -114,22 +128,23 @@ impl WaitQueues {
 }
 
 impl Ticket {
-    /// The waiters ahead of this one, first come first.
-    pub async fn ahead(&self) -> Result<Vec<Waiter>, StoreError> {
-        match (&self.place, &self.queues.shared) {
-            (Place::Shared(id), Some(line)) => line.line.ahead(&self.license_id, Some(*id)).await,
-            (Place::Local(id), _) => Ok(self
-                .queues
-                .lock()
-                .get(&self.license_id)
-                .map(|line| {
-                    line.iter()
-                        .take_while(|(t, _)| t != id)
-                        .map(|(_, w)| w.clone())
-                        .collect()
-                })
-                .unwrap_or_default()),
-            (Place::Shared(_), None) => Ok(Vec::new()),
+    /// The waiters ahead of this one, first come first (the shared line's
+    /// are read by the writer).
+    pub fn ahead(&self) -> Ahead {
+        match &self.place {
+            Place::Shared(id) => Ahead::SharedLine { before: Some(*id) },
+            Place::Local(id) => Ahead::Waiters(
+                self.queues
+                    .lock()
+                    .get(&self.license_id)
+                    .map(|line| {
+                        line.iter()
+                            .take_while(|(t, _)| t != id)
+                            .map(|(_, w)| w.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
         }
     }
 }
@@ -206,8 +221,8 @@ pub async fn checkout_in_line<R>(
         let mut notified = std::pin::pin!(notified);
         notified.as_mut().enable();
         let ahead = match &ticket {
-            Some(t) => t.ahead().await?,
-            None => queues.line(&req.license_id).await?,
+            Some(t) => t.ahead(),
+            None => queues.ahead_of_newcomer(&req.license_id),
         };
         // Decided before the attempt, so the attempt whose refusal the
         // client sees is the one counted as a denial, exactly once.
@@ -279,6 +294,13 @@ mod tests {
         line.into_iter().map(|w| w.holder).collect()
     }
 
+    fn ahead_of(ticket: &Ticket) -> Vec<String> {
+        match ticket.ahead() {
+            Ahead::Waiters(line) => holders(line),
+            shared => panic!("a server's own line, not {shared:?}"),
+        }
+    }
+
     #[tokio::test]
     async fn line_is_first_come_first_served_and_tickets_leave_on_drop() {
         let q = Arc::new(WaitQueues::default());
@@ -286,12 +308,12 @@ mod tests {
         let b = q.join("l", waiter("b")).await.unwrap();
         let c = q.join("l", waiter("c")).await.unwrap();
         let other = q.join("m", waiter("x")).await.unwrap();
-        assert!(a.ahead().await.unwrap().is_empty());
-        assert_eq!(holders(b.ahead().await.unwrap()), ["a"]);
-        assert_eq!(holders(c.ahead().await.unwrap()), ["a", "b"]);
-        assert!(other.ahead().await.unwrap().is_empty());
+        assert!(ahead_of(&a).is_empty());
+        assert_eq!(ahead_of(&b), ["a"]);
+        assert_eq!(ahead_of(&c), ["a", "b"]);
+        assert!(ahead_of(&other).is_empty());
         drop(b);
-        assert_eq!(holders(c.ahead().await.unwrap()), ["a"]);
+        assert_eq!(ahead_of(&c), ["a"]);
         assert_eq!(holders(q.line("l").await.unwrap()), ["a", "c"]);
         drop(a);
         drop(c);

@@ -14,7 +14,8 @@ use leasehold_server::clock::{Clock, ManualClock};
 use leasehold_server::licenses::LicensesHandle;
 use leasehold_server::store::history::{SessionCursor, SessionsQuery, UsageQuery};
 use leasehold_server::store::{
-    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Store, pg, sqlite_migrate_to,
+    Ahead, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Store, pg,
+    sqlite_migrate_to,
 };
 use leasehold_server::usage::{Usage, UsageRange};
 use support::{TestDb, at, license_toml};
@@ -201,7 +202,7 @@ async fn a_scripted_day_adds_up_to_the_hand_count() {
     d.clock.set(s(21));
     let waiting = d
         .store
-        .checkout_applied(req("carol", None, None), Vec::new(), false)
+        .checkout_applied(req("carol", None, None), Ahead::Waiters(Vec::new()), false)
         .await
         .unwrap()
         .committed()

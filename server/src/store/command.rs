@@ -9,8 +9,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::rules::{LeaseTx, Rules};
 use super::{
-    Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, PoolCounts, RevokeOutcome,
-    StoreError, StoreOptions, Waiter,
+    Ahead, Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, PoolCounts, RevokeOutcome,
+    StoreError, StoreOptions,
 };
 
 pub type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
@@ -34,7 +34,7 @@ pub enum RuleCommand {
         req: CheckoutRequest,
         /// Waiters in line ahead of this checkout, first come first: the
         /// seats the rules would give them are spoken for.
-        ahead: Vec<Waiter>,
+        ahead: Ahead,
         /// A refusal is an answer the client sees (counted in the usage
         /// history's denials); `false` for a `?wait=` attempt that will be
         /// retried.
@@ -148,7 +148,14 @@ pub fn apply<T: LeaseTx>(
             ahead,
             counted,
             reply,
-        } => early(reply, rules.checkout(&req, &ahead, counted), commit),
+        } => {
+            let ahead = match ahead {
+                Ahead::Waiters(waiters) => Ok(waiters),
+                Ahead::SharedLine { before } => rules.tx.waiting_line(&req.license_id, before),
+            };
+            let decided = ahead.and_then(|ahead| rules.checkout(&req, &ahead, counted));
+            early(reply, decided, commit)
+        }
         RuleCommand::Heartbeat {
             license_id,
             seat_id,

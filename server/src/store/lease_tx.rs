@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use leasehold_common::Timestamp;
 use leasehold_common::api::{EventKind, SessionEnd};
 
-use super::{LeaseRow, SeatMode, StoreError};
+use super::{LeaseRow, SeatMode, StoreError, Waiter};
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
@@ -133,8 +133,15 @@ pub trait LeaseTx {
         was_live: Timestamp,
         until: Timestamp,
     ) -> Result<usize>;
+    /// The shared waiting line's live waiters of the license (PostgreSQL's
+    /// `waiters`), first come first; with `before`, those ahead of that row.
+    /// A store whose line lives in the server (SQLite: `queue.rs`, sent
+    /// with the command as [`super::Ahead::Waiters`]) has none here.
+    fn waiting_line(&mut self, license_id: &str, before: Option<i64>) -> Result<Vec<Waiter>>;
     /// Append events in order; the store assigns their ids (increasing) and
-    /// returns them in the same order.
+    /// returns them in the same order. A store that numbers a batch's
+    /// events only when it commits (PostgreSQL, whose subscribers read the
+    /// numbered events from its table) returns 0 for each.
     fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>>;
 }
 

@@ -10,7 +10,7 @@ use leasehold_common::Timestamp;
 use leasehold_common::api::{Event, SessionEnd};
 
 use super::rules::{EndedSession, LeaseTx, NewEvent, Result};
-use super::{LeaseRow, Scope, SeatMode};
+use super::{LeaseRow, Scope, SeatMode, Waiter};
 
 /// A lease and the Idempotency-Key it was checked out with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,6 +296,11 @@ impl LeaseTx for MemoryStore {
             }
         }
         Ok(extended)
+    }
+
+    /// The rules' tests pass the line with each checkout.
+    fn waiting_line(&mut self, _license_id: &str, _before: Option<i64>) -> Result<Vec<Waiter>> {
+        Ok(Vec::new())
     }
 
     fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>> {

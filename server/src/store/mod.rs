@@ -233,6 +233,17 @@ pub struct CheckoutRequest {
 /// Who stands in a license's waiting line: what the rules need to tell
 /// whether a freed seat would go to them (their holder cap, their group's
 /// reservation and max).
+/// Who stands in line ahead of a checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ahead {
+    /// Known when the command was queued (a server's own line).
+    Waiters(Vec<Waiter>),
+    /// The shared line (PostgreSQL), read by the writer inside the batch's
+    /// transaction ([`rules::LeaseTx::waiting_line`]): every waiter, or
+    /// those before this checkout's own row.
+    SharedLine { before: Option<i64> },
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiter {
     pub holder: String,
@@ -448,7 +459,7 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed)?
     }
     pub async fn checkout(&self, req: CheckoutRequest) -> Result<CheckoutOutcome, StoreError> {
-        self.checkout_applied(req, Vec::new(), true)
+        self.checkout_applied(req, Ahead::Waiters(Vec::new()), true)
             .await?
             .committed()
             .await
@@ -465,7 +476,7 @@ impl Store {
     pub async fn checkout_applied(
         &self,
         req: CheckoutRequest,
-        ahead: Vec<Waiter>,
+        ahead: Ahead,
         counted: bool,
     ) -> Result<Applied<CheckoutOutcome>, StoreError> {
         self.call(|reply| RuleCommand::Checkout {

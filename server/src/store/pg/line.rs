@@ -15,7 +15,7 @@ pub const STALE_MS: i64 = 5_000;
 /// Rows of dead replicas are deleted after this long.
 const FORGET_MS: i64 = 60_000;
 
-const DB_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+pub(super) const DB_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// The line, on the replica's pool.
 #[derive(Clone)]

@@ -220,6 +220,46 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE ui_sessions ADD COLUMN token_fp TEXT NOT NULL DEFAULT '';
     "#,
+    // v11: a pool count that does not scan the live leases. `lease_rows`
+    // holds how many rows each license has in `leases`, kept by statement
+    // triggers in the very transactions that insert and delete them (so it
+    // is exact whatever writes the table); a license's live seats are its
+    // rows minus its lapsed-but-unreaped ones, which the reaper keeps few
+    // and `leases_by_license_expiry` finds without visiting the live ones.
+    r#"
+    CREATE TABLE lease_rows (
+        license_id TEXT PRIMARY KEY,
+        rows       BIGINT NOT NULL
+    );
+    INSERT INTO lease_rows SELECT license_id, count(*) FROM leases GROUP BY license_id;
+
+    CREATE FUNCTION lease_rows_added() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO lease_rows (license_id, rows)
+            SELECT license_id, count(*) FROM added GROUP BY license_id
+            ON CONFLICT (license_id) DO UPDATE SET rows = lease_rows.rows + excluded.rows;
+        RETURN NULL;
+    END $$;
+    CREATE FUNCTION lease_rows_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE lease_rows r SET rows = r.rows - gone.n
+            FROM (SELECT license_id, count(*) AS n FROM removed GROUP BY license_id) gone
+            WHERE r.license_id = gone.license_id;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER leases_added AFTER INSERT ON leases
+        REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION lease_rows_added();
+    CREATE TRIGGER leases_removed AFTER DELETE ON leases
+        REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION lease_rows_removed();
+    -- A lease never moves to another license; refuse what would break the count.
+    CREATE FUNCTION lease_license_fixed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'a lease cannot move to another license';
+    END $$;
+    CREATE TRIGGER leases_license_fixed BEFORE UPDATE OF license_id ON leases
+        FOR EACH ROW WHEN (OLD.license_id IS DISTINCT FROM NEW.license_id)
+        EXECUTE FUNCTION lease_license_fixed();
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -9,7 +9,8 @@ use leasehold_common::Timestamp;
 use postgres::{Client, Row, Statement};
 
 use super::super::rules::{EndedSession, LeaseTx, NewEvent, Result};
-use crate::store::{LeaseRow, Scope, SeatMode, lease_columns};
+use super::line::{DB_NOW, STALE_MS};
+use crate::store::{LeaseRow, Scope, SeatMode, Waiter, lease_columns};
 
 const LEASE_COLUMNS: &str = lease_columns!();
 
@@ -21,6 +22,9 @@ const SCOPED: &str = "license_id = $1 AND expires_at >= $2
 
 /// Every statement the writer runs, prepared once per connection.
 pub struct Statements {
+    /// The batch's clock, the cluster's state and whether anyone waits in
+    /// line (`pg/writer.rs`: `read_cluster`).
+    pub read_cluster: Statement,
     history: HistoryStatements,
     block_until: Statement,
     set_block: Statement,
@@ -36,8 +40,8 @@ pub struct Statements {
     renew_lease: Statement,
     delete_lease: Statement,
     reap_leases: Statement,
-    take_event_ids: Statement,
-    insert_events: Statement,
+    number_events: Statement,
+    waiting_line: Statement,
     prune_blocks: Statement,
     prune_events: Statement,
     extend_live: Statement,
@@ -48,6 +52,12 @@ impl Statements {
         let history = HistoryStatements::prepare(client)?;
         let mut p = |sql: &str| client.prepare(sql);
         Ok(Statements {
+            read_cluster: p(&format!(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, clock_ms,
+                        last_alive_ms, licenses_version,
+                        EXISTS (SELECT 1 FROM waiters WHERE seen_ms >= {DB_NOW} - {STALE_MS})
+                 FROM cluster WHERE id = 1"
+            ))?,
             history,
             block_until: p("SELECT until_ms FROM blocks
                 WHERE license_id = $1 AND holder = $2 AND fingerprint = $3 AND until_ms > $4")?,
@@ -68,8 +78,15 @@ impl Statements {
                           seat_id COLLATE \"C\" DESC
                  LIMIT 1"
             ))?,
+            // The license's rows (`lease_rows`, kept by the triggers) less
+            // its lapsed ones: the complement of the live predicate
+            // (`expires_at >= $2`), so exactly the live count, without
+            // visiting the live leases. One statement reads both terms in
+            // one snapshot, and a trigger's update commits with the rows it
+            // counts, so they agree.
             live_count: p(
-                "SELECT count(*) FROM leases WHERE license_id = $1 AND expires_at >= $2",
+                "SELECT coalesce((SELECT rows FROM lease_rows WHERE license_id = $1), 0)
+                      - (SELECT count(*) FROM leases WHERE license_id = $1 AND expires_at < $2)",
             )?,
             earliest_live: p(
                 "SELECT min(expires_at) FROM leases WHERE license_id = $1 AND expires_at >= $2",
@@ -110,15 +127,31 @@ impl Statements {
                  RETURNING l.seat_id, l.license_id, l.holder, l.fingerprint, l.checked_out_at,
                            l.issued_at, l.expires_at, l.grp, l.mode",
             )?,
-            take_event_ids: p(
-                "UPDATE cluster SET last_event_id = last_event_id + $1 WHERE id = 1
-                 RETURNING last_event_id",
+            // At the commit, under the cluster row's lock: the batch's
+            // events get the next ids (gap-free, visible in id order), and
+            // the high-water mark and "alive" time move, in one statement.
+            number_events: p(
+                "WITH numbered AS (
+                     UPDATE cluster
+                     SET last_event_id = last_event_id + cardinality($1::bigint[]),
+                         clock_ms = greatest(clock_ms, $7),
+                         last_alive_ms = greatest(last_alive_ms, $7)
+                     WHERE id = 1
+                     RETURNING last_event_id - cardinality($1::bigint[]) AS before)
+                 INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
+                 SELECT numbered.before + e.n, e.at, e.kind, e.license_id, e.seat_id,
+                        e.holder, e.detail
+                 FROM numbered, unnest($1::bigint[], $2::text[], $3::text[], $4::text[],
+                                       $5::text[], $6::text[])
+                     WITH ORDINALITY AS e(at, kind, license_id, seat_id, holder, detail, n)",
             )?,
-            insert_events: p(
-                "INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
-                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],
-                                      $5::text[], $6::text[], $7::text[])",
-            )?,
+            // The shared line as `pg/line.rs` reads it, in the batch.
+            waiting_line: p(&format!(
+                "SELECT holder, fingerprint FROM waiters
+                 WHERE license_id = $1 AND ($2::bigint IS NULL OR id < $2)
+                   AND seen_ms >= {DB_NOW} - {STALE_MS}
+                 ORDER BY id"
+            ))?,
             prune_blocks: p("DELETE FROM blocks WHERE until_ms <= $1")?,
             prune_events: p(
                 "DELETE FROM events WHERE id <= (SELECT last_event_id FROM cluster WHERE id = 1) - $1",
@@ -181,10 +214,82 @@ impl HistoryStatements {
 }
 
 /// One command's view of the writer's transaction: the client, inside the
-/// transaction the writer opened on it.
+/// transaction the writer opened on it, and the batch's events so far.
 pub struct PgTx<'t> {
     pub client: &'t mut Client,
     pub statements: &'t Statements,
+    pub events: &'t mut PendingEvents,
+    /// Whether any live waiter stood in the shared line when the batch
+    /// began: if not, nobody is ahead of any checkout in it.
+    pub someone_waits: bool,
+}
+
+/// A batch's events, numbered and written only at its commit
+/// ([`PendingEvents::write`]), so the cluster row (whose lock makes ids
+/// gap-free) is held for the commit alone, not from a batch's first event.
+#[derive(Default)]
+pub struct PendingEvents {
+    at: Vec<i64>,
+    kind: Vec<&'static str>,
+    license_id: Vec<Option<String>>,
+    seat_id: Vec<Option<String>>,
+    holder: Vec<Option<String>>,
+    detail: Vec<Option<String>>,
+}
+
+impl PendingEvents {
+    pub fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
+
+    /// Forget the events after the first `len` (a command rolled back).
+    pub fn truncate(&mut self, len: usize) {
+        self.at.truncate(len);
+        self.kind.truncate(len);
+        self.license_id.truncate(len);
+        self.seat_id.truncate(len);
+        self.holder.truncate(len);
+        self.detail.truncate(len);
+    }
+
+    fn push(&mut self, e: &NewEvent<'_>) {
+        let owned = |s: Option<&str>| s.map(str::to_string);
+        self.at.push(e.at.as_millis());
+        self.kind.push(e.kind.as_str());
+        self.license_id.push(owned(e.license_id));
+        self.seat_id.push(owned(e.seat_id));
+        self.holder.push(owned(e.holder));
+        self.detail.push(owned(e.detail));
+    }
+
+    /// Number and insert the events, and move the cluster's high-water mark
+    /// and "alive" time to `now`: one statement, which takes the cluster
+    /// row's lock until the commit that follows it. Empties the list.
+    pub fn write(
+        &mut self,
+        client: &mut Client,
+        statements: &Statements,
+        now: Timestamp,
+    ) -> std::result::Result<(), postgres::Error> {
+        client.execute(
+            &statements.number_events,
+            &[
+                &self.at,
+                &self.kind,
+                &self.license_id,
+                &self.seat_id,
+                &self.holder,
+                &self.detail,
+                &now.as_millis(),
+            ],
+        )?;
+        self.truncate(0);
+        Ok(())
+    }
 }
 
 pub fn lease_from_row(r: &Row) -> LeaseRow {
@@ -515,31 +620,32 @@ impl LeaseTx for PgTx<'_> {
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
-    /// Ids for the whole set in one update of the cluster row, the rows in
-    /// one `unnest` insert.
-    fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>> {
-        if events.is_empty() {
+    /// No round trip while nobody waits (the usual case): the batch read
+    /// that with its clock. A waiter who joined since then came after
+    /// every checkout of this batch.
+    fn waiting_line(&mut self, license_id: &str, before: Option<i64>) -> Result<Vec<Waiter>> {
+        if !self.someone_waits {
             return Ok(Vec::new());
         }
-        let n = events.len() as i64;
-        let last: i64 = self
+        let rows = self
             .client
-            .query_one(&self.statements.take_event_ids, &[&n])?
-            .get(0);
-        let ids: Vec<i64> = (last - n + 1..=last).collect();
-        let ats: Vec<i64> = events.iter().map(|e| e.at.as_millis()).collect();
-        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
-        let optional = |f: for<'e> fn(&'e NewEvent<'_>) -> Option<&'e str>| {
-            events.iter().map(f).collect::<Vec<_>>()
-        };
-        let licenses = optional(|e| e.license_id);
-        let seats = optional(|e| e.seat_id);
-        let holders = optional(|e| e.holder);
-        let details = optional(|e| e.detail);
-        self.client.execute(
-            &self.statements.insert_events,
-            &[&ids, &ats, &kinds, &licenses, &seats, &holders, &details],
-        )?;
-        Ok(ids)
+            .query(&self.statements.waiting_line, &[&license_id, &before])?;
+        Ok(rows
+            .iter()
+            .map(|row| Waiter {
+                holder: row.get(0),
+                fingerprint: row.get(1),
+            })
+            .collect())
+    }
+
+    /// Kept for the commit ([`PendingEvents::write`]), which numbers them:
+    /// the ids here are 0. Nothing reads them: a replica's subscribers get
+    /// every replica's events, numbered, from the table (the follower).
+    fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>> {
+        for e in events {
+            self.events.push(e);
+        }
+        Ok(vec![0; events.len()])
     }
 }

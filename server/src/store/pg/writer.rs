@@ -5,16 +5,21 @@
 //! 1. take each touched license's advisory lock, in key order (exclusive for
 //!    a checkout, shared for the rest), so checkouts of one license are
 //!    serialized across every replica and a heartbeat never revives a lease
-//!    a concurrent checkout already counted as lapsed;
+//!    a concurrent checkout already counted as lapsed; then the
+//!    `lease_rows` rows (the pool counts, see `schema.rs` v11) its inserts
+//!    and deletes will update, in license order (every license's for a
+//!    revoke or a reap, which may touch any);
 //! 2. read the database clock *after* the locks, kept monotonic by the
 //!    cluster's high-water mark, and the cluster's policy version;
 //! 3. apply the cluster-wide outage rule if the cluster made no progress
 //!    for longer than the stall threshold (once: under the cluster row lock);
 //! 4. apply each command by the rules, in its own savepoint;
-//! 5. move the high-water mark and "alive" time, wake the other replicas'
-//!    event followers (`NOTIFY`), and commit.
+//! 5. number and write the batch's events (kept until now, so the cluster
+//!    row is locked only for the commit), move the high-water mark and
+//!    "alive" time, wake the other replicas' event followers (`NOTIFY`),
+//!    and commit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -22,7 +27,7 @@ use std::time::{Duration, Instant};
 use leasehold_common::{Licenses, Timestamp};
 use postgres::Client;
 
-use super::tx::{PgTx, Statements};
+use super::tx::{PendingEvents, PgTx, Statements};
 use super::{EVENTS_CHANNEL, advisory_key, connect_sync};
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
@@ -56,7 +61,13 @@ pub struct PgBatches {
     licenses_version: i64,
     /// The cluster's "alive" time as this batch found it.
     cluster_last_alive: i64,
+    /// Whether a live waiter stood in the shared line as this batch began.
+    someone_waits: bool,
     savepoint: Savepoint,
+    /// The batch's events, numbered at its commit.
+    events: PendingEvents,
+    /// How many of them the commands before the current savepoint wrote.
+    events_before_savepoint: usize,
     stats: Arc<WriterStats>,
 }
 
@@ -65,6 +76,7 @@ struct ClusterNow {
     now: Timestamp,
     last_alive: i64,
     licenses_version: i64,
+    someone_waits: bool,
 }
 
 impl PgBatches {
@@ -82,7 +94,10 @@ impl PgBatches {
             licenses,
             licenses_version,
             cluster_last_alive: 0,
+            someone_waits: false,
             savepoint: Savepoint::None,
+            events: PendingEvents::default(),
+            events_before_savepoint: 0,
             stats,
         }
     }
@@ -97,8 +112,8 @@ impl PgBatches {
 
     /// BEGIN and the locks, then the cluster's clock and policy.
     fn begin_on(&mut self, batch: &[Command]) -> Result<Begun, StoreError> {
-        let locks = license_locks(batch);
-        let Connection { client, .. } = connection(&mut self.conn, &self.config)?;
+        let locks = BatchLocks::of(batch, &self.licenses.current());
+        let Connection { client, statements } = connection(&mut self.conn, &self.config)?;
         // The transaction is opened, savepointed and ended by hand (simple
         // queries that carry several statements), so that a batch costs
         // fewer round trips.
@@ -107,7 +122,7 @@ impl PgBatches {
         self.stats
             .lock_wait_us
             .fetch_add(micros(lock_started.elapsed()), Ordering::Relaxed);
-        let cluster = read_cluster(client, &self.clock)?;
+        let cluster = read_cluster(client, statements, &self.clock)?;
         if cluster.licenses_version != self.licenses_version {
             if let Some(licenses) = load_cluster_licenses(client)? {
                 self.licenses.replace(licenses);
@@ -115,7 +130,9 @@ impl PgBatches {
             self.licenses_version = cluster.licenses_version;
         }
         self.cluster_last_alive = cluster.last_alive;
+        self.someone_waits = cluster.someone_waits;
         self.savepoint = Savepoint::None;
+        self.events.truncate(0);
         Ok(Begun {
             now: cluster.now,
             licenses: self.licenses.current(),
@@ -171,13 +188,22 @@ impl BatchStore for PgBatches {
     }
 
     fn tx(&mut self) -> PgTx<'_> {
-        let Connection { client, statements } = self.open();
-        PgTx { client, statements }
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("a batch runs only after begin connected");
+        PgTx {
+            client: &mut conn.client,
+            statements: &conn.statements,
+            events: &mut self.events,
+            someone_waits: self.someone_waits,
+        }
     }
 
     /// One round trip: release the previous savepoint and open this one's
     /// in the same simple query.
     fn open_savepoint(&mut self) -> Result<(), StoreError> {
+        self.events_before_savepoint = self.events.len();
         let sql = match self.savepoint {
             Savepoint::None => "SAVEPOINT cmd",
             Savepoint::Used => "RELEASE SAVEPOINT cmd; SAVEPOINT cmd",
@@ -197,6 +223,7 @@ impl BatchStore for PgBatches {
         }
         // The savepoint stays, as it was before the command.
         self.savepoint = Savepoint::Clean;
+        self.events.truncate(self.events_before_savepoint);
         if let Err(e) = self
             .open()
             .client
@@ -207,12 +234,18 @@ impl BatchStore for PgBatches {
         }
     }
 
-    fn commit(&mut self, now: Timestamp, wrote_events: bool) -> Result<(), String> {
-        let client = &mut self.open().client;
-        finish_batch(client, now, wrote_events).map_err(|e| e.to_string())
+    /// The events' commands succeeded (the batch forgot the others'), so
+    /// `wrote_events` is whether any are pending.
+    fn commit(&mut self, now: Timestamp, _wrote_events: bool) -> Result<(), String> {
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("a batch runs only after begin connected");
+        finish_batch(conn, &mut self.events, now).map_err(|e| e.to_string())
     }
 
     fn rollback(&mut self) {
+        self.events.truncate(0);
         if let Some(conn) = &mut self.conn {
             rollback(&mut conn.client);
         }
@@ -246,30 +279,70 @@ fn connection<'c>(
     Ok(conn.as_mut().expect("connected above"))
 }
 
-/// The advisory locks a batch needs: exclusive where it checks out, shared
-/// where it only renews or releases, in key order (every replica takes
-/// them in the same order, so two batches never wait on each other in a
-/// cycle).
-fn license_locks(batch: &[Command]) -> BTreeMap<i64, bool> {
-    let mut locks = BTreeMap::new();
-    for cmd in batch {
-        let (license_id, exclusive) = match cmd {
-            Command::Rule(RuleCommand::Checkout { req, .. }) => (req.license_id.as_str(), true),
-            Command::Rule(
-                RuleCommand::Heartbeat { license_id, .. } | RuleCommand::Release { license_id, .. },
-            ) => (license_id.as_str(), false),
-            _ => continue,
-        };
-        *locks.entry(advisory_key(license_id)).or_insert(false) |= exclusive;
-    }
-    locks
+/// The locks a batch takes before its first command, so that two batches
+/// never wait on each other in a cycle.
+struct BatchLocks {
+    /// License advisory locks by key, in key order: exclusive where the
+    /// batch checks out, shared where it only renews or releases.
+    advisory: BTreeMap<i64, bool>,
+    /// The `lease_rows` rows the batch's inserts and deletes will update
+    /// (their statement triggers do), in license id order.
+    rows: RowLocks,
 }
 
-/// `BEGIN` and every license lock, in key order, in one simple query (its
-/// statements run in order; the keys are our own integers).
-fn begin_and_lock(client: &mut Client, locks: &BTreeMap<i64, bool>) -> Result<(), postgres::Error> {
+enum RowLocks {
+    /// Every license's: a revoke or a reap may delete any license's leases.
+    All,
+    /// The named licenses' (checkouts and releases name theirs).
+    Licenses(BTreeSet<String>),
+}
+
+impl BatchLocks {
+    /// Only licenses of the policy get row locks: their ids are plain ASCII
+    /// (safe to inline in SQL), and a command for an unknown license
+    /// inserts and deletes nothing.
+    fn of(batch: &[Command], licenses: &Licenses) -> BatchLocks {
+        let mut advisory = BTreeMap::new();
+        let mut rows = BTreeSet::new();
+        let mut all_rows = false;
+        for cmd in batch {
+            let (license_id, exclusive) = match cmd {
+                Command::Rule(RuleCommand::Checkout { req, .. }) => (req.license_id.as_str(), true),
+                Command::Rule(RuleCommand::Release { license_id, .. }) => {
+                    if let Some(lic) = licenses.get(license_id) {
+                        rows.insert(lic.id.clone());
+                    }
+                    (license_id.as_str(), false)
+                }
+                Command::Rule(RuleCommand::Heartbeat { license_id, .. }) => {
+                    (license_id.as_str(), false)
+                }
+                Command::Rule(RuleCommand::Revoke { .. } | RuleCommand::Reap { .. }) => {
+                    all_rows = true;
+                    continue;
+                }
+                _ => continue,
+            };
+            if exclusive && let Some(lic) = licenses.get(license_id) {
+                rows.insert(lic.id.clone());
+            }
+            *advisory.entry(advisory_key(license_id)).or_insert(false) |= exclusive;
+        }
+        let rows = if all_rows {
+            RowLocks::All
+        } else {
+            RowLocks::Licenses(rows)
+        };
+        BatchLocks { advisory, rows }
+    }
+}
+
+/// `BEGIN`, every license lock in key order, then the `lease_rows` rows in
+/// license order, in one simple query (its statements run in order; the
+/// keys are our own integers, the license ids the policy's plain ones).
+fn begin_and_lock(client: &mut Client, locks: &BatchLocks) -> Result<(), postgres::Error> {
     let mut sql = String::from("BEGIN;");
-    for (key, exclusive) in locks {
+    for (key, exclusive) in &locks.advisory {
         let f = if *exclusive {
             "pg_advisory_xact_lock"
         } else {
@@ -277,18 +350,30 @@ fn begin_and_lock(client: &mut Client, locks: &BTreeMap<i64, bool>) -> Result<()
         };
         sql.push_str(&format!(" SELECT {f}('{key}'::bigint);"));
     }
+    let rows = "SELECT 1 FROM lease_rows";
+    let in_order = "ORDER BY license_id COLLATE \"C\" FOR NO KEY UPDATE;";
+    match &locks.rows {
+        RowLocks::All => sql.push_str(&format!(" {rows} {in_order}")),
+        RowLocks::Licenses(ids) if ids.is_empty() => {}
+        RowLocks::Licenses(ids) => {
+            let ids: Vec<String> = ids.iter().map(|id| format!("'{id}'")).collect();
+            sql.push_str(&format!(
+                " {rows} WHERE license_id IN ({}) {in_order}",
+                ids.join(", ")
+            ));
+        }
+    }
     client.batch_execute(&sql)
 }
 
 /// The decision time: the database clock read after the locks, never
 /// behind the cluster's high-water mark.
-fn read_cluster(tx: &mut Client, clock: &DecisionClock) -> Result<ClusterNow, postgres::Error> {
-    let row = tx.query_one(
-        "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, clock_ms,
-                last_alive_ms, licenses_version
-         FROM cluster WHERE id = 1",
-        &[],
-    )?;
+fn read_cluster(
+    tx: &mut Client,
+    statements: &Statements,
+    clock: &DecisionClock,
+) -> Result<ClusterNow, postgres::Error> {
+    let row = tx.query_one(&statements.read_cluster, &[])?;
     let clock = match clock {
         DecisionClock::Database => row.get(0),
         DecisionClock::Injected(c) => c.now().as_millis(),
@@ -298,6 +383,7 @@ fn read_cluster(tx: &mut Client, clock: &DecisionClock) -> Result<ClusterNow, po
         now: Timestamp::from_millis(clock.max(high_water)),
         last_alive: row.get(2),
         licenses_version: row.get(3),
+        someone_waits: row.get(4),
     })
 }
 
@@ -314,31 +400,37 @@ pub(super) fn load_cluster_licenses(tx: &mut Client) -> Result<Option<Licenses>,
     }
 }
 
-/// Move the clock's high-water mark and the cluster's "alive" time, wake
-/// the event followers, commit: one simple query, so the cluster row's lock
-/// (which serializes every replica's commits) is held for one round trip
-/// less. A failed statement skips the rest (the transaction is then rolled
-/// back); the `UPDATE` also fails in a transaction an earlier error aborted,
-/// so `COMMIT` never silently ends one as a rollback.
+/// Number and write the batch's events, move the clock's high-water mark
+/// and the cluster's "alive" time, wake the event followers, commit. The
+/// cluster row's lock (which serializes every replica's commits and makes
+/// event ids gap-free) is taken here, so it is held for this and the
+/// commit's round trip only. A failed statement skips the rest (the
+/// transaction is then rolled back); the `UPDATE` also fails in a
+/// transaction an earlier error aborted, so `COMMIT` never silently ends
+/// one as a rollback.
 fn finish_batch(
-    client: &mut Client,
+    conn: &mut Connection,
+    events: &mut PendingEvents,
     now: Timestamp,
-    wrote_events: bool,
 ) -> Result<(), postgres::Error> {
-    let now = now.as_millis();
-    let notify = if wrote_events {
-        format!(" NOTIFY {EVENTS_CHANNEL};")
+    let result = if events.is_empty() {
+        let now = now.as_millis();
+        conn.client.batch_execute(&format!(
+            "UPDATE cluster SET clock_ms = greatest(clock_ms, {now}::bigint),
+                                last_alive_ms = greatest(last_alive_ms, {now}::bigint)
+             WHERE id = 1; COMMIT"
+        ))
     } else {
-        String::new()
+        events
+            .write(&mut conn.client, &conn.statements, now)
+            .and_then(|()| {
+                conn.client
+                    .batch_execute(&format!("NOTIFY {EVENTS_CHANNEL}; COMMIT"))
+            })
     };
-    let sql = format!(
-        "UPDATE cluster SET clock_ms = greatest(clock_ms, {now}::bigint),
-                            last_alive_ms = greatest(last_alive_ms, {now}::bigint)
-         WHERE id = 1;{notify} COMMIT"
-    );
-    let result = client.batch_execute(&sql);
     if result.is_err() {
-        rollback(client);
+        events.truncate(0);
+        rollback(&mut conn.client);
     }
     result
 }

@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::live_index::LiveIndex;
 use super::rows::{lease_columns, lease_from_row};
 use crate::store::rules::{EndedSession, LeaseTx, NewEvent, Result};
-use crate::store::{LeaseRow, Scope};
+use crate::store::{LeaseRow, Scope, Waiter};
 
 /// The writer's connection and live index, for one batch.
 pub struct SqliteTx<'a> {
@@ -333,6 +333,11 @@ impl LeaseTx for SqliteTx<'_> {
              WHERE license_id = ?2 AND expires_at >= ?3 AND expires_at < ?1 AND mode = 0",
             params![until.as_millis(), license_id, was_live.as_millis()],
         )?)
+    }
+
+    /// This server's line is in `queue.rs`; its checkouts bring it along.
+    fn waiting_line(&mut self, _license_id: &str, _before: Option<i64>) -> Result<Vec<Waiter>> {
+        Ok(Vec::new())
     }
 
     fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>> {
