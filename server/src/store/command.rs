@@ -80,7 +80,7 @@ pub enum RuleCommand {
         kind: EventKind,
         license_id: Option<String>,
         detail: String,
-        reply: Reply<Event>,
+        reply: Reply<()>,
     },
 }
 

@@ -568,7 +568,7 @@ impl Store {
         kind: EventKind,
         license_id: Option<String>,
         detail: String,
-    ) -> Result<Event, StoreError> {
+    ) -> Result<(), StoreError> {
         self.call(|reply| RuleCommand::RecordEvent {
             kind,
             license_id,

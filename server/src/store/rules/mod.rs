@@ -91,14 +91,14 @@ impl<'a, T: LeaseTx> Rules<'a, T> {
     }
 
     /// Append an event that is not tied to a lease change (config reloads).
+    /// Its id is known once its batch commits (on PostgreSQL, only then).
     pub fn record_event(
         &mut self,
         kind: EventKind,
         license_id: Option<&str>,
         detail: &str,
-    ) -> Result<Event> {
-        self.event(kind, license_id, None, None, Some(detail))?;
-        Ok(self.events.last().cloned().expect("event just recorded"))
+    ) -> Result<()> {
+        self.event(kind, license_id, None, None, Some(detail))
     }
 
     /// A denied checkout, logged once per holder per throttle window.
