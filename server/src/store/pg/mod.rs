@@ -12,6 +12,7 @@
 //! their own, exactly as on SQLite; everything async uses `tokio-postgres`.
 
 mod backend;
+mod batch_state;
 pub mod follower;
 mod history;
 pub mod line;

@@ -9,6 +9,7 @@ use leasehold_common::Timestamp;
 use postgres::{Client, Row, Statement};
 
 use super::super::rules::{EndedSession, LeaseTx, NewEvent, Result};
+use super::batch_state::BatchState;
 use super::line::{DB_NOW, STALE_MS};
 use crate::store::{LeaseRow, Scope, SeatMode, Waiter, lease_columns};
 
@@ -37,10 +38,11 @@ pub struct Statements {
     earliest_live_scoped: Statement,
     lease: Statement,
     insert_lease: Statement,
-    renew_lease: Statement,
     delete_lease: Statement,
     reap_leases: Statement,
-    number_events: Statement,
+    pub(super) number_events: Statement,
+    pub(super) leases_by_seat: Statement,
+    pub(super) renew_leases: Statement,
     waiting_line: Statement,
     prune_blocks: Statement,
     prune_events: Statement,
@@ -108,9 +110,6 @@ impl Statements {
                                      checked_out_at, issued_at, expires_at, grp, mode)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )?,
-            renew_lease: p(
-                "UPDATE leases SET issued_at = $2, expires_at = $3, mode = $4 WHERE seat_id = $1",
-            )?,
             delete_lease: p(&format!(
                 "DELETE FROM leases WHERE seat_id = $1 AND ($2::text IS NULL OR license_id = $2)
                  RETURNING {LEASE_COLUMNS}"
@@ -144,6 +143,16 @@ impl Statements {
                  FROM numbered, unnest($1::bigint[], $2::text[], $3::text[], $4::text[],
                                        $5::text[], $6::text[])
                      WITH ORDINALITY AS e(at, kind, license_id, seat_id, holder, detail, n)",
+            )?,
+            leases_by_seat: p(&format!(
+                "SELECT {LEASE_COLUMNS} FROM leases WHERE seat_id = ANY($1::text[])"
+            ))?,
+            renew_leases: p(
+                "UPDATE leases l SET issued_at = u.issued_at, expires_at = u.expires_at,
+                                     mode = u.mode
+                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::int[])
+                     AS u(seat_id, issued_at, expires_at, mode)
+                 WHERE l.seat_id = u.seat_id",
             )?,
             // The shared line as `pg/line.rs` reads it, in the batch.
             waiting_line: p(&format!(
@@ -214,82 +223,12 @@ impl HistoryStatements {
 }
 
 /// One command's view of the writer's transaction: the client, inside the
-/// transaction the writer opened on it, and the batch's events so far.
+/// transaction the writer opened on it, and what the batch keeps on this
+/// side (its events, heartbeat renewals, leases read up front, savepoint).
 pub struct PgTx<'t> {
     pub client: &'t mut Client,
     pub statements: &'t Statements,
-    pub events: &'t mut PendingEvents,
-    /// Whether any live waiter stood in the shared line when the batch
-    /// began: if not, nobody is ahead of any checkout in it.
-    pub someone_waits: bool,
-}
-
-/// A batch's events, numbered and written only at its commit
-/// ([`PendingEvents::write`]), so the cluster row (whose lock makes ids
-/// gap-free) is held for the commit alone, not from a batch's first event.
-#[derive(Default)]
-pub struct PendingEvents {
-    at: Vec<i64>,
-    kind: Vec<&'static str>,
-    license_id: Vec<Option<String>>,
-    seat_id: Vec<Option<String>>,
-    holder: Vec<Option<String>>,
-    detail: Vec<Option<String>>,
-}
-
-impl PendingEvents {
-    pub fn len(&self) -> usize {
-        self.at.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.at.is_empty()
-    }
-
-    /// Forget the events after the first `len` (a command rolled back).
-    pub fn truncate(&mut self, len: usize) {
-        self.at.truncate(len);
-        self.kind.truncate(len);
-        self.license_id.truncate(len);
-        self.seat_id.truncate(len);
-        self.holder.truncate(len);
-        self.detail.truncate(len);
-    }
-
-    fn push(&mut self, e: &NewEvent<'_>) {
-        let owned = |s: Option<&str>| s.map(str::to_string);
-        self.at.push(e.at.as_millis());
-        self.kind.push(e.kind.as_str());
-        self.license_id.push(owned(e.license_id));
-        self.seat_id.push(owned(e.seat_id));
-        self.holder.push(owned(e.holder));
-        self.detail.push(owned(e.detail));
-    }
-
-    /// Number and insert the events, and move the cluster's high-water mark
-    /// and "alive" time to `now`: one statement, which takes the cluster
-    /// row's lock until the commit that follows it. Empties the list.
-    pub fn write(
-        &mut self,
-        client: &mut Client,
-        statements: &Statements,
-        now: Timestamp,
-    ) -> std::result::Result<(), postgres::Error> {
-        client.execute(
-            &statements.number_events,
-            &[
-                &self.at,
-                &self.kind,
-                &self.license_id,
-                &self.seat_id,
-                &self.holder,
-                &self.detail,
-                &now.as_millis(),
-            ],
-        )?;
-        self.truncate(0);
-        Ok(())
-    }
+    pub state: &'t mut BatchState,
 }
 
 pub fn lease_from_row(r: &Row) -> LeaseRow {
@@ -313,6 +252,13 @@ fn count(n: i64) -> u32 {
 }
 
 impl PgTx<'_> {
+    /// Before each statement: the batch's kept renewals written, the
+    /// command's savepoint open.
+    fn ready(&mut self) -> Result<()> {
+        self.state.before_statement(self.client, self.statements)?;
+        Ok(())
+    }
+
     /// One row of `whole` (a license's live leases) or of `scoped` (a
     /// group's, holder's or mode's).
     fn scoped(
@@ -363,6 +309,7 @@ impl LeaseTx for PgTx<'_> {
         fingerprint: &str,
         now: Timestamp,
     ) -> Result<Option<Timestamp>> {
+        self.ready()?;
         let row = self.client.query_opt(
             &self.statements.block_until,
             &[&license_id, &holder, &fingerprint, &now.as_millis()],
@@ -377,6 +324,7 @@ impl LeaseTx for PgTx<'_> {
         fingerprint: &str,
         until: Timestamp,
     ) -> Result<()> {
+        self.ready()?;
         self.client.execute(
             &self.statements.set_block,
             &[&license_id, &holder, &fingerprint, &until.as_millis()],
@@ -389,6 +337,7 @@ impl LeaseTx for PgTx<'_> {
         license_id: &str,
         key: &str,
     ) -> Result<Option<LeaseRow>> {
+        self.ready()?;
         let row = self
             .client
             .query_opt(&self.statements.by_idempotency_key, &[&license_id, &key])?;
@@ -396,6 +345,7 @@ impl LeaseTx for PgTx<'_> {
     }
 
     fn forget_idempotency_key(&mut self, seat_id: &str) -> Result<()> {
+        self.ready()?;
         self.client
             .execute(&self.statements.forget_idempotency_key, &[&seat_id])?;
         Ok(())
@@ -408,6 +358,7 @@ impl LeaseTx for PgTx<'_> {
         holder: &str,
         threshold: Timestamp,
     ) -> Result<Option<LeaseRow>> {
+        self.ready()?;
         let row = self.client.query_opt(
             &self.statements.live_by_fingerprint,
             &[&license_id, &fingerprint, &threshold.as_millis(), &holder],
@@ -416,6 +367,7 @@ impl LeaseTx for PgTx<'_> {
     }
 
     fn live_count(&mut self, scope: Scope<'_>, threshold: Timestamp) -> Result<u32> {
+        self.ready()?;
         let n: i64 = self
             .scoped(
                 &self.statements.live_count,
@@ -432,6 +384,7 @@ impl LeaseTx for PgTx<'_> {
         scope: Scope<'_>,
         threshold: Timestamp,
     ) -> Result<Option<Timestamp>> {
+        self.ready()?;
         let earliest: Option<i64> = self
             .scoped(
                 &self.statements.earliest_live,
@@ -444,6 +397,12 @@ impl LeaseTx for PgTx<'_> {
     }
 
     fn lease(&mut self, license_id: Option<&str>, seat_id: &str) -> Result<Option<LeaseRow>> {
+        if let Some(known) = self.state.known_lease(seat_id) {
+            return Ok(known
+                .filter(|l| license_id.is_none_or(|id| l.license_id == id))
+                .cloned());
+        }
+        self.ready()?;
         let row = self
             .client
             .query_opt(&self.statements.lease, &[&seat_id, &license_id])?;
@@ -451,6 +410,7 @@ impl LeaseTx for PgTx<'_> {
     }
 
     fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()> {
+        self.ready()?;
         self.client.execute(
             &self.statements.insert_lease,
             &[
@@ -469,16 +429,11 @@ impl LeaseTx for PgTx<'_> {
         Ok(())
     }
 
+    /// Kept and written with the batch's other renewals, in one statement,
+    /// before the next read of the table or at the commit.
     fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()> {
-        self.client.execute(
-            &self.statements.renew_lease,
-            &[
-                &old.seat_id,
-                &renewed.issued_at.as_millis(),
-                &renewed.expires_at.as_millis(),
-                &renewed.mode.code(),
-            ],
-        )?;
+        debug_assert_eq!(old.seat_id, renewed.seat_id);
+        self.state.renew(renewed);
         Ok(())
     }
 
@@ -487,9 +442,13 @@ impl LeaseTx for PgTx<'_> {
         seat_id: &str,
         license_id: Option<&str>,
     ) -> Result<Option<LeaseRow>> {
+        self.ready()?;
         let row = self
             .client
             .query_opt(&self.statements.delete_lease, &[&seat_id, &license_id])?;
+        if row.is_some() {
+            self.state.deleted(seat_id);
+        }
         Ok(row.as_ref().map(lease_from_row))
     }
 
@@ -499,6 +458,7 @@ impl LeaseTx for PgTx<'_> {
         cutoff: Timestamp,
         limit: usize,
     ) -> Result<Vec<LeaseRow>> {
+        self.ready()?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut gone: Vec<LeaseRow> = self
             .client
@@ -511,10 +471,12 @@ impl LeaseTx for PgTx<'_> {
             .collect();
         // RETURNING has no order of its own; the rules expect the index's.
         gone.sort_by(|a, b| (a.expires_at, &a.seat_id).cmp(&(b.expires_at, &b.seat_id)));
+        self.state.forget_known();
         Ok(gone)
     }
 
     fn prune(&mut self, now: Timestamp, event_retention: i64) -> Result<()> {
+        self.ready()?;
         self.client
             .execute(&self.statements.prune_blocks, &[&now.as_millis()])?;
         self.client
@@ -528,6 +490,7 @@ impl LeaseTx for PgTx<'_> {
         if sessions.is_empty() {
             return Ok(());
         }
+        self.ready()?;
         let column = |f: for<'s> fn(&'s EndedSession<'_>) -> &'s str| {
             sessions.iter().map(f).collect::<Vec<_>>()
         };
@@ -564,6 +527,7 @@ impl LeaseTx for PgTx<'_> {
     }
 
     fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()> {
+        self.ready()?;
         let second = at.as_millis().div_euclid(1000) * 1000;
         self.client.execute(
             &self.statements.history.count_denial,
@@ -573,6 +537,7 @@ impl LeaseTx for PgTx<'_> {
     }
 
     fn current_pool_sizes(&mut self) -> Result<HashMap<String, u32>> {
+        self.ready()?;
         let rows = self
             .client
             .query(&self.statements.history.current_pool_sizes, &[])?;
@@ -586,6 +551,7 @@ impl LeaseTx for PgTx<'_> {
     }
 
     fn record_pool_size(&mut self, license_id: &str, at: Timestamp, seats: u32) -> Result<()> {
+        self.ready()?;
         let seats = i32::try_from(seats).unwrap_or(i32::MAX);
         self.client.execute(
             &self.statements.history.record_pool_size,
@@ -595,6 +561,7 @@ impl LeaseTx for PgTx<'_> {
     }
 
     fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize> {
+        self.ready()?;
         let (cutoff, limit) = (cutoff.as_millis(), i64::try_from(limit).unwrap_or(i64::MAX));
         let mut pruned = 0;
         for statement in [
@@ -613,10 +580,12 @@ impl LeaseTx for PgTx<'_> {
         was_live: Timestamp,
         until: Timestamp,
     ) -> Result<usize> {
+        self.ready()?;
         let n = self.client.execute(
             &self.statements.extend_live,
             &[&until.as_millis(), &license_id, &was_live.as_millis()],
         )?;
+        self.state.forget_known();
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
@@ -624,9 +593,10 @@ impl LeaseTx for PgTx<'_> {
     /// that with its clock. A waiter who joined since then came after
     /// every checkout of this batch.
     fn waiting_line(&mut self, license_id: &str, before: Option<i64>) -> Result<Vec<Waiter>> {
-        if !self.someone_waits {
+        if !self.state.someone_waits {
             return Ok(Vec::new());
         }
+        self.ready()?;
         let rows = self
             .client
             .query(&self.statements.waiting_line, &[&license_id, &before])?;
@@ -644,7 +614,7 @@ impl LeaseTx for PgTx<'_> {
     /// every replica's events, numbered, from the table (the follower).
     fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>> {
         for e in events {
-            self.events.push(e);
+            self.state.events.push(e);
         }
         Ok(vec![0; events.len()])
     }

@@ -13,7 +13,10 @@
 //!    cluster's high-water mark, and the cluster's policy version;
 //! 3. apply the cluster-wide outage rule if the cluster made no progress
 //!    for longer than the stall threshold (once: under the cluster row lock);
-//! 4. apply each command by the rules, in its own savepoint;
+//! 4. apply each command by the rules, in its own savepoint, opened only
+//!    before its first statement: the leases the batch's heartbeats name
+//!    are read in one statement up front and their renewals written in one
+//!    statement (`batch_state.rs`), so a heartbeat sends none of its own;
 //! 5. number and write the batch's events (kept until now, so the cluster
 //!    row is locked only for the commit), move the high-water mark and
 //!    "alive" time, wake the other replicas' event followers (`NOTIFY`),
@@ -27,7 +30,8 @@ use std::time::{Duration, Instant};
 use leasehold_common::{Licenses, Timestamp};
 use postgres::Client;
 
-use super::tx::{PendingEvents, PgTx, Statements};
+use super::batch_state::BatchState;
+use super::tx::{PgTx, Statements};
 use super::{EVENTS_CHANNEL, advisory_key, connect_sync};
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
@@ -61,13 +65,8 @@ pub struct PgBatches {
     licenses_version: i64,
     /// The cluster's "alive" time as this batch found it.
     cluster_last_alive: i64,
-    /// Whether a live waiter stood in the shared line as this batch began.
-    someone_waits: bool,
-    savepoint: Savepoint,
-    /// The batch's events, numbered at its commit.
-    events: PendingEvents,
-    /// How many of them the commands before the current savepoint wrote.
-    events_before_savepoint: usize,
+    /// What the open batch keeps between its statements.
+    state: BatchState,
     stats: Arc<WriterStats>,
 }
 
@@ -94,10 +93,7 @@ impl PgBatches {
             licenses,
             licenses_version,
             cluster_last_alive: 0,
-            someone_waits: false,
-            savepoint: Savepoint::None,
-            events: PendingEvents::default(),
-            events_before_savepoint: 0,
+            state: BatchState::default(),
             stats,
         }
     }
@@ -130,9 +126,9 @@ impl PgBatches {
             self.licenses_version = cluster.licenses_version;
         }
         self.cluster_last_alive = cluster.last_alive;
-        self.someone_waits = cluster.someone_waits;
-        self.savepoint = Savepoint::None;
-        self.events.truncate(0);
+        self.state.begin(cluster.someone_waits);
+        self.state
+            .read_ahead(client, statements, &heartbeat_seats(batch))?;
         Ok(Begun {
             now: cluster.now,
             licenses: self.licenses.current(),
@@ -195,43 +191,24 @@ impl BatchStore for PgBatches {
         PgTx {
             client: &mut conn.client,
             statements: &conn.statements,
-            events: &mut self.events,
-            someone_waits: self.someone_waits,
+            state: &mut self.state,
         }
     }
 
-    /// One round trip: release the previous savepoint and open this one's
-    /// in the same simple query.
+    /// Opened before the command's first statement, if it sends any
+    /// (`BatchState::before_statement`): one round trip that also releases
+    /// the previous command's.
     fn open_savepoint(&mut self) -> Result<(), StoreError> {
-        self.events_before_savepoint = self.events.len();
-        let sql = match self.savepoint {
-            Savepoint::None => "SAVEPOINT cmd",
-            Savepoint::Used => "RELEASE SAVEPOINT cmd; SAVEPOINT cmd",
-            Savepoint::Clean => return Ok(()),
-        };
-        if let Err(e) = self.open().client.batch_execute(sql) {
-            self.savepoint = Savepoint::None;
-            return Err(e.into());
-        }
+        self.state.command_starts();
         Ok(())
     }
 
     fn close_savepoint(&mut self, keep: bool) {
-        if keep {
-            self.savepoint = Savepoint::Used;
-            return;
-        }
-        // The savepoint stays, as it was before the command.
-        self.savepoint = Savepoint::Clean;
-        self.events.truncate(self.events_before_savepoint);
-        if let Err(e) = self
-            .open()
-            .client
-            .batch_execute("ROLLBACK TO SAVEPOINT cmd")
-        {
-            tracing::error!("store: savepoint: {e}");
-            self.savepoint = Savepoint::None;
-        }
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("a batch runs only after begin connected");
+        self.state.command_ends(&mut conn.client, keep);
     }
 
     /// The events' commands succeeded (the batch forgot the others'), so
@@ -241,26 +218,15 @@ impl BatchStore for PgBatches {
             .conn
             .as_mut()
             .expect("a batch runs only after begin connected");
-        finish_batch(conn, &mut self.events, now).map_err(|e| e.to_string())
+        finish_batch(conn, &mut self.state, now).map_err(|e| e.to_string())
     }
 
     fn rollback(&mut self) {
-        self.events.truncate(0);
+        self.state.clear();
         if let Some(conn) = &mut self.conn {
             rollback(&mut conn.client);
         }
     }
-}
-
-/// The state of the savepoint `cmd` before the next command.
-#[derive(Clone, Copy)]
-enum Savepoint {
-    /// Not open (first command, or opening it failed).
-    None,
-    /// Open, holding the last command's changes: release it, open anew.
-    Used,
-    /// Open and rolled back to: as it was before the last command.
-    Clean,
 }
 
 /// The writer's connection, made anew if the last one broke.
@@ -410,29 +376,41 @@ pub(super) fn load_cluster_licenses(tx: &mut Client) -> Result<Option<Licenses>,
 /// one as a rollback.
 fn finish_batch(
     conn: &mut Connection,
-    events: &mut PendingEvents,
+    state: &mut BatchState,
     now: Timestamp,
 ) -> Result<(), postgres::Error> {
-    let result = if events.is_empty() {
-        let now = now.as_millis();
-        conn.client.batch_execute(&format!(
-            "UPDATE cluster SET clock_ms = greatest(clock_ms, {now}::bigint),
-                                last_alive_ms = greatest(last_alive_ms, {now}::bigint)
-             WHERE id = 1; COMMIT"
-        ))
-    } else {
-        events
-            .write(&mut conn.client, &conn.statements, now)
-            .and_then(|()| {
-                conn.client
-                    .batch_execute(&format!("NOTIFY {EVENTS_CHANNEL}; COMMIT"))
-            })
-    };
+    let client = &mut conn.client;
+    let result = state
+        .write_renewals(client, &conn.statements)
+        .and_then(|()| {
+            if state.events.is_empty() {
+                let now = now.as_millis();
+                client.batch_execute(&format!(
+                    "UPDATE cluster SET clock_ms = greatest(clock_ms, {now}::bigint),
+                                        last_alive_ms = greatest(last_alive_ms, {now}::bigint)
+                     WHERE id = 1; COMMIT"
+                ))
+            } else {
+                state.events.write(client, &conn.statements, now)?;
+                client.batch_execute(&format!("NOTIFY {EVENTS_CHANNEL}; COMMIT"))
+            }
+        });
+    state.clear();
     if result.is_err() {
-        events.truncate(0);
-        rollback(&mut conn.client);
+        rollback(client);
     }
     result
+}
+
+/// The seats the batch's heartbeats name, read up front in one statement.
+fn heartbeat_seats(batch: &[Command]) -> Vec<&str> {
+    batch
+        .iter()
+        .filter_map(|cmd| match cmd {
+            Command::Rule(RuleCommand::Heartbeat { seat_id, .. }) => Some(seat_id.as_str()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// End an open transaction after an error (a no-op warning if it already

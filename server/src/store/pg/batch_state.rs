@@ -1,0 +1,338 @@
+//! What a PostgreSQL writer batch keeps on its own side between commands,
+//! so that its common commands cost no round trip of their own:
+//!
+//! - its events, numbered and written at the commit ([`PendingEvents`]);
+//! - the leases its heartbeats will ask for, read in one statement when the
+//!   batch begins, and their renewals, written in one statement when
+//!   something next reads the table or the batch commits ([`BatchState`]);
+//! - its savepoint, opened only before a command's first statement: a
+//!   heartbeat served from what was read up front sends none.
+//!
+//! A command that fails loses what it kept here, as its savepoint loses
+//! what it wrote.
+
+use std::collections::HashMap;
+
+use leasehold_common::Timestamp;
+use postgres::Client;
+
+use super::tx::{Statements, lease_from_row};
+use crate::store::LeaseRow;
+use crate::store::lease_tx::NewEvent;
+
+/// Everything a batch keeps between its statements.
+#[derive(Default)]
+pub struct BatchState {
+    pub events: PendingEvents,
+    renewals: Renewals,
+    /// Leases as this batch last knew them (`None`: not in the table), read
+    /// up front for its heartbeats; only what this batch itself changed
+    /// since then is applied to them, and they are forgotten when a
+    /// command changes leases in ways they do not track.
+    known: HashMap<String, Option<LeaseRow>>,
+    savepoint: Savepoint,
+    /// The current command has not sent a statement yet.
+    savepoint_due: bool,
+    /// The current command opened the savepoint (so a failure rolls back to it).
+    command_opened_savepoint: bool,
+    /// Events and renewals of the commands before the current one.
+    events_before: usize,
+    renewals_before: usize,
+    /// Whether any live waiter stood in the shared line when the batch
+    /// began: if not, nobody is ahead of any checkout in it.
+    pub someone_waits: bool,
+}
+
+/// The state of the savepoint `cmd`.
+#[derive(Clone, Copy, Default)]
+enum Savepoint {
+    /// Not open.
+    #[default]
+    None,
+    /// Open, holding earlier statements: release it, open anew.
+    Used,
+    /// Open and rolled back to: nothing in it yet.
+    Clean,
+}
+
+impl BatchState {
+    /// A new batch (after `BEGIN`).
+    pub fn begin(&mut self, someone_waits: bool) {
+        *self = BatchState {
+            someone_waits,
+            ..BatchState::default()
+        };
+    }
+
+    /// Read up front the leases the batch's heartbeats will ask for.
+    pub fn read_ahead(
+        &mut self,
+        client: &mut Client,
+        statements: &Statements,
+        seat_ids: &[&str],
+    ) -> Result<(), postgres::Error> {
+        if seat_ids.is_empty() {
+            return Ok(());
+        }
+        let rows = client.query(&statements.leases_by_seat, &[&seat_ids])?;
+        for id in seat_ids {
+            self.known.insert((*id).to_string(), None);
+        }
+        for row in &rows {
+            let lease = lease_from_row(row);
+            self.known.insert(lease.seat_id.clone(), Some(lease));
+        }
+        Ok(())
+    }
+
+    /// The next command starts: its savepoint is due before its first
+    /// statement.
+    pub fn command_starts(&mut self) {
+        self.savepoint_due = true;
+        self.command_opened_savepoint = false;
+        self.events_before = self.events.len();
+        self.renewals_before = self.renewals.len();
+    }
+
+    /// The command ended; keep what it did, or undo it (here and, if it sent
+    /// any statement, in the database).
+    pub fn command_ends(&mut self, client: &mut Client, keep: bool) {
+        self.savepoint_due = false;
+        if keep {
+            if self.command_opened_savepoint {
+                self.savepoint = Savepoint::Used;
+            }
+            return;
+        }
+        self.events.truncate(self.events_before);
+        self.renewals.truncate(self.renewals_before);
+        // It may have renewed what is known; read it again if asked.
+        self.known.clear();
+        if !self.command_opened_savepoint {
+            return;
+        }
+        match client.batch_execute("ROLLBACK TO SAVEPOINT cmd") {
+            // The savepoint stays, as it was before the command.
+            Ok(()) => self.savepoint = Savepoint::Clean,
+            Err(e) => {
+                tracing::error!("store: savepoint: {e}");
+                self.savepoint = Savepoint::None;
+            }
+        }
+    }
+
+    /// Before any statement of a command: write the renewals kept so far
+    /// (the earlier commands' before this one's savepoint, so undoing this
+    /// command keeps them), open the savepoint if due.
+    pub fn before_statement(
+        &mut self,
+        client: &mut Client,
+        statements: &Statements,
+    ) -> Result<(), postgres::Error> {
+        if self.savepoint_due {
+            if self
+                .renewals
+                .write(client, statements, self.renewals_before)?
+            {
+                // Statements since the savepoint: it must be opened anew.
+                self.savepoint = Savepoint::Used;
+            }
+            let sql = match self.savepoint {
+                Savepoint::None => Some("SAVEPOINT cmd"),
+                Savepoint::Used => Some("RELEASE SAVEPOINT cmd; SAVEPOINT cmd"),
+                Savepoint::Clean => None,
+            };
+            if let Some(sql) = sql
+                && let Err(e) = client.batch_execute(sql)
+            {
+                self.savepoint = Savepoint::None;
+                return Err(e);
+            }
+            self.savepoint_due = false;
+            self.command_opened_savepoint = true;
+            self.renewals_before = 0;
+        }
+        self.renewals
+            .write(client, statements, self.renewals.len())
+            .map(|_| ())
+    }
+
+    /// The lease as this batch knows it, if it read it up front: `Some(None)`
+    /// for "not in the table".
+    pub fn known_lease(&self, seat_id: &str) -> Option<Option<&LeaseRow>> {
+        self.known.get(seat_id).map(Option::as_ref)
+    }
+
+    /// Keep a renewal for the next write; what is known follows it.
+    pub fn renew(&mut self, renewed: &LeaseRow) {
+        self.renewals.push(renewed);
+        if let Some(Some(known)) = self.known.get_mut(&renewed.seat_id) {
+            *known = renewed.clone();
+        }
+    }
+
+    /// A seat left the table.
+    pub fn deleted(&mut self, seat_id: &str) {
+        if let Some(known) = self.known.get_mut(seat_id) {
+            *known = None;
+        }
+    }
+
+    /// Leases changed in ways not tracked here (a reap, the outage rule).
+    pub fn forget_known(&mut self) {
+        self.known.clear();
+    }
+
+    /// At the commit: write what is still kept.
+    pub fn write_renewals(
+        &mut self,
+        client: &mut Client,
+        statements: &Statements,
+    ) -> Result<(), postgres::Error> {
+        self.renewals
+            .write(client, statements, self.renewals.len())
+            .map(|_| ())
+    }
+
+    /// The batch ended (committed or not): nothing kept survives it.
+    pub fn clear(&mut self) {
+        let someone_waits = self.someone_waits;
+        self.begin(someone_waits);
+    }
+}
+
+/// Heartbeat renewals not yet written: new issue and expiry times and mode
+/// per seat, in the order they were decided.
+#[derive(Default)]
+struct Renewals {
+    seat_id: Vec<String>,
+    issued_at: Vec<i64>,
+    expires_at: Vec<i64>,
+    mode: Vec<i32>,
+}
+
+impl Renewals {
+    fn len(&self) -> usize {
+        self.seat_id.len()
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.seat_id.truncate(len);
+        self.issued_at.truncate(len);
+        self.expires_at.truncate(len);
+        self.mode.truncate(len);
+    }
+
+    fn push(&mut self, renewed: &LeaseRow) {
+        self.seat_id.push(renewed.seat_id.clone());
+        self.issued_at.push(renewed.issued_at.as_millis());
+        self.expires_at.push(renewed.expires_at.as_millis());
+        self.mode.push(renewed.mode.code());
+    }
+
+    /// Write the first `n` renewals in one statement and forget them; true
+    /// if there were any. A seat renewed twice keeps its last renewal (an
+    /// `UPDATE … FROM` would apply just one of two matches, either one).
+    fn write(
+        &mut self,
+        client: &mut Client,
+        statements: &Statements,
+        n: usize,
+    ) -> Result<bool, postgres::Error> {
+        let n = n.min(self.len());
+        if n == 0 {
+            return Ok(false);
+        }
+        let mut last: HashMap<&str, usize> = HashMap::with_capacity(n);
+        for (i, seat) in self.seat_id[..n].iter().enumerate() {
+            last.insert(seat, i);
+        }
+        let mut keep: Vec<usize> = last.into_values().collect();
+        keep.sort_unstable();
+        let pick = |column: &[i64]| keep.iter().map(|&i| column[i]).collect::<Vec<_>>();
+        let seats: Vec<&str> = keep.iter().map(|&i| self.seat_id[i].as_str()).collect();
+        let modes: Vec<i32> = keep.iter().map(|&i| self.mode[i]).collect();
+        client.execute(
+            &statements.renew_leases,
+            &[
+                &seats,
+                &pick(&self.issued_at),
+                &pick(&self.expires_at),
+                &modes,
+            ],
+        )?;
+        self.seat_id.drain(..n);
+        self.issued_at.drain(..n);
+        self.expires_at.drain(..n);
+        self.mode.drain(..n);
+        Ok(true)
+    }
+}
+
+/// A batch's events, numbered and written only at its commit
+/// ([`PendingEvents::write`]), so the cluster row (whose lock makes ids
+/// gap-free) is held for the commit alone, not from a batch's first event.
+#[derive(Default)]
+pub struct PendingEvents {
+    at: Vec<i64>,
+    kind: Vec<&'static str>,
+    license_id: Vec<Option<String>>,
+    seat_id: Vec<Option<String>>,
+    holder: Vec<Option<String>>,
+    detail: Vec<Option<String>>,
+}
+
+impl PendingEvents {
+    pub fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
+
+    /// Forget the events after the first `len` (a command rolled back).
+    pub fn truncate(&mut self, len: usize) {
+        self.at.truncate(len);
+        self.kind.truncate(len);
+        self.license_id.truncate(len);
+        self.seat_id.truncate(len);
+        self.holder.truncate(len);
+        self.detail.truncate(len);
+    }
+
+    pub(super) fn push(&mut self, e: &NewEvent<'_>) {
+        let owned = |s: Option<&str>| s.map(str::to_string);
+        self.at.push(e.at.as_millis());
+        self.kind.push(e.kind.as_str());
+        self.license_id.push(owned(e.license_id));
+        self.seat_id.push(owned(e.seat_id));
+        self.holder.push(owned(e.holder));
+        self.detail.push(owned(e.detail));
+    }
+
+    /// Number and insert the events, and move the cluster's high-water mark
+    /// and "alive" time to `now`: one statement, which takes the cluster
+    /// row's lock until the commit that follows it. Empties the list.
+    pub fn write(
+        &mut self,
+        client: &mut Client,
+        statements: &Statements,
+        now: Timestamp,
+    ) -> std::result::Result<(), postgres::Error> {
+        client.execute(
+            &statements.number_events,
+            &[
+                &self.at,
+                &self.kind,
+                &self.license_id,
+                &self.seat_id,
+                &self.holder,
+                &self.detail,
+                &now.as_millis(),
+            ],
+        )?;
+        self.truncate(0);
+        Ok(())
+    }
+}
