@@ -1335,6 +1335,91 @@ async fn sqlite_a_file_that_is_not_sqlite_is_refused() {
 // Group commit
 // ---------------------------------------------------------------------------
 
+/// Heartbeats, releases, checkouts and heartbeats on seats that are not
+/// there, sent at once so that they share batches: each gets its own
+/// answer and the table agrees. (On PostgreSQL a batch reads its
+/// heartbeats' leases up front, writes their renewals in one statement and
+/// opens a command's savepoint only before its first statement.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mixed_commands_sent_at_once_each_get_their_own_answer() {
+    let h = Harness::new();
+    let mut held = Vec::new();
+    for i in 0..20 {
+        held.push(h.fresh(req("pool", &format!("holder-{i}"))).await);
+    }
+    let foreign = h.fresh(req("other", "someone")).await;
+    h.advance(secs(10));
+    let now = h.now();
+
+    let mut heartbeats = Vec::new();
+    for lease in held.iter().take(15).chain(held.iter().take(15)) {
+        let (store, seat) = (h.store.clone(), lease.seat_id.clone());
+        heartbeats.push(tokio::spawn(
+            async move { store.heartbeat("pool", &seat).await },
+        ));
+    }
+    let mut releases = Vec::new();
+    for lease in &held[15..] {
+        let (store, seat) = (h.store.clone(), lease.seat_id.clone());
+        releases.push(tokio::spawn(
+            async move { store.release("pool", &seat).await },
+        ));
+    }
+    let mut checkouts = Vec::new();
+    for i in 0..10 {
+        let store = h.store.clone();
+        checkouts.push(tokio::spawn(async move {
+            store.checkout(req("pool", &format!("newcomer-{i}"))).await
+        }));
+    }
+    let mut strays = Vec::new();
+    for seat in ["0123456789abcdef0123456789abcdef", foreign.seat_id.as_str()] {
+        let (store, seat) = (h.store.clone(), seat.to_string());
+        strays.push(tokio::spawn(
+            async move { store.heartbeat("pool", &seat).await },
+        ));
+    }
+
+    for t in heartbeats {
+        let renewed = renewed(t.await.unwrap().unwrap());
+        assert_eq!(renewed.expires_at, now.saturating_add(TTL));
+    }
+    for t in releases {
+        assert!(t.await.unwrap().unwrap(), "a held seat is released");
+    }
+    let mut new_seats = BTreeSet::new();
+    for t in checkouts {
+        match t.await.unwrap().unwrap() {
+            CheckoutOutcome::Granted { lease, .. } => assert!(new_seats.insert(lease.seat_id)),
+            other => panic!("a checkout with seats free was answered {other:?}"),
+        }
+    }
+    for t in strays {
+        assert!(
+            matches!(t.await.unwrap().unwrap(), HeartbeatOutcome::Lost),
+            "a seat not in this license is lost"
+        );
+    }
+
+    let stored = h.store.seats(Some("pool")).await.unwrap();
+    assert_eq!(stored.len(), 25, "15 kept + 10 new: {stored:?}");
+    for lease in &stored {
+        if new_seats.contains(&lease.seat_id) {
+            continue;
+        }
+        assert!(held[..15].iter().any(|l| l.seat_id == lease.seat_id));
+        assert_eq!(lease.expires_at, now.saturating_add(TTL), "renewal stored");
+        assert_eq!(lease.issued_at, now);
+    }
+    assert_eq!(h.live("pool").await, 25);
+    let foreign_now = h.store.seats(Some("other")).await.unwrap();
+    assert_eq!(
+        foreign_now,
+        vec![foreign],
+        "the other license's seat is untouched"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_checkouts_never_oversell_the_pool() {
     let h = Harness::new();

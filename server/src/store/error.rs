@@ -6,7 +6,7 @@ use std::path::PathBuf;
 pub enum StoreError {
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("PostgreSQL: {0}")]
+    #[error("PostgreSQL: {}", pg_message(.0))]
     Postgres(#[from] postgres::Error),
     /// PostgreSQL cannot be reached (or refused the batch as a whole):
     /// nothing was changed.
@@ -47,4 +47,13 @@ pub enum StoreError {
     /// append; the command is rolled back rather than log half of it.
     #[error("asked to append {asked} event(s), the store numbered {got}")]
     EventIds { asked: usize, got: usize },
+}
+
+/// The server's own words for a database error (`postgres::Error` alone
+/// says only "db error"), else the client's.
+fn pg_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
 }

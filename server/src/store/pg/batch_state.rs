@@ -130,11 +130,11 @@ impl BatchState {
         statements: &Statements,
     ) -> Result<(), postgres::Error> {
         if self.savepoint_due {
-            if self
+            let wrote = self
                 .renewals
-                .write(client, statements, self.renewals_before)?
-            {
-                // Statements since the savepoint: it must be opened anew.
+                .write(client, statements, self.renewals_before)?;
+            if wrote && matches!(self.savepoint, Savepoint::Clean) {
+                // A statement since it was rolled back to: open it anew.
                 self.savepoint = Savepoint::Used;
             }
             let sql = match self.savepoint {

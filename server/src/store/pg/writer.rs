@@ -178,7 +178,7 @@ impl BatchStore for PgBatches {
                 "SELECT last_alive_ms FROM cluster WHERE id = 1 FOR UPDATE",
                 &[],
             )
-            .map_err(|e| e.to_string())?
+            .map_err(|e| StoreError::from(e).to_string())?
             .get(0);
         Ok(is_outage(last_alive).then(|| Timestamp::from_millis(last_alive)))
     }
@@ -218,7 +218,7 @@ impl BatchStore for PgBatches {
             .conn
             .as_mut()
             .expect("a batch runs only after begin connected");
-        finish_batch(conn, &mut self.state, now).map_err(|e| e.to_string())
+        finish_batch(conn, &mut self.state, now).map_err(|e| StoreError::from(e).to_string())
     }
 
     fn rollback(&mut self) {
