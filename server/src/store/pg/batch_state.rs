@@ -10,6 +10,13 @@
 //!
 //! A command that fails loses what it kept here, as its savepoint loses
 //! what it wrote.
+//!
+//! Leases read up front stay true for the batch: it holds the license's
+//! advisory lock (shared), so no checkout anywhere re-claims, borrows or
+//! counts them meanwhile, and another replica's heartbeat writes the same
+//! kind of renewal. A release or revoke on another replica may delete one;
+//! the renewal then updates no row and the seat's next heartbeat is told it
+//! is gone, as when the delete came between a read and an update before.
 
 use std::collections::HashMap;
 
