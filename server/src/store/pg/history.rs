@@ -114,7 +114,7 @@ pub async fn sessions_page(
     for r in &rows {
         page.push(resolve(raw_from_row(r), q.now, q.skew)?);
     }
-    if page.len() < q.limit && any_started_before(&*client, &q.license_id, from).await? {
+    if page.len() < q.limit && any_started_before(&**client, &q.license_id, from).await? {
         let left = i64::try_from(q.limit - page.len()).unwrap_or(i64::MAX);
         let threshold = live_threshold(q.now, q.skew).as_millis();
         let ran_past_from = ran_past(q.from, q.skew);
@@ -145,13 +145,13 @@ pub async fn sessions_page(
             page.push(resolve(raw_from_row(r), q.now, q.skew)?);
         }
     }
-    reads.give_back(client);
     Ok(page)
 }
 
 /// The usage of one license over the range.
 pub async fn usage(pool: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> {
-    let mut client = pool.client().await?;
+    let mut loan = pool.client().await?;
+    let client: &mut tokio_postgres::Client = &mut loan;
     // One snapshot for every part: a session that ends while the usage is
     // read moves from `leases` to `sessions` and must be seen once.
     let tx = client
@@ -166,7 +166,6 @@ pub async fn usage(pool: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> {
     sweep_spanning(&tx, q, &mut sweep).await?;
     sweep_in_range(&tx, q, &mut sweep).await?;
     tx.commit().await?;
-    pool.give_back(client);
     Ok(sweep.finish())
 }
 

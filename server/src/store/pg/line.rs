@@ -47,7 +47,6 @@ impl SharedLine {
             )
             .await?
             .get(0);
-        self.pool.give_back(client);
         Ok(id)
     }
 
@@ -70,7 +69,6 @@ impl SharedLine {
                 &[&license_id, &id, &STALE_MS],
             )
             .await?;
-        self.pool.give_back(client);
         Ok(rows
             .iter()
             .map(|row| Waiter {
@@ -86,7 +84,6 @@ impl SharedLine {
         client
             .execute("DELETE FROM waiters WHERE id = $1", &[&id])
             .await?;
-        self.pool.give_back(client);
         Ok(())
     }
 
@@ -106,7 +103,6 @@ impl SharedLine {
                 &[&FORGET_MS],
             )
             .await?;
-        self.pool.give_back(client);
         Ok(())
     }
 }

@@ -1,21 +1,21 @@
 //! A replica's pool of async connections to PostgreSQL (everything but its
 //! writer uses it: reads, dashboard sessions, the shared waiting line), and
-//! the plain reads of leases and events.
+//! the plain reads of leases and events. The pool is deadpool-postgres:
+//! measured against the one we had written, it did as well (BENCHMARKS.md,
+//! "Session 8"), and it is one thing less of our own to keep right.
 
-use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use leasehold_common::Timestamp;
 use leasehold_common::api::{Event, EventKind};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::{Client, NoTls, Row};
 
 pub(super) use super::tx::lease_from_row;
 use crate::store::{LeaseRow, StoreError, lease_columns};
 
-/// Read connections open at once; a read beyond that waits for one to be
-/// given back. Opening a connection forks a database backend, which costs
+/// Read connections open at once; a read beyond that waits for one to come
+/// back. Opening a connection forks a database backend, which costs
 /// more than the query it serves: with connections opened on demand, the
 /// checkouts' waiting-line reads opened ≈ 280 a second and held ≈ 1.4
 /// cores of the database at 400 checkouts/s.
@@ -26,115 +26,54 @@ const HEALTH_POOL_SIZE: usize = 2;
 /// A health probe that takes longer than this counts as "database away".
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// At most `permits` connections, kept open between reads.
-struct Pool {
-    idle: Mutex<Vec<Client>>,
-    permits: Arc<Semaphore>,
-}
+/// A read connection on loan; back to its pool when dropped (deadpool
+/// checks that it is still open before lending it again).
+pub type PooledClient = Object;
 
-impl Pool {
-    fn new(size: usize) -> Arc<Pool> {
-        Arc::new(Pool {
-            idle: Mutex::new(Vec::with_capacity(size)),
-            permits: Arc::new(Semaphore::new(size)),
-        })
-    }
-
-    async fn get(
-        self: &Arc<Pool>,
-        config: &tokio_postgres::Config,
-    ) -> Result<PooledClient, StoreError> {
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| StoreError::Unavailable("the read pool is closed".into()))?;
-        loop {
-            let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
-            match pooled {
-                Some(c) if !c.is_closed() => return Ok(self.lend(c, permit)),
-                Some(_) => continue,
-                None => break,
-            }
-        }
-        let (client, connection) = config.connect(NoTls).await?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!("store: read connection ended: {e}");
-            }
-        });
-        Ok(self.lend(client, permit))
-    }
-
-    fn lend(self: &Arc<Pool>, client: Client, permit: OwnedSemaphorePermit) -> PooledClient {
-        PooledClient {
-            client,
-            pool: self.clone(),
-            _permit: permit,
-        }
-    }
-}
-
-/// A read connection on loan: [`PgReads::give_back`] returns it for reuse;
-/// dropped instead (a read that failed part-way), it is closed. Either way
-/// its place in the pool is free again.
-pub struct PooledClient {
-    client: Client,
-    pool: Arc<Pool>,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl Deref for PooledClient {
-    type Target = Client;
-    fn deref(&self) -> &Client {
-        &self.client
-    }
-}
-
-impl DerefMut for PooledClient {
-    fn deref_mut(&mut self) -> &mut Client {
-        &mut self.client
-    }
-}
-
+/// The replica's connections for reads (deadpool-postgres), and a pool of
+/// two for the health probe.
 pub struct PgPool {
-    config: tokio_postgres::Config,
-    pool: Arc<Pool>,
-    health: Arc<Pool>,
+    pool: Pool,
+    health: Pool,
+}
+
+fn pool(config: &tokio_postgres::Config, size: usize) -> Pool {
+    let manager = Manager::from_config(
+        config.clone(),
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(Runtime::Tokio1)
+        .build()
+        .expect("a pool with a runtime and no hooks always builds")
+}
+
+fn unavailable(e: deadpool_postgres::PoolError) -> StoreError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => StoreError::from(e),
+        other => StoreError::Unavailable(other.to_string()),
+    }
 }
 
 impl PgPool {
     pub fn new(config: tokio_postgres::Config) -> Self {
         PgPool {
-            config,
-            pool: Pool::new(POOL_SIZE),
-            health: Pool::new(HEALTH_POOL_SIZE),
+            pool: pool(&config, POOL_SIZE),
+            health: pool(&config, HEALTH_POOL_SIZE),
         }
     }
 
     /// Connections idle in the pool now (for `/metrics`).
     pub fn idle(&self) -> usize {
-        self.pool.idle.lock().map_or(0, |idle| idle.len())
+        self.pool.status().available
     }
 
     pub(super) async fn client(&self) -> Result<PooledClient, StoreError> {
-        self.pool.get(&self.config).await
-    }
-
-    /// Back to its pool for the next read (the permit goes with the
-    /// connection's return, so a waiting read finds it idle).
-    pub(super) fn give_back(&self, loan: PooledClient) {
-        let PooledClient {
-            client,
-            pool,
-            _permit,
-        } = loan;
-        if !client.is_closed()
-            && let Ok(mut idle) = pool.idle.lock()
-        {
-            idle.push(client);
-        }
+        self.pool.get().await.map_err(unavailable)
     }
 
     /// Every lease (optionally of one license), live or lapsed-unreaped.
@@ -151,7 +90,6 @@ impl PgPool {
                 &[&license_id],
             )
             .await?;
-        self.give_back(client);
         Ok(rows.iter().map(lease_from_row).collect())
     }
 
@@ -167,14 +105,12 @@ impl PgPool {
                 &[&seat_id],
             )
             .await?;
-        self.give_back(client);
         Ok(row.as_ref().map(lease_from_row))
     }
 
     pub async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
         let client = self.client().await?;
         let events = events_after(&client, after, limit).await?;
-        self.give_back(client);
         Ok(events)
     }
 
@@ -185,16 +121,14 @@ impl PgPool {
             .query_one("SELECT last_event_id FROM cluster WHERE id = 1", &[])
             .await?
             .get(0);
-        self.give_back(client);
         Ok(id)
     }
 
     /// Can this replica reach the database right now?
     pub async fn health(&self) -> Result<(), StoreError> {
         let probe = async {
-            let client = self.health.get(&self.config).await?;
+            let client = self.health.get().await.map_err(unavailable)?;
             client.query_one("SELECT 1", &[]).await?;
-            self.give_back(client);
             Ok::<(), StoreError>(())
         };
         match tokio::time::timeout(HEALTH_TIMEOUT, probe).await {

@@ -49,7 +49,6 @@ impl PgPool {
         let total: i64 = tx.query_one(&sql.count, &refs(&count_params)).await?.get(0);
         let rows = tx.query(&sql.page, &refs(&page_params)).await?;
         tx.commit().await?;
-        self.give_back(client);
         let rows = rows.iter().map(lease_from_row).collect();
         Ok(query.finish(rows, total.max(0) as u64))
     }

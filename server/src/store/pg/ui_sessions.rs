@@ -17,7 +17,6 @@ impl PgPool {
                 &[&id_sha256],
             )
             .await?;
-        self.give_back(client);
         Ok(row.map(|r| UiSessionRow {
             id_sha256: r.get(0),
             role: r.get(1),
@@ -71,7 +70,6 @@ impl PgPool {
                     .await?
             }
         };
-        self.give_back(client);
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 }
