@@ -17,6 +17,28 @@ const FORGET_MS: i64 = 60_000;
 
 pub(super) const DB_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
+/// The license's (`$1`) live waiters (not seen for `$3` ms: gone), first
+/// come first; with `$2`, only those ahead of that row. The handler's reads
+/// and the writer's (`pg/tx.rs`) ask the same.
+pub(super) fn waiters_ahead_sql() -> String {
+    format!(
+        "SELECT holder, fingerprint FROM waiters
+         WHERE license_id = $1 AND ($2::bigint IS NULL OR id < $2)
+           AND seen_ms >= {DB_NOW} - $3
+         ORDER BY id"
+    )
+}
+
+/// The waiters of [`waiters_ahead_sql`]'s rows.
+pub(super) fn waiters(rows: &[tokio_postgres::Row]) -> Vec<Waiter> {
+    rows.iter()
+        .map(|row| Waiter {
+            holder: row.get(0),
+            fingerprint: row.get(1),
+        })
+        .collect()
+}
+
 /// The line, on the replica's pool.
 #[derive(Clone)]
 pub struct SharedLine {
@@ -59,23 +81,9 @@ impl SharedLine {
     ) -> Result<Vec<Waiter>, StoreError> {
         let client = self.pool.client().await?;
         let rows = client
-            .query(
-                &format!(
-                    "SELECT holder, fingerprint FROM waiters
-                     WHERE license_id = $1 AND ($2::bigint IS NULL OR id < $2)
-                       AND seen_ms >= {DB_NOW} - $3
-                     ORDER BY id"
-                ),
-                &[&license_id, &id, &STALE_MS],
-            )
+            .query(&waiters_ahead_sql(), &[&license_id, &id, &STALE_MS])
             .await?;
-        Ok(rows
-            .iter()
-            .map(|row| Waiter {
-                holder: row.get(0),
-                fingerprint: row.get(1),
-            })
-            .collect())
+        Ok(waiters(&rows))
     }
 
     /// Leave the line.

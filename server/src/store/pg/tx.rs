@@ -10,7 +10,7 @@ use postgres::{Client, Row, Statement};
 
 use super::super::rules::{EndedSession, LeaseTx, NewEvent, Result};
 use super::batch_state::BatchState;
-use super::line::{DB_NOW, STALE_MS};
+use super::line::{DB_NOW, STALE_MS, waiters, waiters_ahead_sql};
 use crate::store::{LeaseRow, Scope, SeatMode, Waiter, lease_columns};
 
 const LEASE_COLUMNS: &str = lease_columns!();
@@ -155,12 +155,7 @@ impl Statements {
                  WHERE l.seat_id = u.seat_id",
             )?,
             // The shared line as `pg/line.rs` reads it, in the batch.
-            waiting_line: p(&format!(
-                "SELECT holder, fingerprint FROM waiters
-                 WHERE license_id = $1 AND ($2::bigint IS NULL OR id < $2)
-                   AND seen_ms >= {DB_NOW} - {STALE_MS}
-                 ORDER BY id"
-            ))?,
+            waiting_line: p(&waiters_ahead_sql())?,
             prune_blocks: p("DELETE FROM blocks WHERE until_ms <= $1")?,
             prune_events: p(
                 "DELETE FROM events WHERE id <= (SELECT last_event_id FROM cluster WHERE id = 1) - $1",
@@ -597,16 +592,11 @@ impl LeaseTx for PgTx<'_> {
             return Ok(Vec::new());
         }
         self.ready()?;
-        let rows = self
-            .client
-            .query(&self.statements.waiting_line, &[&license_id, &before])?;
-        Ok(rows
-            .iter()
-            .map(|row| Waiter {
-                holder: row.get(0),
-                fingerprint: row.get(1),
-            })
-            .collect())
+        let rows = self.client.query(
+            &self.statements.waiting_line,
+            &[&license_id, &before, &STALE_MS],
+        )?;
+        Ok(waiters(&rows))
     }
 
     /// Kept for the commit ([`PendingEvents::write`]), which numbers them:
