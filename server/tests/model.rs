@@ -49,8 +49,8 @@ use leasehold_common::{Licenses, Timestamp, is_live, is_reapable};
 use leasehold_server::clock::ManualClock;
 use leasehold_server::licenses::LicensesHandle;
 use leasehold_server::store::{
-    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Limit, PoolCounts, SeatMode,
-    Store,
+    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Limit, NotAllowedBecause,
+    PoolCounts, SeatMode, Store,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -1009,7 +1009,7 @@ impl Run {
                         );
                         fx.may_deny = true;
                     }
-                    (CheckoutOutcome::NotAllowed, Expect::NotAllowed) => {
+                    (CheckoutOutcome::NotAllowed(NotAllowedBecause::Lists), Expect::NotAllowed) => {
                         fx.may_deny = true;
                     }
                     (CheckoutOutcome::Blocked { until }, Expect::Blocked { until: u }) => {

@@ -135,6 +135,23 @@ async fn a_borrow_is_refused_in_the_briefs_order() {
             "{body} → {answer}"
         );
     }
+    // Each 403 says which rule refused it.
+    let (_, _, lends_nothing) = checkout(&s, "plain", borrow("dev-ann", "l1", 60)).await;
+    assert!(
+        lends_nothing["message"]
+            .as_str()
+            .unwrap()
+            .contains("lends no seats"),
+        "{lends_nothing}"
+    );
+    let (_, _, not_listed) = checkout(&s, "lend", borrow("guest", "l1", 60)).await;
+    assert!(
+        not_listed["message"]
+            .as_str()
+            .unwrap()
+            .contains("borrow.allow"),
+        "{not_listed}"
+    );
     let (_, _, too_long) = checkout(&s, "lend", borrow("dev-ann", "l1", DAY_S + 1)).await;
     assert!(
         too_long["message"].as_str().unwrap().contains("86400"),

@@ -25,7 +25,8 @@ use crate::AppState;
 use crate::metrics::{Metrics, PoolGauges, StoreGauges};
 use crate::queue::{self, MAX_WAIT_S};
 use crate::store::{
-    self, CheckoutOutcome, HeartbeatOutcome, LeaseRow, PoolCounts, RevokeOutcome, SeatMode,
+    self, CheckoutOutcome, HeartbeatOutcome, LeaseRow, NotAllowedBecause, PoolCounts,
+    RevokeOutcome, SeatMode,
 };
 
 pub type Result<T> = std::result::Result<T, ApiError>;
@@ -114,7 +115,7 @@ pub async fn checkout(
         }
         CheckoutOutcome::Full { .. } => &state.metrics.denials_full,
         CheckoutOutcome::LimitReached { .. } => &state.metrics.denials_limit,
-        CheckoutOutcome::NotAllowed => &state.metrics.denials_not_allowed,
+        CheckoutOutcome::NotAllowed(_) => &state.metrics.denials_not_allowed,
         CheckoutOutcome::Blocked { .. } => &state.metrics.denials_blocked,
         CheckoutOutcome::UnknownLicense | CheckoutOutcome::BorrowTooLong { .. } => return answer,
     };
@@ -230,10 +231,22 @@ fn checkout_reply(
                     }),
             )
         }
-        CheckoutOutcome::NotAllowed => Err(ApiError::new(
+        CheckoutOutcome::NotAllowed(because) => Err(ApiError::new(
             StatusCode::FORBIDDEN,
             code::NOT_ALLOWED,
-            format!("this holder may not use {license_id:?} (the license's allow/deny lists)"),
+            match because {
+                NotAllowedBecause::Lists => format!(
+                    "this holder may not use {license_id:?} (the license's allow/deny lists)"
+                ),
+                NotAllowedBecause::LendsNothing => format!(
+                    "{license_id:?} lends no seats for offline use (the license has no \
+                     [license.borrow]); check out without borrow_s"
+                ),
+                NotAllowedBecause::BorrowAllow => format!(
+                    "this holder may not borrow from {license_id:?} (the license's \
+                     borrow.allow); it may still check out without borrow_s"
+                ),
+            },
         )),
         CheckoutOutcome::Blocked { until } => {
             let now = state.clock.now();

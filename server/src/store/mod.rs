@@ -139,8 +139,8 @@ pub enum CheckoutOutcome {
         group: Option<String>,
         retry_after: Duration,
     },
-    /// The license's `deny` matches the requester, or its `allow` does not.
-    NotAllowed,
+    /// The requester may not have this seat, and why.
+    NotAllowed(NotAllowedBecause),
     /// An admin revoked this holder + fingerprint and blocked re-checkout.
     Blocked {
         until: Timestamp,
@@ -233,6 +233,17 @@ pub struct CheckoutRequest {
 /// Who stands in a license's waiting line: what the rules need to tell
 /// whether a freed seat would go to them (their holder cap, their group's
 /// reservation and max).
+/// Why a checkout is refused with `403 not_allowed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotAllowedBecause {
+    /// The license's `deny` matches the requester, or its `allow` does not.
+    Lists,
+    /// A borrow, and the license lends no seats (no `[license.borrow]`).
+    LendsNothing,
+    /// A borrow by a requester outside the license's `borrow.allow`.
+    BorrowAllow,
+}
+
 /// Who stands in line ahead of a checkout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ahead {

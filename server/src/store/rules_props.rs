@@ -64,8 +64,8 @@ use proptest::test_runner::TestCaseError;
 use super::memory::{MemoryStore, StoredLease, StoredSession};
 use super::rules::{EventThrottle, LeaseTx, Rules, reap_detail};
 use super::{
-    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Limit, PoolCounts, RevokeOutcome,
-    SeatMode, Waiter,
+    CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Limit, NotAllowedBecause,
+    PoolCounts, RevokeOutcome, SeatMode, Waiter,
 };
 
 // ---------------------------------------------------------------------------
@@ -732,7 +732,7 @@ enum Expect {
         group: Option<String>,
         retry_after: Duration,
     },
-    NotAllowed,
+    NotAllowed(NotAllowedBecause),
     Blocked {
         until: Timestamp,
     },
@@ -1016,7 +1016,7 @@ impl Model {
         };
         if let Some(b) = req.borrow {
             match &self.sp(&req.license_id).borrow {
-                None => return Expect::NotAllowed,
+                None => return Expect::NotAllowed(NotAllowedBecause::LendsNothing),
                 Some(terms) if b.is_zero() || b.as_secs() > terms.max_s => {
                     return Expect::BorrowTooLong {
                         max: Duration::from_secs(terms.max_s),
@@ -1060,11 +1060,11 @@ impl Model {
         let fp = req.fingerprint.as_deref();
         let sp = self.sp(license).clone();
         if !sp.allows(&req.holder, fp) {
-            return Expect::NotAllowed;
+            return Expect::NotAllowed(NotAllowedBecause::Lists);
         }
         if let (Some(b), Some(terms)) = (req.borrow, &sp.borrow) {
             if !sp.allows_borrow(&req.holder, fp) {
-                return Expect::NotAllowed;
+                return Expect::NotAllowed(NotAllowedBecause::BorrowAllow);
             }
             let own = self.machine_seat(req);
             let own_borrow = own
@@ -1953,7 +1953,7 @@ impl Run {
                 ensure_eq!(max, want, "{ctx}: borrow.max");
                 self.note("checkout: borrow too long");
             }
-            (CheckoutOutcome::NotAllowed, Expect::NotAllowed) => {
+            (CheckoutOutcome::NotAllowed(got), Expect::NotAllowed(want)) if got == want => {
                 self.note("checkout: not allowed");
                 self.denied(&req, counted, fx);
             }

@@ -10,7 +10,9 @@ use leasehold_common::{LicenseConfig, live_threshold};
 
 use super::checkout::{borrowed_detail, lingering_for_another, reused};
 use super::{LeaseTx, Result, Rules};
-use crate::store::{CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, Scope, SeatMode};
+use crate::store::{
+    CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, NotAllowedBecause, Scope, SeatMode,
+};
 use leasehold_common::api::EventKind;
 
 impl<T: LeaseTx> Rules<'_, T> {
@@ -30,7 +32,11 @@ impl<T: LeaseTx> Rules<'_, T> {
                 "borrow refused: the license lends no seats".to_string()
             })?;
             return self
-                .refused(&lic.id, counted, CheckoutOutcome::NotAllowed)
+                .refused(
+                    &lic.id,
+                    counted,
+                    CheckoutOutcome::NotAllowed(NotAllowedBecause::LendsNothing),
+                )
                 .map(Some);
         };
         if borrow_for.is_zero() || borrow_for > terms.max {
@@ -58,7 +64,11 @@ impl<T: LeaseTx> Rules<'_, T> {
                 "borrow refused: not in the license's borrow.allow".to_string()
             })?;
             return self
-                .refused(&lic.id, counted, CheckoutOutcome::NotAllowed)
+                .refused(
+                    &lic.id,
+                    counted,
+                    CheckoutOutcome::NotAllowed(NotAllowedBecause::BorrowAllow),
+                )
                 .map(Some);
         }
         let threshold = live_threshold(self.now, lic.policy.skew);

@@ -13,7 +13,9 @@ use leasehold_common::policy::{Group, LicenseConfig};
 use leasehold_common::{Timestamp, is_live, live_threshold};
 
 use super::{LeaseTx, Result, Rules, new_seat_id};
-use crate::store::{CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, Scope, SeatMode, Waiter};
+use crate::store::{
+    CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, NotAllowedBecause, Scope, SeatMode, Waiter,
+};
 
 /// Live seats as the cap and count steps see them: the store's counts
 /// plus the seats that waiters ahead in line would be given first. With
@@ -102,7 +104,11 @@ impl<T: LeaseTx> Rules<'_, T> {
             return Ok(reused(lease));
         }
         if !self.allowed(lic, req)? {
-            return self.refused(&lic.id, counted, CheckoutOutcome::NotAllowed);
+            return self.refused(
+                &lic.id,
+                counted,
+                CheckoutOutcome::NotAllowed(NotAllowedBecause::Lists),
+            );
         }
         if let Some(outcome) = self.borrow_steps(lic, req, counted)? {
             return Ok(outcome);
