@@ -5,6 +5,8 @@
 //! - the leases its heartbeats will ask for, read in one statement when the
 //!   batch begins, and their renewals, written in one statement when
 //!   something next reads the table or the batch commits ([`BatchState`]);
+//! - the blocks in force on the licenses its checkouts ask for, read in one
+//!   statement when the batch begins;
 //! - its savepoint, opened only before a command's first statement: a
 //!   heartbeat served from what was read up front sends none.
 //!
@@ -37,6 +39,12 @@ pub struct BatchState {
     /// since then is applied to them, and they are forgotten when a
     /// command changes leases in ways they do not track.
     known: HashMap<String, Option<LeaseRow>>,
+    /// Blocks in force at the batch's time, per license it checks out from,
+    /// by holder and fingerprint (`""` for none): read up front. Only a
+    /// revoke writes blocks, and a revoke's batch holds every license's
+    /// `lease_rows` row, which a checkout batch also holds for its licenses:
+    /// no other replica blocks anyone of them meanwhile.
+    blocks: HashMap<String, HashMap<(String, String), i64>>,
     savepoint: Savepoint,
     /// The current command has not sent a statement yet.
     savepoint_due: bool,
@@ -92,6 +100,62 @@ impl BatchState {
         Ok(())
     }
 
+    /// Read up front the blocks in force at `now` on the licenses the batch
+    /// checks out from.
+    pub fn read_blocks(
+        &mut self,
+        client: &mut Client,
+        statements: &Statements,
+        license_ids: &[&str],
+        now: Timestamp,
+    ) -> Result<(), postgres::Error> {
+        if license_ids.is_empty() {
+            return Ok(());
+        }
+        let rows = client.query(
+            &statements.blocks_of_licenses,
+            &[&license_ids, &now.as_millis()],
+        )?;
+        for id in license_ids {
+            self.blocks.insert((*id).to_string(), HashMap::new());
+        }
+        for row in &rows {
+            let license: String = row.get(0);
+            if let Some(blocks) = self.blocks.get_mut(&license) {
+                blocks.insert((row.get(1), row.get(2)), row.get(3));
+            }
+        }
+        Ok(())
+    }
+
+    /// When the block on this holder and fingerprint ends, if it is in
+    /// force at `now`; `None` if the batch did not read the license's blocks.
+    pub fn known_block(
+        &self,
+        license_id: &str,
+        holder: &str,
+        fingerprint: &str,
+        now: Timestamp,
+    ) -> Option<Option<Timestamp>> {
+        let blocks = self.blocks.get(license_id)?;
+        Some(
+            blocks
+                .get(&(holder.to_string(), fingerprint.to_string()))
+                .filter(|until| **until > now.as_millis())
+                .map(|until| Timestamp::from_millis(*until)),
+        )
+    }
+
+    /// A block was written: what is known follows it.
+    pub fn blocked(&mut self, license_id: &str, holder: &str, fingerprint: &str, until: Timestamp) {
+        if let Some(blocks) = self.blocks.get_mut(license_id) {
+            blocks.insert(
+                (holder.to_string(), fingerprint.to_string()),
+                until.as_millis(),
+            );
+        }
+    }
+
     /// The next command starts: its savepoint is due before its first
     /// statement.
     pub fn command_starts(&mut self) {
@@ -113,8 +177,9 @@ impl BatchState {
         }
         self.events.truncate(self.events_before);
         self.renewals.truncate(self.renewals_before);
-        // It may have renewed what is known; read it again if asked.
+        // It may have renewed or blocked what is known; read it again if asked.
         self.known.clear();
+        self.blocks.clear();
         if !self.command_opened_savepoint {
             return;
         }

@@ -42,6 +42,7 @@ pub struct Statements {
     reap_leases: Statement,
     pub(super) number_events: Statement,
     pub(super) leases_by_seat: Statement,
+    pub(super) blocks_of_licenses: Statement,
     pub(super) renew_leases: Statement,
     waiting_line: Statement,
     prune_blocks: Statement,
@@ -144,6 +145,8 @@ impl Statements {
                                        $5::text[], $6::text[])
                      WITH ORDINALITY AS e(at, kind, license_id, seat_id, holder, detail, n)",
             )?,
+            blocks_of_licenses: p("SELECT license_id, holder, fingerprint, until_ms FROM blocks
+                 WHERE license_id = ANY($1::text[]) AND until_ms > $2")?,
             leases_by_seat: p(&format!(
                 "SELECT {LEASE_COLUMNS} FROM leases WHERE seat_id = ANY($1::text[])"
             ))?,
@@ -304,6 +307,9 @@ impl LeaseTx for PgTx<'_> {
         fingerprint: &str,
         now: Timestamp,
     ) -> Result<Option<Timestamp>> {
+        if let Some(known) = self.state.known_block(license_id, holder, fingerprint, now) {
+            return Ok(known);
+        }
         self.ready()?;
         let row = self.client.query_opt(
             &self.statements.block_until,
@@ -324,6 +330,7 @@ impl LeaseTx for PgTx<'_> {
             &self.statements.set_block,
             &[&license_id, &holder, &fingerprint, &until.as_millis()],
         )?;
+        self.state.blocked(license_id, holder, fingerprint, until);
         Ok(())
     }
 

@@ -15,8 +15,10 @@
 //!    for longer than the stall threshold (once: under the cluster row lock);
 //! 4. apply each command by the rules, in its own savepoint, opened only
 //!    before its first statement: the leases the batch's heartbeats name
-//!    are read in one statement up front and their renewals written in one
-//!    statement (`batch_state.rs`), so a heartbeat sends none of its own;
+//!    and the blocks on the licenses its checkouts ask for are read in one
+//!    statement each up front, and renewals written in one statement
+//!    (`batch_state.rs`), so a heartbeat sends no statement of its own and
+//!    a checkout no block check;
 //! 5. number and write the batch's events (kept until now, so the cluster
 //!    row is locked only for the commit), move the high-water mark and
 //!    "alive" time, wake the other replicas' event followers (`NOTIFY`),
@@ -129,6 +131,9 @@ impl PgBatches {
         self.state.begin(cluster.someone_waits);
         self.state
             .read_ahead(client, statements, &heartbeat_seats(batch))?;
+        let checkouts: Vec<&str> = locks.checkouts.iter().map(String::as_str).collect();
+        self.state
+            .read_blocks(client, statements, &checkouts, cluster.now)?;
         Ok(Begun {
             now: cluster.now,
             licenses: self.licenses.current(),
@@ -254,6 +259,8 @@ struct BatchLocks {
     /// The `lease_rows` rows the batch's inserts and deletes will update
     /// (their statement triggers do), in license id order.
     rows: RowLocks,
+    /// The licenses the batch checks out from (all among `rows`).
+    checkouts: BTreeSet<String>,
 }
 
 enum RowLocks {
@@ -270,6 +277,7 @@ impl BatchLocks {
     fn of(batch: &[Command], licenses: &Licenses) -> BatchLocks {
         let mut advisory = BTreeMap::new();
         let mut rows = BTreeSet::new();
+        let mut checkouts = BTreeSet::new();
         let mut all_rows = false;
         for cmd in batch {
             let (license_id, exclusive) = match cmd {
@@ -291,6 +299,7 @@ impl BatchLocks {
             };
             if exclusive && let Some(lic) = licenses.get(license_id) {
                 rows.insert(lic.id.clone());
+                checkouts.insert(lic.id.clone());
             }
             *advisory.entry(advisory_key(license_id)).or_insert(false) |= exclusive;
         }
@@ -299,7 +308,11 @@ impl BatchLocks {
         } else {
             RowLocks::Licenses(rows)
         };
-        BatchLocks { advisory, rows }
+        BatchLocks {
+            advisory,
+            rows,
+            checkouts,
+        }
     }
 }
 
