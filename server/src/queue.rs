@@ -75,7 +75,7 @@ impl WaitQueues {
     /// Who waits in `license_id`'s line now, first come first.
     pub async fn line(&self, license_id: &str) -> Result<Vec<Waiter>, StoreError> {
         match &self.shared {
-            Some(line) => line.line.ahead(license_id, None).await,
+            Some(line) => line.line.waiters(license_id).await,
             None => Ok(self
                 .lock()
                 .get(license_id)

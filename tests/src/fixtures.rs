@@ -31,3 +31,15 @@ pub const TEST_LICENSES: &str = concat!(
     license_toml!("tiny", seats = 1, ttl = "60s", skew = "5s", reap_grace = "15s"),
     license_toml!("short", seats = 2, ttl = "1s", skew = "0s", reap_grace = "300ms"),
 );
+
+/// `lab`: 3 seats, of which up to 2 may be borrowed for up to 7 days.
+pub const LENDING: &str = concat!(
+    license_toml!(
+        "lab",
+        seats = 3,
+        ttl = "60s",
+        skew = "5s",
+        reap_grace = "15s"
+    ),
+    "\n[license.borrow]\nmax = \"7d\"\nseats = 2\n",
+);

@@ -32,7 +32,7 @@ pub mod tmux;
 mod tools;
 
 pub use cli::{Run, run_leasehold};
-pub use fixtures::TEST_LICENSES;
+pub use fixtures::{LENDING, TEST_LICENSES};
 pub use http::read_sse;
 pub use process::{run_leaseholdd_expecting_exit, spawn_until_listening};
 pub use server::{Server, ServerOptions};

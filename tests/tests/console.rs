@@ -9,7 +9,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use leasehold_tests::tmux::{Tmux, console_command, require_tmux};
-use leasehold_tests::{Run, Server, TEST_LICENSES, eventually, leasehold_bin, run_leasehold};
+use leasehold_tests::{
+    LENDING, Run, Server, TEST_LICENSES, eventually, leasehold_bin, run_leasehold,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -210,21 +212,6 @@ async fn one_shot_commands_report_and_revoke() {
     events_show_checkouts_and_the_revoke(&server, &seat).await;
     revoke_json_then_again_is_unknown(&server).await;
 }
-
-/// A pool that lends seats for offline use.
-const LENDING: &str = r#"
-[[license]]
-id = "lab"
-key = "lab-key"
-seats = 3
-ttl = "60s"
-skew = "5s"
-reap_grace = "15s"
-
-[license.borrow]
-max = "7d"
-seats = 2
-"#;
 
 /// A borrowed seat: `status` counts it, `seats` shows its state and when it
 /// is back (and `--json` its state and expiry), a plain `revoke` is refused

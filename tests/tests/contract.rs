@@ -8,7 +8,7 @@ use std::time::Duration;
 use leasehold_common::Timestamp;
 use leasehold_common::api::Lease;
 use leasehold_common::token::{Jwks, LeaseClaims, verify};
-use leasehold_tests::{Server, TEST_LICENSES, read_sse};
+use leasehold_tests::{LENDING, Server, TEST_LICENSES, read_sse};
 use serde_json::{Value, json};
 
 async fn lease(resp: reqwest::Response, status: u16) -> Lease {
@@ -528,21 +528,6 @@ async fn sse_delivers_events_and_resumes_after_last_event_id() {
     assert_eq!(next[0].1["holder"], "after");
     assert_eq!(next[0].0, msgs[1].0 + 1, "no gap, no duplicate");
 }
-
-/// A pool that lends seats for offline use.
-const LENDING: &str = r#"
-[[license]]
-id = "lab"
-key = "lab-key"
-seats = 3
-ttl = "60s"
-skew = "5s"
-reap_grace = "15s"
-
-[license.borrow]
-max = "7d"
-seats = 2
-"#;
 
 /// Borrowing as the contract says: a heartbeat on a borrowed seat and an
 /// unforced admin revoke are `409 borrowed` (the error body with nothing

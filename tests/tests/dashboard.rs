@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use browser::Browser;
 use fantoccini::Locator;
 use fantoccini::key::Key;
-use leasehold_tests::{Server, ServerOptions, TEST_LICENSES};
+use leasehold_tests::{LENDING, Server, ServerOptions, TEST_LICENSES};
 use serde_json::json;
 
 const SOON: Duration = Duration::from_secs(10);
@@ -693,21 +693,6 @@ async fn a_million_seats_are_grouped_in_the_browsers_locale() {
     b.assert_clean().await;
     b.close().await;
 }
-
-/// A pool that lends seats for offline use.
-const LENDING: &str = r#"
-[[license]]
-id = "lab"
-key = "lab-key"
-seats = 3
-ttl = "60s"
-skew = "5s"
-reap_grace = "15s"
-
-[license.borrow]
-max = "7d"
-seats = 2
-"#;
 
 /// A borrowed seat shows its state and when it comes back; its revoke
 /// dialog says why force is needed and offers it. A plain revoke is

@@ -72,16 +72,15 @@ impl SharedLine {
         Ok(id)
     }
 
-    /// Waiters of the license ahead of `id` (every waiter, with `None`),
-    /// first come first.
-    pub async fn ahead(
-        &self,
-        license_id: &str,
-        id: Option<i64>,
-    ) -> Result<Vec<Waiter>, StoreError> {
+    /// Every live waiter of the license, first come first (what admins see;
+    /// a checkout's writer reads the waiters ahead of it itself).
+    pub async fn waiters(&self, license_id: &str) -> Result<Vec<Waiter>, StoreError> {
         let client = self.pool.client().await?;
         let rows = client
-            .query(&waiters_ahead_sql(), &[&license_id, &id, &STALE_MS])
+            .query(
+                &waiters_ahead_sql(),
+                &[&license_id, &None::<i64>, &STALE_MS],
+            )
             .await?;
         Ok(waiters(&rows))
     }
