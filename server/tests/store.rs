@@ -1670,3 +1670,118 @@ async fn borrowed_seats_are_counted_exactly_from_lending_to_reap() {
     assert!(h.seat(&ann.seat_id).await.is_none());
     h.finish().await;
 }
+
+// ---------------------------------------------------------------------------
+// Commands that share a batch
+// ---------------------------------------------------------------------------
+
+/// `caps`: 4 seats, 2 per holder, a group `team` that may hold 2 and keeps 1
+/// reserved.
+const CAPS: &str = r#"
+[[license]]
+id = "caps"
+key = "caps-key"
+seats = 4
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+max_per_holder = 2
+
+[[license.group]]
+name = "team"
+holders = ["t-*"]
+max = 2
+reserve = 1
+"#;
+
+/// One command of a burst: as written (holder and fingerprint, the n-th
+/// seat taken before it), then as sent.
+enum Burst<C, R> {
+    Checkout(C),
+    Release(R),
+}
+
+/// A burst's command as written: (holder, fingerprint or ""), or the n-th
+/// seat taken before the burst.
+type Written = Burst<(&'static str, &'static str), usize>;
+
+fn outcome(o: CheckoutOutcome) -> String {
+    match o {
+        CheckoutOutcome::Granted { reused: false, .. } => "granted".to_string(),
+        CheckoutOutcome::Full { live, reserved, .. } => format!("full {live} reserved {reserved}"),
+        CheckoutOutcome::LimitReached { limit, max, .. } => format!("{limit:?} cap {max}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Commands sent at once, in order, are answered as if one by one, however
+/// the writer cuts them into batches: each checkout sees the seats the
+/// commands before it took and freed, for the pool, a group's reservation
+/// and cap and a holder's cap. (On PostgreSQL a batch reads each count once
+/// for the licenses it checks out from and follows its own writes, and
+/// keeps new leases to insert them together; this is what must not drift.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_sent_at_once_are_answered_as_if_one_by_one() {
+    use Burst::{Checkout, Release};
+    let h = Harness::with(CAPS, NO_STALL);
+    let burst: [(Written, &str); 13] = [
+        (Checkout(("x-3", "")), "granted"),
+        (Checkout(("x-4", "")), "full 4 reserved 0"),
+        (Release(1), "released"),
+        (Checkout(("x-4", "")), "granted"),
+        (Checkout(("t-2", "")), "full 4 reserved 0"),
+        // The team's member leaves: its reserved seat is free again, for
+        // the team only.
+        (Release(0), "released"),
+        (Checkout(("x-5", "")), "full 3 reserved 1"),
+        (Checkout(("t-1", "")), "granted"),
+        (Release(2), "released"),
+        (Checkout(("t-1", "")), "granted"),
+        (Checkout(("t-1", "")), "Holder cap 2"),
+        (Checkout(("t-3", "")), "Group cap 2"),
+        (Checkout(("x-6", "fp")), "full 4 reserved 0"),
+    ];
+    let stats = h.store.writer_stats();
+    let before = (
+        stats.batches.load(Ordering::Relaxed),
+        stats.commands.load(Ordering::Relaxed),
+    );
+    for round in 0..12 {
+        // Before each burst: a team member and two others hold seats.
+        let mut held = Vec::new();
+        for holder in ["t-1", "x-1", "x-2"] {
+            held.push(h.fresh(req("caps", holder)).await);
+        }
+        let answers = futures_util::future::join_all(burst.iter().map(|(step, _)| {
+            let store = h.store.clone();
+            let step = match step {
+                Checkout((holder, "")) => Checkout(req("caps", holder)),
+                Checkout((holder, fp)) => Checkout(req_fp("caps", holder, fp)),
+                Release(n) => Release(held[*n].seat_id.clone()),
+            };
+            async move {
+                match step {
+                    Checkout(r) => outcome(store.checkout(r).await.unwrap()),
+                    Release(seat) => match store.release("caps", &seat).await {
+                        Ok(true) => "released".to_string(),
+                        other => format!("{other:?}"),
+                    },
+                }
+            }
+        }))
+        .await;
+        let want: Vec<&str> = burst.iter().map(|(_, want)| *want).collect();
+        assert_eq!(answers, want, "round {round}");
+        assert_eq!(h.live("caps").await, 4, "round {round}");
+        for seat in h.store.seats(Some("caps")).await.unwrap() {
+            assert!(h.store.release("caps", &seat.seat_id).await.unwrap());
+        }
+    }
+    let batches = stats.batches.load(Ordering::Relaxed) - before.0;
+    let commands = stats.commands.load(Ordering::Relaxed) - before.1;
+    assert!(
+        commands > batches,
+        "no batch held two commands ({commands} in {batches}): nothing here shared a batch"
+    );
+    h.finish().await;
+}

@@ -41,6 +41,20 @@ impl<'a> Scope<'a> {
             | Scope::Mode { license_id, .. } => license_id,
         }
     }
+
+    /// Whether `lease` counts in this scope at `threshold`: live
+    /// (`expires_at >= threshold`, as the stores' SQL binds it) and of the
+    /// scope's license, group, holder or mode.
+    pub fn counts(&self, lease: &LeaseRow, threshold: Timestamp) -> bool {
+        lease.expires_at >= threshold
+            && lease.license_id == self.license_id()
+            && match *self {
+                Scope::License(_) => true,
+                Scope::Group { group, .. } => lease.group.as_deref() == Some(group),
+                Scope::Holder { holder, .. } => lease.holder == holder,
+                Scope::Mode { mode, .. } => lease.mode == mode,
+            }
+    }
 }
 
 /// The queries the rules ask of one store transaction. Nothing here decides:

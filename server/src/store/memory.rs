@@ -50,29 +50,14 @@ impl MemoryStore {
             .filter(move |l| l.license_id == license_id)
     }
 
-    /// Live leases of the license, by the same threshold the SQL binds.
-    fn live_of<'a>(
-        &'a self,
-        license_id: &'a str,
-        threshold: Timestamp,
-    ) -> impl Iterator<Item = &'a LeaseRow> + 'a {
-        self.leases_of(license_id)
-            .filter(move |l| l.expires_at >= threshold)
-    }
-
-    /// Live leases in `scope`.
+    /// Live leases in `scope`, by the same threshold the SQL binds.
     fn live_in<'a>(
         &'a self,
         scope: Scope<'a>,
         threshold: Timestamp,
     ) -> impl Iterator<Item = &'a LeaseRow> + 'a {
-        self.live_of(scope.license_id(), threshold)
-            .filter(move |l| match scope {
-                Scope::License(_) => true,
-                Scope::Group { group, .. } => l.group.as_deref() == Some(group),
-                Scope::Holder { holder, .. } => l.holder == holder,
-                Scope::Mode { mode, .. } => l.mode == mode,
-            })
+        self.leases_of(scope.license_id())
+            .filter(move |l| scope.counts(l, threshold))
     }
 }
 
@@ -134,7 +119,7 @@ impl LeaseTx for MemoryStore {
         threshold: Timestamp,
     ) -> Result<Option<LeaseRow>> {
         Ok(self
-            .live_of(license_id, threshold)
+            .live_in(Scope::License(license_id), threshold)
             .filter(|l| l.fingerprint.as_deref() == Some(fingerprint))
             .max_by_key(|l| {
                 let takeable = l.mode != SeatMode::Linger || l.holder == holder;

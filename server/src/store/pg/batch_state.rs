@@ -3,8 +3,12 @@
 //!
 //! - its events, numbered and written at the commit ([`PendingEvents`]);
 //! - the leases its heartbeats will ask for, read in one statement when the
-//!   batch begins, and their renewals, written in one statement when
-//!   something next reads the table or the batch commits ([`BatchState`]);
+//!   batch begins;
+//! - its new leases and renewals, written in one statement each when
+//!   something next reads the table or the batch commits ([`PendingWrites`]);
+//! - the live counts it read of the licenses it checks out from, kept
+//!   exact by its own writes ([`LiveCounts`]), so each is read once per
+//!   batch, not once per checkout;
 //! - the blocks in force on the licenses its checkouts ask for, read in one
 //!   statement when the batch begins;
 //! - its savepoint, opened only before a command's first statement: a
@@ -13,6 +17,12 @@
 //! A command that fails loses what it kept here, as its savepoint loses
 //! what it wrote.
 //!
+//! A write kept here that fails when it is sent fails the batch's commit,
+//! so every command of the batch is answered with the error: nothing is
+//! acknowledged that was not written. (A new lease can fail only on its
+//! Idempotency-Key, and the rules look that key up, a statement that
+//! writes what is kept first, before they insert.)
+//!
 //! Leases read up front stay true for the batch: it holds the license's
 //! advisory lock (shared), so no checkout anywhere re-claims, borrows or
 //! counts them meanwhile, and another replica's heartbeat writes the same
@@ -20,20 +30,21 @@
 //! the renewal then updates no row and the seat's next heartbeat is told it
 //! is gone, as when the delete came between a read and an update before.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use leasehold_common::Timestamp;
 use postgres::Client;
 
 use super::tx::{Statements, lease_from_row};
-use crate::store::LeaseRow;
 use crate::store::lease_tx::NewEvent;
+use crate::store::{LeaseRow, Scope, SeatMode};
 
 /// Everything a batch keeps between its statements.
 #[derive(Default)]
 pub struct BatchState {
     pub events: PendingEvents,
-    renewals: Renewals,
+    writes: PendingWrites,
+    pub counts: LiveCounts,
     /// Leases as this batch last knew them (`None`: not in the table), read
     /// up front for its heartbeats; only what this batch itself changed
     /// since then is applied to them, and they are forgotten when a
@@ -50,9 +61,9 @@ pub struct BatchState {
     savepoint_due: bool,
     /// The current command opened the savepoint (so a failure rolls back to it).
     command_opened_savepoint: bool,
-    /// Events and renewals of the commands before the current one.
+    /// Events and writes of the commands before the current one.
     events_before: usize,
-    renewals_before: usize,
+    writes_before: WritesMark,
     /// Whether any live waiter stood in the shared line when the batch
     /// began: if not, nobody is ahead of any checkout in it.
     pub someone_waits: bool,
@@ -162,7 +173,7 @@ impl BatchState {
         self.savepoint_due = true;
         self.command_opened_savepoint = false;
         self.events_before = self.events.len();
-        self.renewals_before = self.renewals.len();
+        self.writes_before = self.writes.mark();
     }
 
     /// The command ended; keep what it did, or undo it (here and, if it sent
@@ -176,10 +187,11 @@ impl BatchState {
             return;
         }
         self.events.truncate(self.events_before);
-        self.renewals.truncate(self.renewals_before);
-        // It may have renewed or blocked what is known; read it again if asked.
+        self.writes.truncate(self.writes_before);
+        // It may have changed what is known or counted; read it again if asked.
         self.known.clear();
         self.blocks.clear();
+        self.counts.forget();
         if !self.command_opened_savepoint {
             return;
         }
@@ -193,18 +205,16 @@ impl BatchState {
         }
     }
 
-    /// Before any statement of a command: write the renewals kept so far
-    /// (the earlier commands' before this one's savepoint, so undoing this
-    /// command keeps them), open the savepoint if due.
+    /// Before any statement of a command: write the new leases and renewals
+    /// kept so far (the earlier commands' before this one's savepoint, so
+    /// undoing this command keeps them), open the savepoint if due.
     pub fn before_statement(
         &mut self,
         client: &mut Client,
         statements: &Statements,
     ) -> Result<(), postgres::Error> {
         if self.savepoint_due {
-            let wrote = self
-                .renewals
-                .write(client, statements, self.renewals_before)?;
+            let wrote = self.writes.write(client, statements, self.writes_before)?;
             if wrote && matches!(self.savepoint, Savepoint::Clean) {
                 // A statement since it was rolled back to: open it anew.
                 self.savepoint = Savepoint::Used;
@@ -222,11 +232,10 @@ impl BatchState {
             }
             self.savepoint_due = false;
             self.command_opened_savepoint = true;
-            self.renewals_before = 0;
+            self.writes_before = WritesMark::default();
         }
-        self.renewals
-            .write(client, statements, self.renewals.len())
-            .map(|_| ())
+        let all = self.writes.mark();
+        self.writes.write(client, statements, all).map(|_| ())
     }
 
     /// The lease as this batch knows it, if it read it up front: `Some(None)`
@@ -235,17 +244,26 @@ impl BatchState {
         self.known.get(seat_id).map(Option::as_ref)
     }
 
-    /// Keep a renewal for the next write; what is known follows it.
-    pub fn renew(&mut self, renewed: &LeaseRow) {
-        self.renewals.push(renewed);
+    /// Keep a new lease for the next write; the counts follow it.
+    pub fn insert(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) {
+        self.writes.inserts.push(lease, idempotency_key);
+        self.counts.changed(None, Some(lease));
+    }
+
+    /// Keep a renewal for the next write; what is known and counted
+    /// follows it.
+    pub fn renew(&mut self, old: &LeaseRow, renewed: &LeaseRow) {
+        self.writes.renewals.push(renewed);
+        self.counts.changed(Some(old), Some(renewed));
         if let Some(Some(known)) = self.known.get_mut(&renewed.seat_id) {
             *known = renewed.clone();
         }
     }
 
     /// A seat left the table.
-    pub fn deleted(&mut self, seat_id: &str) {
-        if let Some(known) = self.known.get_mut(seat_id) {
+    pub fn deleted(&mut self, lease: &LeaseRow) {
+        self.counts.changed(Some(lease), None);
+        if let Some(known) = self.known.get_mut(&lease.seat_id) {
             *known = None;
         }
     }
@@ -253,23 +271,254 @@ impl BatchState {
     /// Leases changed in ways not tracked here (a reap, the outage rule).
     pub fn forget_known(&mut self) {
         self.known.clear();
+        self.counts.forget();
     }
 
     /// At the commit: write what is still kept.
-    pub fn write_renewals(
+    pub fn write_pending(
         &mut self,
         client: &mut Client,
         statements: &Statements,
     ) -> Result<(), postgres::Error> {
-        self.renewals
-            .write(client, statements, self.renewals.len())
-            .map(|_| ())
+        let all = self.writes.mark();
+        self.writes.write(client, statements, all).map(|_| ())
     }
 
     /// The batch ended (committed or not): nothing kept survives it.
     pub fn clear(&mut self) {
         let someone_waits = self.someone_waits;
         self.begin(someone_waits);
+    }
+}
+
+/// Live counts the batch read, per scope and threshold, of the licenses
+/// whose exclusive advisory lock it holds (those it checks out from). No
+/// other batch changes those licenses' leases until it commits: every
+/// heartbeat, release and checkout of them takes the lock, and a revoke or
+/// reap waits for their `lease_rows` rows, which the batch holds too. So a
+/// count read once, then moved by each of the batch's own inserts,
+/// renewals and deletes (`Scope::counts`, the test the SQL makes), is what
+/// the database would answer again. Changes not followed one by one (a
+/// reap, the outage rule, a failed command) forget them.
+#[derive(Default)]
+pub struct LiveCounts {
+    locked: HashSet<String>,
+    known: Vec<KnownCount>,
+}
+
+struct KnownCount {
+    license_id: String,
+    of: CountOf,
+    threshold: Timestamp,
+    live: u32,
+}
+
+enum CountOf {
+    License,
+    Group(String),
+    Holder(String),
+    Mode(SeatMode),
+}
+
+impl KnownCount {
+    fn new(scope: Scope<'_>, threshold: Timestamp, live: u32) -> KnownCount {
+        let of = match scope {
+            Scope::License(_) => CountOf::License,
+            Scope::Group { group, .. } => CountOf::Group(group.to_string()),
+            Scope::Holder { holder, .. } => CountOf::Holder(holder.to_string()),
+            Scope::Mode { mode, .. } => CountOf::Mode(mode),
+        };
+        KnownCount {
+            license_id: scope.license_id().to_string(),
+            of,
+            threshold,
+            live,
+        }
+    }
+
+    fn scope(&self) -> Scope<'_> {
+        let license_id = &self.license_id;
+        match &self.of {
+            CountOf::License => Scope::License(license_id),
+            CountOf::Group(group) => Scope::Group { license_id, group },
+            CountOf::Holder(holder) => Scope::Holder { license_id, holder },
+            CountOf::Mode(mode) => Scope::Mode {
+                license_id,
+                mode: *mode,
+            },
+        }
+    }
+}
+
+impl LiveCounts {
+    /// The batch holds these licenses' exclusive locks.
+    pub fn lock_held(&mut self, license_ids: &[&str]) {
+        self.locked = license_ids.iter().map(|id| (*id).to_string()).collect();
+    }
+
+    pub fn known(&self, scope: Scope<'_>, threshold: Timestamp) -> Option<u32> {
+        self.known
+            .iter()
+            .find(|k| k.threshold == threshold && k.scope() == scope)
+            .map(|k| k.live)
+    }
+
+    /// A count the database answered (with the batch's writes sent): kept
+    /// if no other batch can change it meanwhile.
+    pub fn read(&mut self, scope: Scope<'_>, threshold: Timestamp, live: u32) {
+        if self.locked.contains(scope.license_id()) {
+            self.known.push(KnownCount::new(scope, threshold, live));
+        }
+    }
+
+    /// The batch changed a lease from `old` to `new` (`None`: not in the
+    /// table).
+    fn changed(&mut self, old: Option<&LeaseRow>, new: Option<&LeaseRow>) {
+        for k in &mut self.known {
+            let counts =
+                |lease: Option<&LeaseRow>| lease.is_some_and(|l| k.scope().counts(l, k.threshold));
+            let (was, is) = (counts(old), counts(new));
+            if was && !is {
+                k.live = k.live.saturating_sub(1);
+            } else if is && !was {
+                k.live = k.live.saturating_add(1);
+            }
+        }
+    }
+
+    fn forget(&mut self) {
+        self.known.clear();
+    }
+}
+
+/// How many of each kind of write a batch kept: where a command's begin.
+#[derive(Clone, Copy, Default)]
+struct WritesMark {
+    inserts: usize,
+    renewals: usize,
+}
+
+/// New leases and renewals not yet written, in the order decided. New
+/// leases go first: a renewal never names a lease kept here (reading a
+/// lease it did not read up front is a statement, which writes them).
+#[derive(Default)]
+struct PendingWrites {
+    inserts: Inserts,
+    renewals: Renewals,
+}
+
+impl PendingWrites {
+    fn mark(&self) -> WritesMark {
+        WritesMark {
+            inserts: self.inserts.len(),
+            renewals: self.renewals.len(),
+        }
+    }
+
+    fn truncate(&mut self, to: WritesMark) {
+        self.inserts.truncate(to.inserts);
+        self.renewals.truncate(to.renewals);
+    }
+
+    /// Write what was kept up to `upto` (one statement per kind) and forget
+    /// it; true if anything was written.
+    fn write(
+        &mut self,
+        client: &mut Client,
+        statements: &Statements,
+        upto: WritesMark,
+    ) -> Result<bool, postgres::Error> {
+        let inserted = self.inserts.write(client, statements, upto.inserts)?;
+        let renewed = self.renewals.write(client, statements, upto.renewals)?;
+        Ok(inserted || renewed)
+    }
+}
+
+/// New leases not yet written, as columns for one `INSERT … unnest`.
+#[derive(Default)]
+struct Inserts {
+    seat_id: Vec<String>,
+    license_id: Vec<String>,
+    holder: Vec<String>,
+    fingerprint: Vec<Option<String>>,
+    idempotency_key: Vec<Option<String>>,
+    checked_out_at: Vec<i64>,
+    issued_at: Vec<i64>,
+    expires_at: Vec<i64>,
+    group: Vec<Option<String>>,
+    mode: Vec<i32>,
+}
+
+impl Inserts {
+    fn len(&self) -> usize {
+        self.seat_id.len()
+    }
+
+    fn push(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) {
+        self.seat_id.push(lease.seat_id.clone());
+        self.license_id.push(lease.license_id.clone());
+        self.holder.push(lease.holder.clone());
+        self.fingerprint.push(lease.fingerprint.clone());
+        self.idempotency_key
+            .push(idempotency_key.map(str::to_string));
+        self.checked_out_at.push(lease.checked_out_at.as_millis());
+        self.issued_at.push(lease.issued_at.as_millis());
+        self.expires_at.push(lease.expires_at.as_millis());
+        self.group.push(lease.group.clone());
+        self.mode.push(lease.mode.code());
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.seat_id.truncate(len);
+        self.license_id.truncate(len);
+        self.holder.truncate(len);
+        self.fingerprint.truncate(len);
+        self.idempotency_key.truncate(len);
+        self.checked_out_at.truncate(len);
+        self.issued_at.truncate(len);
+        self.expires_at.truncate(len);
+        self.group.truncate(len);
+        self.mode.truncate(len);
+    }
+
+    /// Write the first `n` in one statement and forget them; true if there
+    /// were any.
+    fn write(
+        &mut self,
+        client: &mut Client,
+        statements: &Statements,
+        n: usize,
+    ) -> Result<bool, postgres::Error> {
+        let n = n.min(self.len());
+        if n == 0 {
+            return Ok(false);
+        }
+        client.execute(
+            &statements.insert_leases,
+            &[
+                &&self.seat_id[..n],
+                &&self.license_id[..n],
+                &&self.holder[..n],
+                &&self.fingerprint[..n],
+                &&self.idempotency_key[..n],
+                &&self.checked_out_at[..n],
+                &&self.issued_at[..n],
+                &&self.expires_at[..n],
+                &&self.group[..n],
+                &&self.mode[..n],
+            ],
+        )?;
+        self.seat_id.drain(..n);
+        self.license_id.drain(..n);
+        self.holder.drain(..n);
+        self.fingerprint.drain(..n);
+        self.idempotency_key.drain(..n);
+        self.checked_out_at.drain(..n);
+        self.issued_at.drain(..n);
+        self.expires_at.drain(..n);
+        self.group.drain(..n);
+        self.mode.drain(..n);
+        Ok(true)
     }
 }
 

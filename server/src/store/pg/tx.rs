@@ -37,7 +37,7 @@ pub struct Statements {
     live_count_scoped: Statement,
     earliest_live_scoped: Statement,
     lease: Statement,
-    insert_lease: Statement,
+    pub(super) insert_leases: Statement,
     delete_lease: Statement,
     reap_leases: Statement,
     pub(super) number_events: Statement,
@@ -106,10 +106,12 @@ impl Statements {
                 "SELECT {LEASE_COLUMNS} FROM leases
                  WHERE seat_id = $1 AND ($2::text IS NULL OR license_id = $2)"
             ))?,
-            insert_lease: p(
+            insert_leases: p(
                 "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
                                      checked_out_at, issued_at, expires_at, grp, mode)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
+                                      $5::text[], $6::bigint[], $7::bigint[], $8::bigint[],
+                                      $9::text[], $10::int[])",
             )?,
             delete_lease: p(&format!(
                 "DELETE FROM leases WHERE seat_id = $1 AND ($2::text IS NULL OR license_id = $2)
@@ -368,7 +370,12 @@ impl LeaseTx for PgTx<'_> {
         Ok(row.as_ref().map(lease_from_row))
     }
 
+    /// Read once per batch for a license it checks out from, then kept
+    /// (`LiveCounts`).
     fn live_count(&mut self, scope: Scope<'_>, threshold: Timestamp) -> Result<u32> {
+        if let Some(live) = self.state.counts.known(scope, threshold) {
+            return Ok(live);
+        }
         self.ready()?;
         let n: i64 = self
             .scoped(
@@ -378,7 +385,9 @@ impl LeaseTx for PgTx<'_> {
                 threshold,
             )?
             .get(0);
-        Ok(count(n))
+        let live = count(n);
+        self.state.counts.read(scope, threshold, live);
+        Ok(live)
     }
 
     fn earliest_live_expiry(
@@ -411,23 +420,10 @@ impl LeaseTx for PgTx<'_> {
         Ok(row.as_ref().map(lease_from_row))
     }
 
+    /// Kept and written with the batch's other new leases, in one
+    /// statement, before the next read of the table or at the commit.
     fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()> {
-        self.ready()?;
-        self.client.execute(
-            &self.statements.insert_lease,
-            &[
-                &lease.seat_id,
-                &lease.license_id,
-                &lease.holder,
-                &lease.fingerprint,
-                &idempotency_key,
-                &lease.checked_out_at.as_millis(),
-                &lease.issued_at.as_millis(),
-                &lease.expires_at.as_millis(),
-                &lease.group,
-                &lease.mode.code(),
-            ],
-        )?;
+        self.state.insert(lease, idempotency_key);
         Ok(())
     }
 
@@ -435,7 +431,7 @@ impl LeaseTx for PgTx<'_> {
     /// before the next read of the table or at the commit.
     fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()> {
         debug_assert_eq!(old.seat_id, renewed.seat_id);
-        self.state.renew(renewed);
+        self.state.renew(old, renewed);
         Ok(())
     }
 
@@ -448,10 +444,11 @@ impl LeaseTx for PgTx<'_> {
         let row = self
             .client
             .query_opt(&self.statements.delete_lease, &[&seat_id, &license_id])?;
-        if row.is_some() {
-            self.state.deleted(seat_id);
+        let gone = row.as_ref().map(lease_from_row);
+        if let Some(lease) = &gone {
+            self.state.deleted(lease);
         }
-        Ok(row.as_ref().map(lease_from_row))
+        Ok(gone)
     }
 
     fn reap_expired(

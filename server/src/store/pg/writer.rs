@@ -132,6 +132,7 @@ impl PgBatches {
         self.state
             .read_ahead(client, statements, &heartbeat_seats(batch))?;
         let checkouts: Vec<&str> = locks.checkouts.iter().map(String::as_str).collect();
+        self.state.counts.lock_held(&checkouts);
         self.state
             .read_blocks(client, statements, &checkouts, cluster.now)?;
         Ok(Begun {
@@ -394,7 +395,7 @@ fn finish_batch(
 ) -> Result<(), postgres::Error> {
     let client = &mut conn.client;
     let result = state
-        .write_renewals(client, &conn.statements)
+        .write_pending(client, &conn.statements)
         .and_then(|()| {
             if state.events.is_empty() {
                 let now = now.as_millis();
