@@ -16,9 +16,10 @@
 //! 4. apply each command by the rules, in its own savepoint, opened only
 //!    before its first statement: the leases the batch's heartbeats name
 //!    and the blocks on the licenses its checkouts ask for are read in one
-//!    statement each up front, and renewals written in one statement
-//!    (`batch_state.rs`), so a heartbeat sends no statement of its own and
-//!    a checkout no block check;
+//!    statement each up front, each live count once per batch, and new
+//!    leases and renewals written in one statement each (`batch_state.rs`),
+//!    so a heartbeat, and a plain checkout after its batch's first count,
+//!    sends no statement of its own;
 //! 5. number and write the batch's events (kept until now, so the cluster
 //!    row is locked only for the commit), move the high-water mark and
 //!    "alive" time, wake the other replicas' event followers (`NOTIFY`),
