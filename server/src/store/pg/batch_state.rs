@@ -434,55 +434,26 @@ impl PendingWrites {
     }
 }
 
-/// New leases not yet written, as columns for one `INSERT … unnest`.
+/// New leases not yet written (with their Idempotency-Keys), in order.
 #[derive(Default)]
-struct Inserts {
-    seat_id: Vec<String>,
-    license_id: Vec<String>,
-    holder: Vec<String>,
-    fingerprint: Vec<Option<String>>,
-    idempotency_key: Vec<Option<String>>,
-    checked_out_at: Vec<i64>,
-    issued_at: Vec<i64>,
-    expires_at: Vec<i64>,
-    group: Vec<Option<String>>,
-    mode: Vec<i32>,
-}
+struct Inserts(Vec<(LeaseRow, Option<String>)>);
 
 impl Inserts {
     fn len(&self) -> usize {
-        self.seat_id.len()
+        self.0.len()
     }
 
     fn push(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) {
-        self.seat_id.push(lease.seat_id.clone());
-        self.license_id.push(lease.license_id.clone());
-        self.holder.push(lease.holder.clone());
-        self.fingerprint.push(lease.fingerprint.clone());
-        self.idempotency_key
-            .push(idempotency_key.map(str::to_string));
-        self.checked_out_at.push(lease.checked_out_at.as_millis());
-        self.issued_at.push(lease.issued_at.as_millis());
-        self.expires_at.push(lease.expires_at.as_millis());
-        self.group.push(lease.group.clone());
-        self.mode.push(lease.mode.code());
+        self.0
+            .push((lease.clone(), idempotency_key.map(str::to_string)));
     }
 
     fn truncate(&mut self, len: usize) {
-        self.seat_id.truncate(len);
-        self.license_id.truncate(len);
-        self.holder.truncate(len);
-        self.fingerprint.truncate(len);
-        self.idempotency_key.truncate(len);
-        self.checked_out_at.truncate(len);
-        self.issued_at.truncate(len);
-        self.expires_at.truncate(len);
-        self.group.truncate(len);
-        self.mode.truncate(len);
+        self.0.truncate(len);
     }
 
-    /// Write the first `n` in one statement and forget them; true if there
-    /// were any.
+    /// Write the first `n` in one statement (`INSERT … unnest` of their
+    /// columns) and forget them; true if there were any.
     fn write(
         &mut self,
         client: &mut Client,
@@ -493,31 +464,34 @@ impl Inserts {
         if n == 0 {
             return Ok(false);
         }
+        let rows = &self.0[..n];
+        let text = |f: fn(&LeaseRow) -> &str| rows.iter().map(|(l, _)| f(l)).collect::<Vec<_>>();
+        let time = |f: fn(&LeaseRow) -> Timestamp| {
+            rows.iter()
+                .map(|(l, _)| f(l).as_millis())
+                .collect::<Vec<_>>()
+        };
+        let fingerprints: Vec<Option<&str>> =
+            rows.iter().map(|(l, _)| l.fingerprint.as_deref()).collect();
+        let keys: Vec<Option<&str>> = rows.iter().map(|(_, k)| k.as_deref()).collect();
+        let groups: Vec<Option<&str>> = rows.iter().map(|(l, _)| l.group.as_deref()).collect();
+        let modes: Vec<i32> = rows.iter().map(|(l, _)| l.mode.code()).collect();
         client.execute(
             &statements.insert_leases,
             &[
-                &&self.seat_id[..n],
-                &&self.license_id[..n],
-                &&self.holder[..n],
-                &&self.fingerprint[..n],
-                &&self.idempotency_key[..n],
-                &&self.checked_out_at[..n],
-                &&self.issued_at[..n],
-                &&self.expires_at[..n],
-                &&self.group[..n],
-                &&self.mode[..n],
+                &text(|l| &l.seat_id),
+                &text(|l| &l.license_id),
+                &text(|l| &l.holder),
+                &fingerprints,
+                &keys,
+                &time(|l| l.checked_out_at),
+                &time(|l| l.issued_at),
+                &time(|l| l.expires_at),
+                &groups,
+                &modes,
             ],
         )?;
-        self.seat_id.drain(..n);
-        self.license_id.drain(..n);
-        self.holder.drain(..n);
-        self.fingerprint.drain(..n);
-        self.idempotency_key.drain(..n);
-        self.checked_out_at.drain(..n);
-        self.issued_at.drain(..n);
-        self.expires_at.drain(..n);
-        self.group.drain(..n);
-        self.mode.drain(..n);
+        self.0.drain(..n);
         Ok(true)
     }
 }
