@@ -1786,8 +1786,9 @@ async fn commands_sent_at_once_are_answered_as_if_one_by_one() {
     h.finish().await;
 }
 
-/// `burst`: 4 seats and 1 of overage, 2 per holder, linger, and a group
-/// `team` that may hold 2 and keeps 1 reserved.
+/// `burst`: 4 seats and 1 of overage, 2 per holder, linger, a group `team`
+/// that may hold 2 and keeps 1 reserved, and 1 seat lent for up to an hour
+/// (not to x-3).
 const BURST: &str = r#"
 [[license]]
 id = "burst"
@@ -1805,6 +1806,11 @@ name = "team"
 holders = ["t-*"]
 max = 2
 reserve = 1
+
+[license.borrow]
+max = "1h"
+seats = 1
+allow = ["t-*", "x-1", "x-2"]
 "#;
 
 /// One command of a random burst on `burst`.
@@ -1814,6 +1820,8 @@ enum BurstOp {
         holder: &'static str,
         fingerprint: Option<&'static str>,
         key: Option<&'static str>,
+        /// Borrow for this many seconds (more than an hour is refused).
+        borrow_s: Option<u64>,
     },
     /// Release, heartbeat or revoke the n-th (mod) seat held before the burst.
     Release(usize),
@@ -1825,13 +1833,16 @@ fn burst_op() -> impl Strategy<Value = BurstOp> {
     prop_oneof![
         6 => (
             prop::sample::select(vec!["t-1", "t-2", "x-1", "x-2", "x-3"]),
-            proptest::option::weighted(0.5, prop::sample::select(vec!["fa", "fb", "fd"])),
+            proptest::option::weighted(0.6, prop::sample::select(vec!["fa", "fb", "fd"])),
             proptest::option::weighted(0.3, prop::sample::select(vec!["ka", "kb"])),
+            proptest::option::weighted(0.4, prop::sample::select(vec![600u64, 3600, 7200])),
         )
-            .prop_map(|(holder, fingerprint, key)| BurstOp::Checkout {
+            .prop_map(|(holder, fingerprint, key, borrow_s)| BurstOp::Checkout {
                 holder,
                 fingerprint,
-                key
+                key,
+                // A borrow names its machine (the HTTP layer demands one).
+                borrow_s: borrow_s.filter(|_| fingerprint.is_some()),
             }),
         2 => (0usize..5).prop_map(BurstOp::Release),
         1 => (0usize..5).prop_map(BurstOp::Heartbeat),
@@ -1850,9 +1861,11 @@ fn answer_shape(h: &Harness, op: &BurstOp, seats: &[LeaseRow]) -> impl Future<Ou
             holder,
             fingerprint,
             key,
+            borrow_s,
         } => Sent::Checkout(CheckoutRequest {
             fingerprint: fingerprint.map(str::to_string),
             idempotency_key: key.map(str::to_string),
+            borrow: borrow_s.map(secs),
             ..req("burst", holder)
         }),
         BurstOp::Release(n) => Sent::Release(seat(*n)),
@@ -1867,10 +1880,11 @@ fn answer_shape(h: &Harness, op: &BurstOp, seats: &[LeaseRow]) -> impl Future<Ou
                     reused,
                     overage,
                 } => format!(
-                    "granted {} {:?} {:?} expires +{}ms reused={reused} overage={overage}",
+                    "granted {} {:?} {:?} {:?} expires +{}ms reused={reused} overage={overage}",
                     lease.holder,
                     lease.fingerprint,
                     lease.group,
+                    lease.mode,
                     lease.expires_at.millis_since(now)
                 ),
                 other => format!("{other:?}"),
@@ -1882,10 +1896,18 @@ fn answer_shape(h: &Harness, op: &BurstOp, seats: &[LeaseRow]) -> impl Future<Ou
                 HeartbeatOutcome::Renewed(l) => {
                     format!("renewed +{}ms", l.expires_at.millis_since(now))
                 }
+                HeartbeatOutcome::Borrowed { expires_at } => {
+                    format!("borrowed until +{}ms", expires_at.millis_since(now))
+                }
                 other => format!("{other:?}"),
             },
             Sent::Revoke(seat) => match store.revoke(&seat, None, None, false).await.unwrap() {
                 RevokeOutcome::Revoked(l) => format!("revoked {}", l.holder),
+                RevokeOutcome::Borrowed(l) => format!(
+                    "borrowed by {} until +{}ms",
+                    l.holder,
+                    l.expires_at.millis_since(now)
+                ),
                 other => format!("{other:?}"),
             },
         }
@@ -1908,7 +1930,7 @@ proptest! {
     })]
 
     /// A random burst of checkouts (holder and group caps, reservations,
-    /// overage, fingerprints, Idempotency-Keys), releases into linger,
+    /// overage, fingerprints, Idempotency-Keys, borrows), releases into linger,
     /// heartbeats and revokes, some on a lapsed seat, sent at once in order, is answered exactly
     /// as the same commands sent one by one from the same state at the
     /// same time (whatever batches the writer cut): what a batch keeps
