@@ -234,8 +234,7 @@ impl BatchState {
             self.command_opened_savepoint = true;
             self.writes_before = WritesMark::default();
         }
-        let all = self.writes.mark();
-        self.writes.write(client, statements, all).map(|_| ())
+        self.write_pending(client, statements)
     }
 
     /// The lease as this batch knows it, if it read it up front: `Some(None)`
@@ -274,7 +273,7 @@ impl BatchState {
         self.counts.forget();
     }
 
-    /// At the commit: write what is still kept.
+    /// Write everything still kept (before a statement, and at the commit).
     pub fn write_pending(
         &mut self,
         client: &mut Client,
