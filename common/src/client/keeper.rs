@@ -40,6 +40,7 @@
 //! the local clock, as an offline JWT check would: that one case needs a
 //! clock that is about right); call `give_back` first to return it.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -53,6 +54,7 @@ use super::http::Client;
 use super::machine::{Action, Expected, Machine, check_lease};
 use super::state::KeeperState;
 use crate::api::{CheckoutRequest, Lease};
+use crate::time::Timestamp;
 use crate::token::{Jwks, TokenError, verify};
 
 /// What a keeper needs to know.
@@ -320,98 +322,138 @@ struct Driver {
 }
 
 impl Driver {
+    /// The keeper's algorithm: until told to stop, answer the application's
+    /// requests, then do what the machine asks next; once stopped, release
+    /// the seat (a borrowed one stays out) and publish `Stopped`.
     async fn run(mut self) {
-        loop {
-            if *self.stop.borrow() {
-                break;
-            }
+        while !self.stop_requested() {
             // Borrow and give-back requests run between the machine's
             // actions, never during one.
-            while let Ok(request) = self.requests.try_recv() {
-                self.answer(request).await;
-            }
+            self.answer_pending_requests().await;
             let now = self.clock.now();
             match self.machine.next_action(now) {
                 Action::Finish => {
-                    // Terminal: keep the state visible until shutdown.
-                    while !*self.stop.borrow() {
-                        tokio::select! {
-                            changed = self.stop.changed() => {
-                                if changed.is_err() {
-                                    break;
-                                }
-                            }
-                            Some(request) = self.requests.recv() => self.answer(request).await,
-                        }
-                    }
+                    self.hold_terminal_state_until_stopped().await;
                     break;
                 }
                 Action::SleepUntil(until) => {
-                    let ms = until.millis_since(now).max(0) as u64;
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
-                        changed = self.stop.changed() => {
-                            if changed.is_err() {
-                                break;
-                            }
-                        }
-                        Some(request) = self.requests.recv() => self.answer(request).await,
+                    if self.sleep_until(now, until).await.is_break() {
+                        break;
                     }
                 }
-                Action::Checkout { idempotency_key } => {
-                    // A plain checkout, not `checkout_waiting`: on a full pool
-                    // the keeper publishes `Waiting { retry_after }` and polls.
-                    // Waiting in line would hold a request open for up to a
-                    // minute, and shutdown lets the request in flight finish
-                    // (so a granted seat is released, not leaked): shutdown
-                    // would stall that long, and the application would see
-                    // `Acquiring` instead of `Waiting` for the whole wait.
-                    let sent = self.clock.now();
-                    let timeout = self
-                        .machine
-                        .request_timeout(sent, self.config.request_timeout);
-                    let result = match self
-                        .client
-                        .checkout(&self.request, Some(&idempotency_key), timeout)
-                        .await
-                    {
-                        Ok(lease) => self.verified(lease, None, timeout).await,
-                        Err(e) => Err(e),
-                    };
-                    match &result {
-                        Ok(lease) => {
-                            bump(&self.counters.checkouts);
-                            tracing::info!(seat = %lease.seat_id, expires_at = %lease.expires_at, "leasehold: seat checked out");
-                        }
-                        Err(e) => self.note_failure("checkout", e),
-                    }
-                    let change = self.machine.on_checkout(sent, self.clock.now(), result);
-                    self.publish(change);
-                }
-                Action::Heartbeat { seat_id } => {
-                    let sent = self.clock.now();
-                    let timeout = self
-                        .machine
-                        .request_timeout(sent, self.config.request_timeout);
-                    let result = match self.client.heartbeat(&seat_id, timeout).await {
-                        Ok(lease) => self.verified(lease, Some(&seat_id), timeout).await,
-                        Err(e) => Err(e),
-                    };
-                    match &result {
-                        Ok(_) => bump(&self.counters.heartbeats),
-                        Err(ClientError::SeatLost) => {
-                            bump(&self.counters.seats_lost);
-                            tracing::warn!(seat = %seat_id, "leasehold: seat lost (revoked or reaped); checking out again");
-                        }
-                        Err(e) => self.note_failure("heartbeat", e),
-                    }
-                    let change = self.machine.on_heartbeat(sent, self.clock.now(), result);
-                    self.publish(change);
-                }
+                Action::Checkout { idempotency_key } => self.checkout(&idempotency_key).await,
+                Action::Heartbeat { seat_id } => self.heartbeat(&seat_id).await,
             }
         }
+        self.release_unless_borrowed().await;
+        let change = self.machine.on_stopped();
+        self.publish(change);
+    }
+
+    fn stop_requested(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// Answer the borrow and give-back requests already queued.
+    async fn answer_pending_requests(&mut self) {
+        while let Ok(request) = self.requests.try_recv() {
+            self.answer(request).await;
+        }
+    }
+
+    /// Terminal: keep the state visible (and answer requests) until shutdown.
+    async fn hold_terminal_state_until_stopped(&mut self) {
+        while !self.stop_requested() {
+            tokio::select! {
+                changed = self.stop.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+                Some(request) = self.requests.recv() => self.answer(request).await,
+            }
+        }
+    }
+
+    /// Sleep until the machine's next deadline, waking early for a stop or
+    /// a request. `Break` when the stop channel is gone (the keeper dropped).
+    async fn sleep_until(&mut self, now: Timestamp, until: Timestamp) -> ControlFlow<()> {
+        let ms = until.millis_since(now).max(0) as u64;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+            changed = self.stop.changed() => {
+                if changed.is_err() {
+                    return ControlFlow::Break(());
+                }
+            }
+            Some(request) = self.requests.recv() => self.answer(request).await,
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The local send time of a request sent now and the time it is given
+    /// (never longer than the held lease has left).
+    fn start_request(&self) -> (Timestamp, Duration) {
+        let sent = self.clock.now();
+        let timeout = self
+            .machine
+            .request_timeout(sent, self.config.request_timeout);
+        (sent, timeout)
+    }
+
+    /// Check out a seat, verify its lease and hand the answer to the machine.
+    ///
+    /// A plain checkout, not `checkout_waiting`: on a full pool the keeper
+    /// publishes `Waiting { retry_after }` and polls. Waiting in line would
+    /// hold a request open for up to a minute, and shutdown lets the request
+    /// in flight finish (so a granted seat is released, not leaked): shutdown
+    /// would stall that long, and the application would see `Acquiring`
+    /// instead of `Waiting` for the whole wait.
+    async fn checkout(&mut self, idempotency_key: &str) {
+        let (sent, timeout) = self.start_request();
+        let result = match self
+            .client
+            .checkout(&self.request, Some(idempotency_key), timeout)
+            .await
+        {
+            Ok(lease) => self.verified(lease, None, timeout).await,
+            Err(e) => Err(e),
+        };
+        match &result {
+            Ok(lease) => {
+                bump(&self.counters.checkouts);
+                tracing::info!(seat = %lease.seat_id, expires_at = %lease.expires_at, "leasehold: seat checked out");
+            }
+            Err(e) => self.note_failure("checkout", e),
+        }
+        let change = self.machine.on_checkout(sent, self.clock.now(), result);
+        self.publish(change);
+    }
+
+    /// Renew the held seat, verify its lease and hand the answer to the
+    /// machine.
+    async fn heartbeat(&mut self, seat_id: &str) {
+        let (sent, timeout) = self.start_request();
+        let result = match self.client.heartbeat(seat_id, timeout).await {
+            Ok(lease) => self.verified(lease, Some(seat_id), timeout).await,
+            Err(e) => Err(e),
+        };
+        match &result {
+            Ok(_) => bump(&self.counters.heartbeats),
+            Err(ClientError::SeatLost) => {
+                bump(&self.counters.seats_lost);
+                tracing::warn!(seat = %seat_id, "leasehold: seat lost (revoked or reaped); checking out again");
+            }
+            Err(e) => self.note_failure("heartbeat", e),
+        }
+        let change = self.machine.on_heartbeat(sent, self.clock.now(), result);
+        self.publish(change);
+    }
+
+    /// On stop: release the seat held, unless it is borrowed (a borrow
+    /// outlives the program: returned only by `give_back`).
+    async fn release_unless_borrowed(&mut self) {
         if self.machine.holds_borrow() {
-            // A borrow outlives the program: returned only by give_back.
             tracing::info!(seat = ?self.machine.seat_id(), "leasehold: borrowed seat stays out");
         } else if let Some(seat) = self.machine.seat_id().map(str::to_string) {
             match self
@@ -425,8 +467,6 @@ impl Driver {
                 }
             }
         }
-        let change = self.machine.on_stopped();
-        self.publish(change);
     }
 
     async fn answer(&mut self, request: Request) {
@@ -449,10 +489,7 @@ impl Driver {
         let Some(fingerprint) = self.expected.fingerprint.clone() else {
             return Err(KeeperError::NoFingerprint);
         };
-        let sent = self.clock.now();
-        let timeout = self
-            .machine
-            .request_timeout(sent, self.config.request_timeout);
+        let (sent, timeout) = self.start_request();
         let result = match self
             .client
             .borrow(&self.config.holder, &fingerprint, duration, timeout)

@@ -1,0 +1,461 @@
+use super::*;
+
+const T0: i64 = 1_796_011_200_000;
+
+fn at(ms: i64) -> Timestamp {
+    Timestamp::from_millis(T0 + ms)
+}
+
+fn lease(seat: &str, issued_ms: i64, window_ms: i64) -> Lease {
+    Lease {
+        license_id: "l".into(),
+        seat_id: seat.into(),
+        holder: "h".into(),
+        fingerprint: Some("fp".into()),
+        issued_at: at(issued_ms),
+        expires_at: at(issued_ms + window_ms),
+        overage: false,
+        borrowed: false,
+        token: String::new(),
+    }
+}
+
+fn machine() -> Machine {
+    Machine::with_rng(at(0), StdRng::seed_from_u64(7))
+}
+
+fn transient() -> ClientError {
+    ClientError::Transient("connection refused".into())
+}
+
+fn checkout_key(m: &mut Machine, now: Timestamp) -> String {
+    match m.next_action(now) {
+        Action::Checkout { idempotency_key } => idempotency_key,
+        other => panic!("expected a checkout, got {other:?}"),
+    }
+}
+
+fn sleep_until(m: &mut Machine, now: Timestamp) -> Timestamp {
+    match m.next_action(now) {
+        Action::SleepUntil(t) => t,
+        other => panic!("expected a sleep, got {other:?}"),
+    }
+}
+
+#[test]
+fn heartbeat_at_a_third_of_the_window_from_the_send() {
+    let t = HeldTiming::of(&lease("s", 0, 60_000), at(5));
+    assert_eq!(t.window_ms, 60_000);
+    assert_eq!(t.heartbeat_at(1.0), at(20_005));
+    assert_eq!(t.heartbeat_at(0.9), at(18_005));
+    assert_eq!(t.heartbeat_at(1.1), at(22_005));
+    assert_eq!(t.deadline(), at(60_005));
+}
+
+#[test]
+fn schedule_ignores_the_absolute_server_times() {
+    // The same lease seen by a client an hour fast and an hour slow: the
+    // schedule moves with the local send time, never with expires_at.
+    let l = lease("s", 0, 3_000);
+    for offset in [-3_600_000, 0, 3_600_000] {
+        let sent = at(offset);
+        let t = HeldTiming::of(&l, sent);
+        assert_eq!(t.heartbeat_at(1.0).millis_since(sent), 1_000);
+        assert_eq!(t.deadline().millis_since(sent), 3_000);
+    }
+}
+
+#[test]
+fn backoff_grows_and_is_capped_within_the_window() {
+    let w = Duration::from_secs(60);
+    assert_eq!(backoff(w, 1, 1.0), Duration::from_secs(1));
+    assert_eq!(backoff(w, 2, 1.0), Duration::from_secs(2));
+    assert_eq!(backoff(w, 4, 1.0), Duration::from_secs(8));
+    assert_eq!(backoff(w, 5, 1.0), Duration::from_secs(10));
+    assert_eq!(backoff(w, 500, 1.0), Duration::from_secs(10));
+    let short = Duration::from_secs(1);
+    assert_eq!(backoff(short, 1, 1.0), Duration::from_millis(50));
+    assert_eq!(backoff(short, 9, 1.0), Duration::from_millis(200));
+    assert_eq!(backoff(w, 1, 0.5), Duration::from_millis(500));
+}
+
+#[test]
+fn jittered_heartbeats_stay_within_ten_percent() {
+    let mut m = machine();
+    for i in 0..50 {
+        let sent = at(i * 100_000);
+        m.on_checkout(sent, sent, Ok(lease("s", i * 100_000, 30_000)));
+        let next = sleep_until(&mut m, sent);
+        let d = next.millis_since(sent);
+        assert!((9_000..=11_000).contains(&d), "{d}");
+    }
+}
+
+#[test]
+fn checkout_then_heartbeats_keep_the_same_seat() {
+    let mut m = machine();
+    assert_eq!(m.state(), &KeeperState::Acquiring);
+    let _key = checkout_key(&mut m, at(0));
+    let s = m.on_checkout(at(0), at(10), Ok(lease("a", 3, 3_000)));
+    assert!(matches!(s, Some(KeeperState::Held(ref l)) if l.seat_id == "a"));
+    let hb = sleep_until(&mut m, at(10));
+    assert!(hb.millis_since(at(0)) >= 900 && hb.millis_since(at(0)) <= 1_100);
+    assert_eq!(
+        m.next_action(hb),
+        Action::Heartbeat {
+            seat_id: "a".into()
+        }
+    );
+    let renewed = lease("a", 1_000, 3_000);
+    let s = m.on_heartbeat(hb, hb, Ok(renewed.clone()));
+    assert_eq!(s, Some(KeeperState::Held(renewed)));
+}
+
+#[test]
+fn a_transient_retry_reuses_the_idempotency_key_and_a_new_attempt_does_not() {
+    let mut m = machine();
+    let k1 = checkout_key(&mut m, at(0));
+    assert_eq!(m.on_checkout(at(0), at(5), Err(transient())), None);
+    let retry_at = sleep_until(&mut m, at(5));
+    assert_eq!(checkout_key(&mut m, retry_at), k1, "same attempt, same key");
+    // A 409 is an answer: the next checkout is a new attempt.
+    let s = m.on_checkout(
+        retry_at,
+        retry_at,
+        Err(ClientError::NoSeats {
+            retry_after: Some(Duration::from_secs(4)),
+            seats: Some(1),
+            live: Some(1),
+            reserved: Some(0),
+        }),
+    );
+    let Some(KeeperState::Waiting { retry_after }) = s else {
+        panic!("{s:?}")
+    };
+    assert!(retry_after >= Duration::from_secs(4));
+    assert!(retry_after <= Duration::from_millis(4_400));
+    let wake = sleep_until(&mut m, retry_at);
+    assert_eq!(
+        wake.millis_since(retry_at),
+        duration_millis(retry_after),
+        "waits for Retry-After"
+    );
+    let k2 = checkout_key(&mut m, wake);
+    assert_ne!(k2, k1);
+    m.on_checkout(wake, wake, Ok(lease("a", 0, 3_000)));
+    // After losing the seat, another new key.
+    let hb = sleep_until(&mut m, wake);
+    m.on_heartbeat(hb, hb, Err(ClientError::SeatLost));
+    assert_ne!(checkout_key(&mut m, hb), k2);
+}
+
+#[test]
+fn transient_heartbeat_failures_keep_the_lease_until_its_deadline() {
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(0), Ok(lease("a", 0, 3_000)));
+    let mut now = sleep_until(&mut m, at(0));
+    let mut attempts = 0;
+    // The server is down: every heartbeat fails.
+    while now < at(3_000) {
+        assert_eq!(
+            m.next_action(now),
+            Action::Heartbeat {
+                seat_id: "a".into()
+            }
+        );
+        assert_eq!(
+            m.on_heartbeat(now, now, Err(transient())),
+            None,
+            "still held"
+        );
+        assert!(m.state().is_held());
+        attempts += 1;
+        now = sleep_until(&mut m, now);
+        assert!(now <= at(3_000), "never sleeps past the deadline");
+    }
+    assert!(attempts >= 3, "retries soon: {attempts}");
+    assert_eq!(now, at(3_000), "wakes at the deadline to try once more");
+    // The try at the deadline fails too: now, and only now, lapsed.
+    assert_eq!(
+        m.on_heartbeat(now, now, Err(transient())),
+        Some(KeeperState::Lapsed)
+    );
+    // Still trying the same seat (the server may still hold it).
+    let next = sleep_until(&mut m, now);
+    assert_eq!(
+        m.next_action(next),
+        Action::Heartbeat {
+            seat_id: "a".into()
+        }
+    );
+    // The server is back and still has the seat.
+    let back = lease("a", 5_000, 3_000);
+    assert_eq!(
+        m.on_heartbeat(next, next, Ok(back.clone())),
+        Some(KeeperState::Held(back))
+    );
+}
+
+#[test]
+fn a_lapsed_seat_that_is_gone_is_checked_out_again_and_stays_lapsed_until_then() {
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(0), Ok(lease("a", 0, 1_000)));
+    assert_eq!(
+        m.on_heartbeat(at(1_000), at(1_200), Err(transient())),
+        Some(KeeperState::Lapsed)
+    );
+    let t = sleep_until(&mut m, at(1_200));
+    assert_eq!(m.on_heartbeat(t, t, Err(ClientError::SeatLost)), None);
+    assert_eq!(m.state(), &KeeperState::Lapsed);
+    checkout_key(&mut m, t);
+    assert_eq!(m.on_checkout(t, t, Err(transient())), None, "still lapsed");
+    let t2 = sleep_until(&mut m, t);
+    let s = m.on_checkout(t2, t2, Ok(lease("b", 0, 1_000)));
+    assert!(matches!(s, Some(KeeperState::Held(ref l)) if l.seat_id == "b"));
+}
+
+#[test]
+fn seat_lost_checks_out_again_at_once() {
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(0), Ok(lease("a", 0, 60_000)));
+    let hb = sleep_until(&mut m, at(0));
+    assert_eq!(
+        m.on_heartbeat(hb, hb, Err(ClientError::SeatLost)),
+        Some(KeeperState::Acquiring)
+    );
+    assert_eq!(m.seat_id(), None);
+    checkout_key(&mut m, hb);
+}
+
+#[test]
+fn limit_reached_waits_for_retry_after_like_a_full_pool() {
+    let mut m = machine();
+    let k1 = checkout_key(&mut m, at(0));
+    let s = m.on_checkout(
+        at(0),
+        at(0),
+        Err(ClientError::LimitReached {
+            retry_after: Some(Duration::from_secs(6)),
+            limit: "group".into(),
+            max: Some(6),
+            group: Some("design".into()),
+        }),
+    );
+    let Some(KeeperState::Waiting { retry_after }) = s else {
+        panic!("{s:?}")
+    };
+    assert!(retry_after >= Duration::from_secs(6));
+    assert!(retry_after <= Duration::from_millis(6_600));
+    let wake = sleep_until(&mut m, at(0));
+    assert_eq!(wake.millis_since(at(0)), duration_millis(retry_after));
+    // Then a new attempt (the 409 was an answer), which may succeed.
+    let k2 = checkout_key(&mut m, wake);
+    assert_ne!(k2, k1);
+    let s = m.on_checkout(wake, wake, Ok(lease("a", 0, 3_000)));
+    assert!(matches!(s, Some(KeeperState::Held(_))), "{s:?}");
+}
+
+#[test]
+fn not_allowed_is_terminal_and_never_retried() {
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    let s = m.on_checkout(
+        at(0),
+        at(0),
+        Err(ClientError::NotAllowed("deny list".into())),
+    );
+    let Some(KeeperState::Failed(why)) = s else {
+        panic!("{s:?}")
+    };
+    assert!(why.contains("not allowed"), "{why}");
+    for t in [0, 60_000, 3_600_000] {
+        assert_eq!(m.next_action(at(t)), Action::Finish, "no retry loop");
+    }
+}
+
+#[test]
+fn blocked_and_permanent_errors_are_terminal() {
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    let s = m.on_checkout(
+        at(0),
+        at(0),
+        Err(ClientError::Blocked {
+            retry_after: Some(Duration::from_secs(60)),
+            message: "m".into(),
+        }),
+    );
+    assert!(matches!(s, Some(KeeperState::Blocked { .. })));
+    assert_eq!(m.next_action(at(100_000)), Action::Finish);
+
+    for e in [
+        ClientError::Unauthorized("u".into()),
+        ClientError::UnknownLicense("u".into()),
+        ClientError::Rejected {
+            status: 400,
+            code: "invalid_request".into(),
+            message: "holder".into(),
+        },
+    ] {
+        let mut m = machine();
+        checkout_key(&mut m, at(0));
+        assert!(matches!(
+            m.on_checkout(at(0), at(0), Err(e)),
+            Some(KeeperState::Failed(_))
+        ));
+        assert_eq!(m.next_action(at(0)), Action::Finish);
+    }
+}
+
+#[test]
+fn a_heartbeat_answer_for_another_seat_is_not_taken() {
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(0), Ok(lease("a", 0, 60_000)));
+    let hb = sleep_until(&mut m, at(0));
+    assert_eq!(m.on_heartbeat(hb, hb, Ok(lease("b", 0, 60_000))), None);
+    assert_eq!(m.seat_id(), Some("a"));
+}
+
+#[test]
+fn request_timeout_never_outlives_the_lease() {
+    let mut m = machine();
+    let cfg = Duration::from_secs(10);
+    assert_eq!(m.request_timeout(at(0), cfg), cfg, "no lease: configured");
+    checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(0), Ok(lease("a", 0, 3_000)));
+    assert_eq!(m.request_timeout(at(1_000), cfg), Duration::from_secs(2));
+    assert_eq!(m.request_timeout(at(2_900), cfg), MIN_REQUEST_TIMEOUT);
+    assert_eq!(m.request_timeout(at(3_000), cfg), cfg);
+}
+
+#[test]
+fn check_lease_refuses_mismatches() {
+    let l = lease("a", 0, 60_000);
+    let claims = LeaseClaims::for_lease(&l);
+    let exp = Expected {
+        license: "l".into(),
+        holder: "h".into(),
+        fingerprint: Some("fp".into()),
+    };
+    assert_eq!(check_lease(&l, &claims, &exp, Some("a")), Ok(()));
+    assert_eq!(
+        check_lease(&l, &claims, &exp, Some("b")),
+        Err(LeaseMismatch::OtherSeat {
+            asked: "b".into(),
+            got: "a".into()
+        })
+    );
+    let mut longer = l.clone();
+    longer.expires_at = at(3_600_000);
+    assert!(
+        matches!(
+            check_lease(&longer, &claims, &exp, None),
+            Err(LeaseMismatch::TokenDiffers { .. })
+        ),
+        "a body promising more than its token is refused"
+    );
+    let other = Expected {
+        holder: "mallory".into(),
+        ..exp.clone()
+    };
+    assert_eq!(
+        check_lease(&l, &claims, &other, None),
+        Err(LeaseMismatch::OtherHolder("h".into()))
+    );
+}
+
+fn borrowed(seat: &str, issued_ms: i64, window_ms: i64) -> Lease {
+    Lease {
+        borrowed: true,
+        ..lease(seat, issued_ms, window_ms)
+    }
+}
+
+#[test]
+fn a_borrow_stops_heartbeats_until_its_deadline_then_checks_out_again() {
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(10), Ok(lease("a", 0, 3_000)));
+    let refused = Err(ClientError::LimitReached {
+        retry_after: None,
+        limit: "borrow".into(),
+        max: Some(1),
+        group: None,
+    });
+    assert_eq!(
+        m.on_borrow(at(100), &refused),
+        None,
+        "a refusal keeps the seat"
+    );
+    assert!(!m.holds_borrow());
+    let b = borrowed("a", 200, 60_000);
+    assert_eq!(
+        m.on_borrow(at(150), &Ok(b.clone())),
+        Some(KeeperState::Held(b))
+    );
+    assert!(m.holds_borrow());
+    // Not one heartbeat for the whole borrow: sleep to its deadline.
+    assert_eq!(sleep_until(&mut m, at(1_000)), at(60_150));
+    assert_eq!(sleep_until(&mut m, at(60_149)), at(60_150));
+    checkout_key(&mut m, at(60_150));
+    assert_eq!(m.state(), &KeeperState::Acquiring);
+    assert_eq!(m.seat_id(), None);
+}
+
+#[test]
+fn a_borrow_given_back_checks_out_at_once() {
+    let mut m = machine();
+    m.on_borrow(at(0), &Ok(borrowed("a", 0, 60_000)));
+    assert_eq!(m.on_given_back(at(500)), Some(KeeperState::Acquiring));
+    assert!(!m.holds_borrow());
+    checkout_key(&mut m, at(500));
+}
+
+#[test]
+fn a_borrow_from_a_plain_checkout_is_held_to_its_expiry_not_heartbeated() {
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    // Borrowed an hour ago for a day: its window is no measure of what
+    // is left; its expiry on the local clock is.
+    let b = borrowed("a", -3_600_000, 86_400_000);
+    assert!(
+        m.on_checkout(at(0), at(10), Ok(b))
+            .is_some_and(|s| s.is_held())
+    );
+    assert_eq!(sleep_until(&mut m, at(10)), at(82_800_000));
+    // One already over (the server still counts it within its skew) is
+    // not taken: the checkout is tried again after a backoff.
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    assert_eq!(
+        m.on_checkout(at(0), at(10), Ok(borrowed("a", -5_000, 4_000))),
+        None
+    );
+    assert_eq!(m.state(), &KeeperState::Acquiring);
+    assert!(sleep_until(&mut m, at(10)) > at(10));
+}
+
+#[test]
+fn a_heartbeat_told_borrowed_checks_out_to_learn_the_borrow() {
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(10), Ok(lease("a", 0, 3_000)));
+    let hb = match m.next_action(at(1_100)) {
+        Action::Heartbeat { seat_id } => seat_id,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(hb, "a");
+    let told = Err(ClientError::Borrowed("borrowed".into()));
+    assert_eq!(m.on_heartbeat(at(1_100), at(1_110), told), None);
+    checkout_key(&mut m, at(1_110));
+    let b = borrowed("a", 1_000, 60_000);
+    assert_eq!(
+        m.on_checkout(at(1_110), at(1_120), Ok(b.clone())),
+        Some(KeeperState::Held(b))
+    );
+    assert!(m.holds_borrow());
+}
