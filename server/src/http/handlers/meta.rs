@@ -1,0 +1,52 @@
+//! Meta handlers, without credentials: `/healthz` and `/metrics`.
+
+use warp::http::StatusCode;
+use warp::reply::{Reply, Response};
+
+use super::common::{json, pools};
+use crate::AppState;
+use crate::http::error::ApiError;
+use crate::metrics::{PoolGauges, StoreGauges};
+
+/// `/healthz`: 200 while the store can take writes, 503 (JSON error) while
+/// the database is unreachable, so a load balancer sends clients elsewhere.
+pub async fn healthz(state: &AppState) -> Response {
+    match state.store.health().await {
+        Ok(()) => json(
+            StatusCode::OK,
+            &leasehold_common::api::Health {
+                status: "ok".into(),
+            },
+        ),
+        Err(e) => ApiError::store(e).into_response(),
+    }
+}
+
+/// `GET /metrics`. A store that cannot answer shows as no pool gauges rather
+/// than a failed scrape.
+pub async fn metrics(state: &AppState) -> Response {
+    let pools: Vec<PoolGauges> = pools(state)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| PoolGauges {
+            seats: p.license.policy.seats,
+            license: p.license.id,
+            live: p.counts.live,
+            waiting: p.waiting,
+        })
+        .collect();
+    warp::reply::with_header(
+        state.metrics.render(
+            &StoreGauges {
+                kind: state.store.kind().as_str(),
+                read_pool_idle: state.store.read_pool_idle(),
+            },
+            &pools,
+            state.store.writer_stats(),
+        ),
+        "content-type",
+        "text/plain; version=0.0.4",
+    )
+    .into_response()
+}
