@@ -51,7 +51,7 @@ pub struct BorrowArgs {
     #[arg(long, value_name = "FP")]
     pub fingerprint: String,
     /// How long, e.g. 3d, 8h, 90m (at most the license's borrow.max).
-    #[arg(long = "for", value_name = "DURATION", value_parser = crate::cli::parse_block)]
+    #[arg(long = "for", value_name = "DURATION", value_parser = crate::duration::parse_block)]
     pub duration: Duration,
     /// Write the lease's token here (mode 0600, replaced atomically; a
     /// symlink is refused).

@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 pub use crate::conn::ConnArgs;
+use crate::duration::parse_block;
 
 /// Leasehold admin console: watch seats live and revoke stuck ones.
 ///
@@ -108,18 +109,6 @@ pub enum TopCommand {
     Borrow(crate::borrow::BorrowArgs),
     /// Return a borrowed seat early (the client's DELETE): it is free at once.
     Return(crate::borrow::ReturnArgs),
-}
-
-/// A `--block` duration (`10m`, `2h`): the one parser for a block, also
-/// used by the console's revoke modal.
-pub(crate) fn parse_block(s: &str) -> Result<Duration, String> {
-    leasehold_common::policy::parse_duration(s)
-}
-
-/// A block as the API's `block_s`, rounded up: a block is never shorter
-/// than asked for.
-pub(crate) fn block_secs(d: Duration) -> u64 {
-    d.as_millis().div_ceil(1000) as u64
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ pub async fn run(cmd: Command, client: &AdminClient, out: &mut dyn Write) -> any
         } => {
             let body = RevokeRequest {
                 reason,
-                block_s: block.map(crate::cli::block_secs),
+                block_s: block.map(crate::duration::block_secs),
                 force,
             };
             client.revoke(&seat_id, &body).await.map_err(force_hint)?;

@@ -6,6 +6,8 @@
 //! - [`cli`]: flags (clap).
 //! - [`conn`]: the server URL and where the admin token comes from.
 //! - [`format`]: durations, short seat ids and terminal-safe JSON as printed.
+//! - [`duration`]: durations as typed (`--block`, `--for`, the revoke
+//!   dialog) and a block as the API's `block_s`.
 //! - [`api`]: [`api::AdminClient`] (reqwest) for the admin endpoints, the
 //!   [`api::ApiError`] lines people read, and the SSE parser.
 //! - [`stream`]: the event stream kept alive (reconnect with backoff, resume
@@ -35,6 +37,7 @@ pub mod cli;
 pub mod commands;
 pub mod conn;
 pub mod console;
+pub mod duration;
 pub mod format;
 pub mod report;
 pub mod simulate;

@@ -1,11 +1,11 @@
 //! What crosses between the event loop and [`super::App`]: the
-//! [`AppEvent`]s fed in, and the [`Command`]s handed back to carry out.
+//! [`AppEvent`]s fed in, and the [`Command`]s handed back to carry out,
+//! with what they carry (a page of holders asked for and answered, a
+//! pool's usage as it arrived).
 
 use crossterm::event::KeyEvent;
 use leasehold_common::Timestamp;
-use leasehold_common::api::{Event, LicensesResponse};
-
-use super::paging::{PageReply, PageRequest};
+use leasehold_common::api::{Event, LicensesResponse, SeatsPage, UsagePoint};
 
 /// Everything the event loop feeds into [`super::App::update`].
 #[derive(Debug, Clone)]
@@ -37,7 +37,7 @@ pub enum AppEvent {
         error: String,
     },
     /// One pool's usage (last hour, today's denials), fetched every 30 s.
-    Usage(Box<super::UsageUpdate>),
+    Usage(Box<UsageUpdate>),
     /// The outcome of a [`Command::Revoke`].
     RevokeDone {
         seat_id: String,
@@ -80,4 +80,39 @@ pub enum Command {
     Refresh,
     /// Fetch one page of holders; answered by [`AppEvent::Page`].
     FetchPage(PageRequest),
+}
+
+/// One request for a page of seats, carried out by the event loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// Echoed in the answer; only the newest request's answer is used.
+    pub id: u64,
+    /// Wait this long first (debounce); a newer request makes it moot.
+    pub delay_ms: u64,
+    /// The filter as typed (the server trims and lower-cases it).
+    pub q: String,
+    /// The server's sort: `license`, `holder`, `expires_at`, `checked_out_at`.
+    pub sort: &'static str,
+    pub desc: bool,
+    pub limit: usize,
+    pub after: Option<String>,
+}
+
+/// The answer to a [`PageRequest`], the local time it arrived, and how long
+/// the request took (milliseconds, a measure of what it cost the server).
+#[derive(Debug, Clone)]
+pub struct PageReply {
+    pub id: u64,
+    pub page: SeatsPage,
+    pub received_at: Timestamp,
+    pub elapsed_ms: u64,
+}
+
+/// One pool's fetch, as it arrived (not `Eq`: a point's `over_s` is a float).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageUpdate {
+    pub license_id: String,
+    /// The points of `from=now-1h&step=60s`.
+    pub last_hour: Option<Vec<UsagePoint>>,
+    pub denials_today: Option<u64>,
 }

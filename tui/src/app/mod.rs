@@ -50,12 +50,11 @@ use crate::format::short_id;
 use paging::{Goal, Paging, changes_seats};
 use sanitize::sanitize_event;
 
-pub use event::{AppEvent, Command, RevokeOutcome, Snapshot};
+pub use event::{AppEvent, Command, PageReply, PageRequest, RevokeOutcome, Snapshot, UsageUpdate};
 pub use link::Link;
-pub use paging::{PageReply, PageRequest};
 pub use revoke::RevokeModal;
 pub use sort_key::SortKey;
-pub use usage::{Minute, PoolUsage, SPARK_MINUTES, UsageUpdate};
+pub use usage::{Minute, PoolUsage, SPARK_MINUTES};
 
 /// How many events the feed keeps (newest first).
 pub const EVENT_CAP: usize = 1000;

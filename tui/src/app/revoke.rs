@@ -11,7 +11,7 @@ use leasehold_common::api::SeatView;
 use leasehold_common::text::{REASON_MAX_CHARS, is_unsafe_char};
 
 use super::event::Command;
-use crate::cli::{block_secs, parse_block};
+use crate::duration::{block_secs, parse_block};
 
 /// The longest custom block typed (`30d`, `43200m`: a few characters do).
 const CUSTOM_MAX_CHARS: usize = 12;

@@ -7,7 +7,6 @@ use leasehold_common::api::{
     Event, EventKind, LicenseSummary, LicensesResponse, SeatState, SeatView, SeatsPage,
 };
 
-use super::paging::Goal;
 use super::{App, AppEvent, Command, PageReply, Snapshot};
 
 pub const T0: i64 = 1_796_011_200_000; // 2026-11-30T04:00:00Z
@@ -106,7 +105,7 @@ pub fn load(
 ) {
     app.update(snapshot(pools, server_now, local_now), local_now);
     let n = seats.len();
-    let cmds = app.start_load(Goal::Refresh, 0);
+    let cmds = app.reload_now();
     let more = answer(app, &cmds[0], seats, server_now, local_now);
     if let Some(count_all) = more.first() {
         let all = (0..n).map(|_| seat("x", "x", "x", 0, 0)).collect();

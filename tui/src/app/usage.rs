@@ -2,14 +2,14 @@
 //! last hour (drawn as a sparkline) and the denials since 00:00 UTC.
 //!
 //! The event loop fetches it every 30 s, apart from the 1 s poll (a usage
-//! query costs the server more than a seat list). An update carries what
-//! arrived; a part that failed is `None` and leaves the last data in place,
-//! like a failed poll does.
+//! query costs the server more than a seat list). An update
+//! ([`UsageUpdate`]) carries what arrived; a part that failed is `None` and
+//! leaves the last data in place, like a failed poll does.
 
-use leasehold_common::api::UsagePoint;
 use leasehold_common::text::sanitize_for_terminal;
 
 use super::App;
+use super::event::UsageUpdate;
 
 /// How many one-minute buckets the sparkline covers.
 pub const SPARK_MINUTES: usize = 60;
@@ -29,15 +29,6 @@ pub struct Minute {
 pub struct PoolUsage {
     /// Oldest first, at most [`SPARK_MINUTES`]; `None` until it arrives.
     pub last_hour: Option<Vec<Minute>>,
-    pub denials_today: Option<u64>,
-}
-
-/// One pool's fetch, as it arrived (not `Eq`: a point's `over_s` is a float).
-#[derive(Debug, Clone, PartialEq)]
-pub struct UsageUpdate {
-    pub license_id: String,
-    /// The points of `from=now-1h&step=60s`.
-    pub last_hour: Option<Vec<UsagePoint>>,
     pub denials_today: Option<u64>,
 }
 
@@ -76,6 +67,8 @@ impl App {
 
 #[cfg(test)]
 mod tests {
+    use leasehold_common::api::UsagePoint;
+
     use super::super::AppEvent;
     use super::super::test_support::*;
     use super::*;
