@@ -20,6 +20,7 @@ use warp::filters::BoxedFilter;
 use warp::reply::Response;
 
 use crate::http::body::BodyDeadline;
+use crate::http::peer::PeerAddr;
 
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -41,12 +42,6 @@ impl Default for ServeOptions {
         }
     }
 }
-
-/// The connection's peer address, recorded in each request's extensions for
-/// the routes: the login limiter counts by it, and forwarding headers are
-/// believed only from a loopback peer.
-#[derive(Debug, Clone, Copy)]
-pub struct PeerAddr(pub SocketAddr);
 
 /// Records the connection's [`PeerAddr`] and the body's [`BodyDeadline`]
 /// in each request.

@@ -15,6 +15,7 @@ mod error;
 mod filters;
 pub mod handlers;
 mod history;
+pub mod peer;
 mod role;
 pub mod security_headers;
 mod sse;

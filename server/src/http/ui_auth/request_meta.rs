@@ -14,7 +14,7 @@ use crate::proxies::ProxyPolicy;
 
 /// The header the dashboard's script sets on requests no person asked for.
 pub const BACKGROUND_HEADER: &str = "x-leasehold-background";
-use crate::serve::PeerAddr;
+use crate::http::peer::PeerAddr;
 
 /// What the auth checks read from a request.
 #[derive(Debug, Clone)]

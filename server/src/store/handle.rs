@@ -1,0 +1,305 @@
+//! [`Store`], the handle the server holds: async methods that queue a
+//! command to the writer thread and await its answer, and reads that run
+//! beside it on the store's [`StoreBackend`]. Opening one, and the calls
+//! only PostgreSQL answers, are in `open.rs`: `sqlite` and `pg` name this
+//! handle, so it names neither of them.
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use leasehold_common::api::{Event, EventKind};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::usage::Usage;
+
+use super::backend::StoreBackend;
+use super::batch::{BatchStore, Writer, WriterStats};
+use super::command::{Command, RuleCommand};
+use super::error::StoreError;
+use super::history;
+use super::lease::LeaseRow;
+use super::options::{StoreKind, StoreOptions};
+use super::outcome::{Applied, CheckoutOutcome, HeartbeatOutcome, PoolCounts, RevokeOutcome};
+use super::request::{Ahead, CheckoutRequest};
+use super::seat_query::{SeatQuery, SeatsPage};
+use super::ui_sessions::{UiSessionOp, UiSessionRow};
+
+/// A cheap, cloneable handle on the store: the writer's queue and the
+/// read side.
+#[derive(Clone)]
+pub struct Store {
+    commands: mpsc::Sender<Command>,
+    pub(super) reads: Arc<dyn StoreBackend>,
+    events: broadcast::Sender<Event>,
+    stats: Arc<WriterStats>,
+    writer_thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl Store {
+    /// Run `writer` on a thread of its own, beside `reads`.
+    pub(super) fn start<S: BatchStore + Send + 'static>(
+        writer: Writer<S>,
+        reads: Arc<dyn StoreBackend>,
+        events: broadcast::Sender<Event>,
+        stats: Arc<WriterStats>,
+        options: &StoreOptions,
+    ) -> Result<Store, StoreError> {
+        let (commands, rx) = mpsc::channel(options.queue_capacity);
+        let thread = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|source| StoreError::ThreadSpawn {
+                thread: "store-writer",
+                source,
+            })?;
+        Ok(Store {
+            commands,
+            reads,
+            events,
+            stats,
+            writer_thread: Arc::new(Mutex::new(Some(thread))),
+        })
+    }
+
+    pub fn kind(&self) -> StoreKind {
+        self.reads.kind()
+    }
+
+    /// Can the store take writes right now? (SQLite: always, while open;
+    /// PostgreSQL: the database answers.)
+    pub async fn health(&self) -> Result<(), StoreError> {
+        detached(self.reads.health()).await
+    }
+
+    /// Ask the writer to finish what is queued and stop.
+    async fn stop_writer(&self) {
+        let (reply, stopped) = oneshot::channel();
+        if self
+            .commands
+            .send(Command::Shutdown { reply })
+            .await
+            .is_ok()
+        {
+            let _ = stopped.await;
+        }
+    }
+
+    async fn call<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> RuleCommand,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Rule(make(tx)))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+    pub async fn checkout(&self, req: CheckoutRequest) -> Result<CheckoutOutcome, StoreError> {
+        self.checkout_applied(req, Ahead::Waiters(Vec::new()), true)
+            .await?
+            .committed()
+            .await
+    }
+
+    /// A checkout with the waiters `ahead` of it in line, in arrival order:
+    /// it succeeds only if a seat is left for it once every waiter ahead
+    /// that the rules would serve has one. Answers as soon as the writer has
+    /// decided; see [`Applied`].
+    ///
+    /// `counted`: a refusal is the answer the client gets (it counts as a
+    /// denial in the usage history); `false` for an attempt that will be
+    /// retried while the client waits in line.
+    pub async fn checkout_applied(
+        &self,
+        req: CheckoutRequest,
+        ahead: Ahead,
+        counted: bool,
+    ) -> Result<Applied<CheckoutOutcome>, StoreError> {
+        self.call(|reply| RuleCommand::Checkout {
+            req,
+            ahead,
+            counted,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn heartbeat(
+        &self,
+        license_id: &str,
+        seat_id: &str,
+    ) -> Result<HeartbeatOutcome, StoreError> {
+        self.heartbeat_applied(license_id, seat_id)
+            .await?
+            .committed()
+            .await
+    }
+
+    /// A heartbeat, answered as soon as the writer has decided; see [`Applied`].
+    pub async fn heartbeat_applied(
+        &self,
+        license_id: &str,
+        seat_id: &str,
+    ) -> Result<Applied<HeartbeatOutcome>, StoreError> {
+        let (license_id, seat_id) = (license_id.to_string(), seat_id.to_string());
+        self.call(|reply| RuleCommand::Heartbeat {
+            license_id,
+            seat_id,
+            reply,
+        })
+        .await
+    }
+
+    /// Release a seat of `license_id`. Idempotent: `false` if it was not there.
+    pub async fn release(&self, license_id: &str, seat_id: &str) -> Result<bool, StoreError> {
+        let (license_id, seat_id) = (license_id.to_string(), seat_id.to_string());
+        self.call(|reply| RuleCommand::Release {
+            license_id,
+            seat_id,
+            reply,
+        })
+        .await
+    }
+
+    /// Revoke a seat (admin); a live borrowed one only with `force`.
+    pub async fn revoke(
+        &self,
+        seat_id: &str,
+        reason: Option<String>,
+        block: Option<Duration>,
+        force: bool,
+    ) -> Result<RevokeOutcome, StoreError> {
+        let seat_id = seat_id.to_string();
+        self.call(|reply| RuleCommand::Revoke {
+            seat_id,
+            reason,
+            block,
+            force,
+            reply,
+        })
+        .await
+    }
+
+    /// Delete up to `limit` reapable leases; returns how many.
+    pub async fn reap(&self, limit: usize) -> Result<usize, StoreError> {
+        self.call(|reply| RuleCommand::Reap { limit, reply }).await
+    }
+
+    /// Delete usage history older than the retention, at most `limit` rows
+    /// of each record; returns how many rows went.
+    pub async fn prune_history(&self, limit: usize) -> Result<usize, StoreError> {
+        self.call(|reply| RuleCommand::PruneHistory { limit, reply })
+            .await
+    }
+
+    /// Wake the writer so it notices stalls and records that the server is
+    /// alive, even when no client is talking to it.
+    pub async fn tick(&self) -> Result<(), StoreError> {
+        self.call(|reply| RuleCommand::Tick { reply }).await
+    }
+
+    /// Append an event that is not tied to a lease change (config reloads).
+    pub async fn record_event(
+        &self,
+        kind: EventKind,
+        license_id: Option<String>,
+        detail: String,
+    ) -> Result<(), StoreError> {
+        self.call(|reply| RuleCommand::RecordEvent {
+            kind,
+            license_id,
+            detail,
+            reply,
+        })
+        .await
+    }
+
+    /// Every lease (optionally of one license), live or lapsed-unreaped.
+    pub async fn seats(&self, license_id: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
+        detached(self.reads.seats(license_id.map(str::to_string))).await
+    }
+
+    /// One page of seats: filtered, sorted and cut in SQL (see
+    /// [`seat_query`](super::seat_query)).
+    pub async fn seats_page(&self, query: SeatQuery) -> Result<SeatsPage, StoreError> {
+        detached(self.reads.seats_page(query)).await
+    }
+
+    /// The dashboard session whose id hashes to `id_sha256`, expired or not.
+    pub async fn ui_session(&self, id_sha256: &str) -> Result<Option<UiSessionRow>, StoreError> {
+        detached(self.reads.ui_session(id_sha256.to_string())).await
+    }
+
+    /// Create, touch or delete dashboard sessions. Returns the rows changed.
+    pub async fn ui_session_write(&self, op: UiSessionOp) -> Result<usize, StoreError> {
+        detached(self.reads.ui_session_write(op)).await
+    }
+
+    /// What counts against each license's pool, by the one predicate (on
+    /// SQLite from the writer's live index, so it costs no scan however
+    /// many leases there are).
+    pub async fn live_counts(&self) -> Result<Vec<(String, PoolCounts)>, StoreError> {
+        self.call(|reply| RuleCommand::LiveCounts { reply }).await
+    }
+
+    pub async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        detached(self.reads.events_after(after, limit)).await
+    }
+
+    pub async fn find_seat(&self, seat_id: &str) -> Result<Option<LeaseRow>, StoreError> {
+        detached(self.reads.find_seat(seat_id.to_string())).await
+    }
+
+    /// One page of a license's sessions, newest first (see
+    /// [`history::SessionsQuery`]). A read: it never waits for the writer.
+    pub async fn sessions_page(
+        &self,
+        query: history::SessionsQuery,
+    ) -> Result<Vec<leasehold_common::api::SessionView>, StoreError> {
+        detached(self.reads.sessions_page(query)).await
+    }
+
+    /// A license's usage over a range (see [`crate::usage`]). A read: it
+    /// never waits for the writer.
+    pub async fn usage(&self, query: history::UsageQuery) -> Result<Usage, StoreError> {
+        detached(self.reads.usage(query)).await
+    }
+
+    /// Batches, commands and time spent by the writer so far.
+    pub fn writer_stats(&self) -> &WriterStats {
+        &self.stats
+    }
+
+    /// Events as they are committed. Subscribe *before* reading the backlog
+    /// with [`Store::events_after`] so nothing falls in between.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// Finish queued commands, record a clean stop and join the writer.
+    /// Commands sent after this fail with [`StoreError::Closed`].
+    pub async fn close(&self) {
+        let _ = self.stop_writer().await;
+        let handle = self
+            .writer_thread
+            .lock()
+            .map(|mut g| g.take())
+            .unwrap_or(None);
+        if let Some(handle) = handle {
+            let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+        }
+        self.reads.close().await;
+    }
+}
+
+/// Run a read as its own task: its future is `Send` but not `Sync`, and some
+/// callers (SSE streams) must be both. It is spawned at once, so the
+/// caller's future holds only the handle.
+fn detached<T: Send + 'static>(
+    read: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> impl Future<Output = Result<T, StoreError>> + Send + Sync {
+    let task = tokio::spawn(read);
+    async move { task.await.map_err(|_| StoreError::Closed)? }
+}
