@@ -9,35 +9,13 @@ use super::super::{StoreError, Waiter};
 use std::sync::Arc;
 
 use super::pool::PgPool;
+use super::rows::waiters;
+// The line's SQL, which the writer's statements ask too.
+pub use super::statements::STALE_MS;
+use super::statements::{DB_NOW, waiters_ahead_sql};
 
-/// A waiter not refreshed for this long has left the line.
-pub const STALE_MS: i64 = 5_000;
 /// Rows of dead replicas are deleted after this long.
 const FORGET_MS: i64 = 60_000;
-
-pub(super) const DB_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
-
-/// The license's (`$1`) live waiters (not seen for `$3` ms: gone), first
-/// come first; with `$2`, only those ahead of that row. The handler's reads
-/// and the writer's (`pg/tx.rs`) ask the same.
-pub(super) fn waiters_ahead_sql() -> String {
-    format!(
-        "SELECT holder, fingerprint FROM waiters
-         WHERE license_id = $1 AND ($2::bigint IS NULL OR id < $2)
-           AND seen_ms >= {DB_NOW} - $3
-         ORDER BY id"
-    )
-}
-
-/// The waiters of [`waiters_ahead_sql`]'s rows.
-pub(super) fn waiters(rows: &[tokio_postgres::Row]) -> Vec<Waiter> {
-    rows.iter()
-        .map(|row| Waiter {
-            holder: row.get(0),
-            fingerprint: row.get(1),
-        })
-        .collect()
-}
 
 /// The line, on the replica's pool.
 #[derive(Clone)]

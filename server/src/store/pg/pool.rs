@@ -7,11 +7,10 @@
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use leasehold_common::Timestamp;
-use leasehold_common::api::{Event, EventKind};
-use tokio_postgres::{Client, NoTls, Row};
+use leasehold_common::api::Event;
+use tokio_postgres::{Client, NoTls};
 
-pub(super) use super::tx::lease_from_row;
+use super::rows::{event_from_row, lease_from_row};
 use crate::store::{LeaseRow, StoreError, lease_columns};
 
 /// Read connections open at once; a read beyond that waits for one to come
@@ -153,17 +152,4 @@ pub(super) async fn events_after(
         )
         .await?;
     rows.iter().map(event_from_row).collect()
-}
-
-fn event_from_row(r: &Row) -> Result<Event, StoreError> {
-    let kind: String = r.get(2);
-    Ok(Event {
-        id: r.get(0),
-        at: Timestamp::from_millis(r.get(1)),
-        kind: EventKind::parse(&kind).ok_or(StoreError::UnknownEventKind(kind))?,
-        license_id: r.get(3),
-        seat_id: r.get(4),
-        holder: r.get(5),
-        detail: r.get(6),
-    })
 }

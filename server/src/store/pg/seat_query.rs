@@ -5,7 +5,8 @@ use tokio_postgres::types::ToSql;
 
 use super::super::StoreError;
 use super::super::seat_query::{Dialect, LICENSES_WITH_LEASES, Param, SeatQuery, SeatsPage};
-use super::pool::{PgPool, lease_from_row};
+use super::pool::PgPool;
+use super::rows::lease_from_row;
 
 fn refs(v: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
     v.iter()

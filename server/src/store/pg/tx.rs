@@ -10,217 +10,9 @@ use postgres::{Client, Row, Statement};
 
 use super::super::rules::{EndedSession, LeaseTx, NewEvent, Result};
 use super::batch_state::BatchState;
-use super::line::{DB_NOW, STALE_MS, waiters, waiters_ahead_sql};
-use crate::store::{LeaseRow, Scope, SeatMode, Waiter, lease_columns};
-
-const LEASE_COLUMNS: &str = lease_columns!();
-
-/// The live leases of one scope: `$1` license, `$2` threshold, then the
-/// group, holder or mode (the others NULL).
-const SCOPED: &str = "license_id = $1 AND expires_at >= $2
-    AND ($3::text IS NULL OR grp = $3) AND ($4::text IS NULL OR holder = $4)
-    AND ($5::integer IS NULL OR mode = $5)";
-
-/// Every statement the writer runs, prepared once per connection.
-pub struct Statements {
-    /// The batch's clock, the cluster's state and whether anyone waits in
-    /// line (`pg/writer.rs`: `read_cluster`).
-    pub read_cluster: Statement,
-    history: HistoryStatements,
-    block_until: Statement,
-    set_block: Statement,
-    by_idempotency_key: Statement,
-    forget_idempotency_key: Statement,
-    live_by_fingerprint: Statement,
-    live_count: Statement,
-    earliest_live: Statement,
-    live_count_scoped: Statement,
-    earliest_live_scoped: Statement,
-    lease: Statement,
-    pub(super) insert_leases: Statement,
-    delete_lease: Statement,
-    reap_leases: Statement,
-    pub(super) number_events: Statement,
-    pub(super) leases_by_seat: Statement,
-    pub(super) blocks_of_licenses: Statement,
-    pub(super) renew_leases: Statement,
-    waiting_line: Statement,
-    prune_blocks: Statement,
-    prune_events: Statement,
-    extend_live: Statement,
-}
-
-impl Statements {
-    pub fn prepare(client: &mut postgres::Client) -> std::result::Result<Self, postgres::Error> {
-        let history = HistoryStatements::prepare(client)?;
-        let mut p = |sql: &str| client.prepare(sql);
-        Ok(Statements {
-            read_cluster: p(&format!(
-                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, clock_ms,
-                        last_alive_ms, licenses_version,
-                        EXISTS (SELECT 1 FROM waiters WHERE seen_ms >= {DB_NOW} - {STALE_MS})
-                 FROM cluster WHERE id = 1"
-            ))?,
-            history,
-            block_until: p("SELECT until_ms FROM blocks
-                WHERE license_id = $1 AND holder = $2 AND fingerprint = $3 AND until_ms > $4")?,
-            set_block: p(
-                "INSERT INTO blocks (license_id, holder, fingerprint, until_ms) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (license_id, holder, fingerprint) DO UPDATE SET until_ms = excluded.until_ms",
-            )?,
-            by_idempotency_key: p(&format!(
-                "SELECT {LEASE_COLUMNS} FROM leases WHERE license_id = $1 AND idempotency_key = $2"
-            ))?,
-            forget_idempotency_key: p(
-                "UPDATE leases SET idempotency_key = NULL WHERE seat_id = $1",
-            )?,
-            live_by_fingerprint: p(&format!(
-                "SELECT {LEASE_COLUMNS} FROM leases
-                 WHERE license_id = $1 AND fingerprint = $2 AND expires_at >= $3
-                 ORDER BY (mode = 1 AND holder <> $4), expires_at DESC,
-                          seat_id COLLATE \"C\" DESC
-                 LIMIT 1"
-            ))?,
-            // The license's rows (`lease_rows`, kept by the triggers) less
-            // its lapsed ones: the complement of the live predicate
-            // (`expires_at >= $2`), so exactly the live count, without
-            // visiting the live leases. One statement reads both terms in
-            // one snapshot, and a trigger's update commits with the rows it
-            // counts, so they agree.
-            live_count: p(
-                "SELECT coalesce((SELECT rows FROM lease_rows WHERE license_id = $1), 0)
-                      - (SELECT count(*) FROM leases WHERE license_id = $1 AND expires_at < $2)",
-            )?,
-            earliest_live: p(
-                "SELECT min(expires_at) FROM leases WHERE license_id = $1 AND expires_at >= $2",
-            )?,
-            // A group's, a holder's or a mode's seats: asked only of
-            // licenses with seat policies, under the license's lock.
-            live_count_scoped: p(&format!(
-                "SELECT count(*) FROM leases WHERE {SCOPED}"
-            ))?,
-            earliest_live_scoped: p(&format!(
-                "SELECT min(expires_at) FROM leases WHERE {SCOPED}"
-            ))?,
-            lease: p(&format!(
-                "SELECT {LEASE_COLUMNS} FROM leases
-                 WHERE seat_id = $1 AND ($2::text IS NULL OR license_id = $2)"
-            ))?,
-            insert_leases: p(
-                "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                     checked_out_at, issued_at, expires_at, grp, mode)
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
-                                      $5::text[], $6::bigint[], $7::bigint[], $8::bigint[],
-                                      $9::text[], $10::int[])",
-            )?,
-            delete_lease: p(&format!(
-                "DELETE FROM leases WHERE seat_id = $1 AND ($2::text IS NULL OR license_id = $2)
-                 RETURNING {LEASE_COLUMNS}"
-            ))?,
-            // SKIP LOCKED: two replicas reaping at once split the work; a
-            // lease is deleted, and its event written, exactly once.
-            reap_leases: p(
-                "WITH victims AS (
-                     SELECT seat_id FROM leases
-                     WHERE license_id = $1 AND expires_at < $2
-                     ORDER BY expires_at, seat_id LIMIT $3
-                     FOR UPDATE SKIP LOCKED)
-                 DELETE FROM leases l USING victims v WHERE l.seat_id = v.seat_id
-                 RETURNING l.seat_id, l.license_id, l.holder, l.fingerprint, l.checked_out_at,
-                           l.issued_at, l.expires_at, l.grp, l.mode",
-            )?,
-            // At the commit, under the cluster row's lock: the batch's
-            // events get the next ids (gap-free, visible in id order), and
-            // the high-water mark and "alive" time move, in one statement.
-            number_events: p(
-                "WITH numbered AS (
-                     UPDATE cluster
-                     SET last_event_id = last_event_id + cardinality($1::bigint[]),
-                         clock_ms = greatest(clock_ms, $7),
-                         last_alive_ms = greatest(last_alive_ms, $7)
-                     WHERE id = 1
-                     RETURNING last_event_id - cardinality($1::bigint[]) AS before)
-                 INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
-                 SELECT numbered.before + e.n, e.at, e.kind, e.license_id, e.seat_id,
-                        e.holder, e.detail
-                 FROM numbered, unnest($1::bigint[], $2::text[], $3::text[], $4::text[],
-                                       $5::text[], $6::text[])
-                     WITH ORDINALITY AS e(at, kind, license_id, seat_id, holder, detail, n)",
-            )?,
-            blocks_of_licenses: p("SELECT license_id, holder, fingerprint, until_ms FROM blocks
-                 WHERE license_id = ANY($1::text[]) AND until_ms > $2")?,
-            leases_by_seat: p(&format!(
-                "SELECT {LEASE_COLUMNS} FROM leases WHERE seat_id = ANY($1::text[])"
-            ))?,
-            renew_leases: p(
-                "UPDATE leases l SET issued_at = u.issued_at, expires_at = u.expires_at,
-                                     mode = u.mode
-                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::int[])
-                     AS u(seat_id, issued_at, expires_at, mode)
-                 WHERE l.seat_id = u.seat_id",
-            )?,
-            // The shared line as `pg/line.rs` reads it, in the batch.
-            waiting_line: p(&waiters_ahead_sql())?,
-            prune_blocks: p("DELETE FROM blocks WHERE until_ms <= $1")?,
-            prune_events: p(
-                "DELETE FROM events WHERE id <= (SELECT last_event_id FROM cluster WHERE id = 1) - $1",
-            )?,
-            extend_live: p(
-                "UPDATE leases SET expires_at = $1
-                 WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1 AND mode = 0",
-            )?,
-            // A size in force at the cutoff stays: it judges what comes after.
-        })
-    }
-}
-
-/// The usage history's statements: sessions, denials, pool sizes.
-struct HistoryStatements {
-    record_sessions: Statement,
-    count_denial: Statement,
-    current_pool_sizes: Statement,
-    record_pool_size: Statement,
-    prune_sessions: Statement,
-    prune_denials: Statement,
-    prune_pool_sizes: Statement,
-}
-
-impl HistoryStatements {
-    fn prepare(client: &mut postgres::Client) -> std::result::Result<Self, postgres::Error> {
-        let mut p = |sql: &str| client.prepare(sql);
-        Ok(HistoryStatements {
-            record_sessions: p(
-                "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
-                                       ended_at, end_kind, grp, mode)
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
-                                      $5::bigint[], $6::bigint[], $7::text[], $8::text[],
-                                      $9::int[])",
-            )?,
-            count_denial: p(
-                "INSERT INTO denials (license_id, second_ms, count) VALUES ($1, $2, 1)
-                 ON CONFLICT (license_id, second_ms) DO UPDATE SET count = denials.count + 1",
-            )?,
-            current_pool_sizes: p(
-                "SELECT DISTINCT ON (license_id) license_id, seats FROM pool_sizes
-                 ORDER BY license_id, at DESC",
-            )?,
-            record_pool_size: p(
-                "INSERT INTO pool_sizes (license_id, at, seats) VALUES ($1, $2, $3)
-                 ON CONFLICT (license_id, at) DO UPDATE SET seats = excluded.seats",
-            )?,
-            prune_sessions: p("DELETE FROM sessions WHERE id IN (
-                     SELECT id FROM sessions WHERE ended_at < $1 LIMIT $2)")?,
-            prune_denials: p("DELETE FROM denials WHERE (license_id, second_ms) IN (
-                     SELECT license_id, second_ms FROM denials WHERE second_ms < $1 LIMIT $2)")?,
-            prune_pool_sizes: p("DELETE FROM pool_sizes WHERE (license_id, at) IN (
-                     SELECT p.license_id, p.at FROM pool_sizes p
-                     WHERE p.at < $1 AND EXISTS (
-                         SELECT 1 FROM pool_sizes q
-                         WHERE q.license_id = p.license_id AND q.at > p.at AND q.at <= $1)
-                     LIMIT $2)")?,
-        })
-    }
-}
+use super::rows::{lease_from_row, waiters};
+use super::statements::{STALE_MS, Statements};
+use crate::store::{LeaseRow, Scope, Waiter};
 
 /// One command's view of the writer's transaction: the client, inside the
 /// transaction the writer opened on it, and what the batch keeps on this
@@ -229,22 +21,6 @@ pub struct PgTx<'t> {
     pub client: &'t mut Client,
     pub statements: &'t Statements,
     pub state: &'t mut BatchState,
-}
-
-pub fn lease_from_row(r: &Row) -> LeaseRow {
-    LeaseRow {
-        seat_id: r.get(0),
-        license_id: r.get(1),
-        holder: r.get(2),
-        fingerprint: r.get(3),
-        checked_out_at: Timestamp::from_millis(r.get(4)),
-        issued_at: Timestamp::from_millis(r.get(5)),
-        expires_at: Timestamp::from_millis(r.get(6)),
-        group: r.get(7),
-        // The schema check refuses a database newer than this build, so
-        // every stored mode is one it knows.
-        mode: SeatMode::from_code(r.get(8)).unwrap_or_default(),
-    }
 }
 
 fn count(n: i64) -> u32 {
@@ -314,7 +90,7 @@ impl LeaseTx for PgTx<'_> {
         }
         self.ready()?;
         let row = self.client.query_opt(
-            &self.statements.block_until,
+            &self.statements.checkout.block_until,
             &[&license_id, &holder, &fingerprint, &now.as_millis()],
         )?;
         Ok(row.map(|r| Timestamp::from_millis(r.get(0))))
@@ -329,7 +105,7 @@ impl LeaseTx for PgTx<'_> {
     ) -> Result<()> {
         self.ready()?;
         self.client.execute(
-            &self.statements.set_block,
+            &self.statements.checkout.set_block,
             &[&license_id, &holder, &fingerprint, &until.as_millis()],
         )?;
         self.state.blocked(license_id, holder, fingerprint, until);
@@ -342,16 +118,19 @@ impl LeaseTx for PgTx<'_> {
         key: &str,
     ) -> Result<Option<LeaseRow>> {
         self.ready()?;
-        let row = self
-            .client
-            .query_opt(&self.statements.by_idempotency_key, &[&license_id, &key])?;
+        let row = self.client.query_opt(
+            &self.statements.checkout.by_idempotency_key,
+            &[&license_id, &key],
+        )?;
         Ok(row.as_ref().map(lease_from_row))
     }
 
     fn forget_idempotency_key(&mut self, seat_id: &str) -> Result<()> {
         self.ready()?;
-        self.client
-            .execute(&self.statements.forget_idempotency_key, &[&seat_id])?;
+        self.client.execute(
+            &self.statements.checkout.forget_idempotency_key,
+            &[&seat_id],
+        )?;
         Ok(())
     }
 
@@ -364,29 +143,29 @@ impl LeaseTx for PgTx<'_> {
     ) -> Result<Option<LeaseRow>> {
         self.ready()?;
         let row = self.client.query_opt(
-            &self.statements.live_by_fingerprint,
+            &self.statements.checkout.live_by_fingerprint,
             &[&license_id, &fingerprint, &threshold.as_millis(), &holder],
         )?;
         Ok(row.as_ref().map(lease_from_row))
     }
 
     /// Read once per batch for a license it checks out from, then kept
-    /// (`LiveCounts`).
+    /// (`pg/live_counts.rs`: `LiveCounts`).
     fn live_count(&mut self, scope: Scope<'_>, threshold: Timestamp) -> Result<u32> {
-        if let Some(live) = self.state.counts.known(scope, threshold) {
+        if let Some(live) = self.state.known_count(scope, threshold) {
             return Ok(live);
         }
         self.ready()?;
         let n: i64 = self
             .scoped(
-                &self.statements.live_count,
-                &self.statements.live_count_scoped,
+                &self.statements.counts.live_count,
+                &self.statements.counts.live_count_scoped,
                 scope,
                 threshold,
             )?
             .get(0);
         let live = count(n);
-        self.state.counts.read(scope, threshold, live);
+        self.state.count_read(scope, threshold, live);
         Ok(live)
     }
 
@@ -398,8 +177,8 @@ impl LeaseTx for PgTx<'_> {
         self.ready()?;
         let earliest: Option<i64> = self
             .scoped(
-                &self.statements.earliest_live,
-                &self.statements.earliest_live_scoped,
+                &self.statements.counts.earliest_live,
+                &self.statements.counts.earliest_live_scoped,
                 scope,
                 threshold,
             )?
@@ -416,7 +195,7 @@ impl LeaseTx for PgTx<'_> {
         self.ready()?;
         let row = self
             .client
-            .query_opt(&self.statements.lease, &[&seat_id, &license_id])?;
+            .query_opt(&self.statements.leases.lease, &[&seat_id, &license_id])?;
         Ok(row.as_ref().map(lease_from_row))
     }
 
@@ -441,9 +220,10 @@ impl LeaseTx for PgTx<'_> {
         license_id: Option<&str>,
     ) -> Result<Option<LeaseRow>> {
         self.ready()?;
-        let row = self
-            .client
-            .query_opt(&self.statements.delete_lease, &[&seat_id, &license_id])?;
+        let row = self.client.query_opt(
+            &self.statements.leases.delete_lease,
+            &[&seat_id, &license_id],
+        )?;
         let gone = row.as_ref().map(lease_from_row);
         if let Some(lease) = &gone {
             self.state.deleted(lease);
@@ -462,7 +242,7 @@ impl LeaseTx for PgTx<'_> {
         let mut gone: Vec<LeaseRow> = self
             .client
             .query(
-                &self.statements.reap_leases,
+                &self.statements.leases.reap_leases,
                 &[&license_id, &cutoff.as_millis(), &limit],
             )?
             .iter()
@@ -592,7 +372,7 @@ impl LeaseTx for PgTx<'_> {
     /// that with its clock. A waiter who joined since then came after
     /// every checkout of this batch.
     fn waiting_line(&mut self, license_id: &str, before: Option<i64>) -> Result<Vec<Waiter>> {
-        if !self.state.someone_waits {
+        if !self.state.someone_waits() {
             return Ok(Vec::new());
         }
         self.ready()?;
@@ -603,12 +383,12 @@ impl LeaseTx for PgTx<'_> {
         Ok(waiters(&rows))
     }
 
-    /// Kept for the commit ([`PendingEvents::write`]), which numbers them:
+    /// Kept for the commit (`PendingEvents::write`), which numbers them:
     /// the ids here are 0. Nothing reads them: a replica's subscribers get
     /// every replica's events, numbered, from the table (the follower).
     fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>> {
         for e in events {
-            self.state.events.push(e);
+            self.state.event(e);
         }
         Ok(vec![0; events.len()])
     }

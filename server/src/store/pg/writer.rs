@@ -17,7 +17,8 @@
 //!    before its first statement: the leases the batch's heartbeats name
 //!    and the blocks on the licenses its checkouts ask for are read in one
 //!    statement each up front, each live count once per batch, and new
-//!    leases and renewals written in one statement each (`batch_state.rs`),
+//!    leases and renewals written in one statement each (`batch_state.rs`,
+//!    `pending.rs`),
 //!    so a heartbeat, and a plain checkout after its batch's first count,
 //!    sends no statement of its own;
 //! 5. number and write the batch's events (kept until now, so the cluster
@@ -34,7 +35,8 @@ use leasehold_common::{Licenses, Timestamp};
 use postgres::Client;
 
 use super::batch_state::BatchState;
-use super::tx::{PgTx, Statements};
+use super::statements::Statements;
+use super::tx::PgTx;
 use super::{EVENTS_CHANNEL, advisory_key, connect_sync};
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
@@ -133,7 +135,7 @@ impl PgBatches {
         self.state
             .read_ahead(client, statements, &heartbeat_seats(batch))?;
         let checkouts: Vec<&str> = locks.checkouts.iter().map(String::as_str).collect();
-        self.state.counts.lock_held(&checkouts);
+        self.state.lock_held(&checkouts);
         self.state
             .read_blocks(client, statements, &checkouts, cluster.now)?;
         Ok(Begun {
@@ -398,7 +400,7 @@ fn finish_batch(
     let result = state
         .write_pending(client, &conn.statements)
         .and_then(|()| {
-            if state.events.is_empty() {
+            if !state.has_events() {
                 let now = now.as_millis();
                 client.batch_execute(&format!(
                     "UPDATE cluster SET clock_ms = greatest(clock_ms, {now}::bigint),
@@ -406,7 +408,7 @@ fn finish_batch(
                      WHERE id = 1; COMMIT"
                 ))
             } else {
-                state.events.write(client, &conn.statements, now)?;
+                state.write_events(client, &conn.statements, now)?;
                 client.batch_execute(&format!("NOTIFY {EVENTS_CHANNEL}; COMMIT"))
             }
         });
