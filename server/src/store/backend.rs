@@ -2,18 +2,28 @@
 //! `/healthz`, the dashboard's sign-in sessions, and on PostgreSQL the
 //! waiting line and policy every replica shares. None of it is a lease
 //! rule, and none of it waits for the writer. SQLite (`SqliteBackend`) and
-//! PostgreSQL (`PgBackend`) each implement it; lease changes go through the
+//! PostgreSQL (`PgBackend`) each implement it, and neither is named here (the
+//! stores name this trait; the trait naming them back would be a cycle); lease changes go through the
 //! writer's command queue (see [`super::batch`]).
 
 use futures_util::future::BoxFuture;
 use leasehold_common::api::{Event, SessionView};
 
 use super::history::{SessionsQuery, UsageQuery};
-use super::pg::{Published, line::SharedLine};
 use super::seat_query::{SeatQuery, SeatsPage};
 use super::ui_sessions::{UiSessionOp, UiSessionRow};
 use super::{LeaseRow, StoreError, StoreKind};
 use crate::usage::Usage;
+
+/// What publishing a licenses file did (PostgreSQL, where a cluster
+/// shares one policy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    /// The cluster's policy version now.
+    pub version: i64,
+    /// How the cluster's policy changed (empty: it already was this one).
+    pub changes: Vec<String>,
+}
 
 /// A read's answer, to be awaited on the runtime.
 pub type Answer<T> = BoxFuture<'static, Result<T, StoreError>>;
@@ -41,11 +51,6 @@ pub trait StoreBackend: Send + Sync {
     /// Stop what runs beside the writer (after the writer stopped).
     fn close(&self) -> BoxFuture<'static, ()>;
 
-    /// The waiting line shared by every replica; `None` where the line is
-    /// the server's own, in memory (SQLite).
-    fn shared_waiting_line(&self) -> Option<SharedLine> {
-        None
-    }
     /// Idle connections in the read pool, where it is a fixed pool.
     fn read_pool_idle(&self) -> Option<usize> {
         None

@@ -34,6 +34,9 @@ pub struct Store {
     events: broadcast::Sender<Event>,
     stats: Arc<WriterStats>,
     writer_thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// PostgreSQL's waiting line, shared by every replica (`None` on
+    /// SQLite, where the line is the server's own, in memory).
+    pub(super) shared_line: Option<super::pg::line::SharedLine>,
 }
 
 impl Store {
@@ -59,6 +62,7 @@ impl Store {
             events,
             stats,
             writer_thread: Arc::new(Mutex::new(Some(thread))),
+            shared_line: None,
         })
     }
 

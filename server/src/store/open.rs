@@ -48,13 +48,16 @@ impl Store {
         licenses: LicensesHandle,
         options: StoreOptions,
     ) -> Result<Store, StoreError> {
-        pg::open(config, clock, start, licenses, options)
+        let parts = pg::open(config, clock, start, licenses, options.clone());
+        let mut store = Store::start(parts.writer, parts.backend, parts.events, parts.stats, &options)?;
+        store.shared_line = Some(parts.line);
+        Ok(store)
     }
 
     /// PostgreSQL's waiting line, shared by every replica (`None` on
     /// SQLite, where the line is the server's own, in memory).
     pub fn shared_waiting_line(&self) -> Option<pg::line::SharedLine> {
-        self.reads.shared_waiting_line()
+        self.shared_line.clone()
     }
 
     /// Idle connections in the PostgreSQL read pool (`None` on SQLite).
@@ -70,7 +73,7 @@ impl Store {
         text: String,
         licenses: leasehold_common::Licenses,
         why: &'static str,
-    ) -> Option<Result<pg::Published, StoreError>> {
+    ) -> Option<Result<super::backend::Published, StoreError>> {
         let publish = self.reads.publish_licenses(text, licenses, why)?;
         Some(publish.await)
     }

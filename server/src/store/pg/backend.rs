@@ -10,26 +10,37 @@ use tokio::sync::{broadcast, watch};
 use super::line::SharedLine;
 use super::pool::PgPool;
 use super::writer::{DecisionClock, PgBatches};
-use super::{Published, StartPoint, connect_sync, follower, history, publish_licenses_sync};
+use super::{StartPoint, connect_sync, follower, history, publish_licenses_sync};
 use crate::licenses::LicensesHandle;
-use crate::store::backend::{Answer, StoreBackend};
+use crate::store::backend::{Answer, Published, StoreBackend};
 use crate::store::batch::{Writer, WriterStats};
 use crate::store::history::{SessionsQuery, UsageQuery};
 use crate::store::seat_query::{SeatQuery, SeatsPage};
 use crate::store::ui_sessions::{UiSessionOp, UiSessionRow};
-use crate::store::{LeaseRow, Store, StoreError, StoreKind, StoreOptions};
+use crate::store::{LeaseRow, StoreError, StoreKind, StoreOptions};
 use crate::usage::Usage;
 
-/// Start this replica, after [`super::prepare`]: the writer thread, the
-/// pool and the event follower (which feeds [`Store::subscribe`] with
-/// every replica's events).
+/// A replica's parts, for `Store::open_postgres` to start: this module
+/// does not name the `Store` handle, which names the backend trait.
+pub struct Opened {
+    pub writer: Writer<PgBatches>,
+    pub backend: Arc<PgBackend>,
+    pub events: broadcast::Sender<Event>,
+    pub stats: Arc<WriterStats>,
+    /// The waiting line every replica shares.
+    pub line: SharedLine,
+}
+
+/// This replica's parts, after [`super::prepare`]: the writer, the pool
+/// and the event follower (which feeds the store's subscribers with every
+/// replica's events).
 pub fn open(
     config: tokio_postgres::Config,
     clock: DecisionClock,
     start: StartPoint,
     licenses: LicensesHandle,
     options: StoreOptions,
-) -> Result<Store, StoreError> {
+) -> Opened {
     let (events, _) = broadcast::channel(4096);
     let stats = Arc::new(WriterStats::default());
     let batches = PgBatches::new(
@@ -53,7 +64,14 @@ pub fn open(
         follower: Mutex::new(Some(follower)),
         config,
     };
-    Store::start(writer, Arc::new(backend), events, stats, &options)
+    let line = SharedLine::new(backend.pool.clone());
+    Opened {
+        writer,
+        backend: Arc::new(backend),
+        events,
+        stats,
+        line,
+    }
 }
 
 /// A replica's pool, event follower and cluster policy.
@@ -124,10 +142,6 @@ impl StoreBackend for PgBackend {
                 let _ = follower.await;
             }
         })
-    }
-
-    fn shared_waiting_line(&self) -> Option<SharedLine> {
-        Some(SharedLine::new(self.pool.clone()))
     }
 
     fn read_pool_idle(&self) -> Option<usize> {

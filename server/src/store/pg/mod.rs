@@ -28,6 +28,7 @@ mod tx;
 mod ui_sessions;
 pub mod writer;
 
+use crate::store::backend::Published;
 use std::time::Duration;
 
 use leasehold_common::Licenses;
@@ -220,15 +221,6 @@ fn check_identity(client: &mut Client, ours: &ReplicaIdentity) -> Result<(), PgS
     )?;
     tx.commit()?;
     Ok(())
-}
-
-/// What publishing a licenses file did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Published {
-    /// The cluster's policy version now.
-    pub version: i64,
-    /// How the cluster's policy changed (empty: it already was this one).
-    pub changes: Vec<String>,
 }
 
 /// Make `licenses` the cluster's policy, unless it already is: one `config`

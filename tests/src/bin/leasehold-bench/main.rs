@@ -48,7 +48,6 @@ mod procfs;
 mod report;
 mod scenario;
 mod server;
-mod table;
 mod tally;
 mod worker;
 mod modes {

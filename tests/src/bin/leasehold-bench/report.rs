@@ -1,6 +1,8 @@
 //! The results of a run: the JSON report (`--json`), its ratios to
 //! `healthz`, and the end of a run (table printed, server stopped).
 
+mod table;
+
 use std::collections::BTreeMap;
 
 use anyhow::Context;
@@ -8,7 +10,7 @@ use serde::Serialize;
 
 use crate::args::CommonArgs;
 use crate::server::{ServerInfo, Target};
-use crate::table::print_table;
+use table::print_table;
 
 /// Figures in the report carry three decimals.
 pub fn round3(x: f64) -> f64 {

@@ -1,6 +1,6 @@
 //! The human-readable table printed after a run.
 
-use crate::report::Report;
+use super::Report;
 
 pub fn print_table(report: &Report) {
     println!(
