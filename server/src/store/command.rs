@@ -84,6 +84,40 @@ pub enum RuleCommand {
     },
 }
 
+/// What a command may do to leases, declared by the command itself so a
+/// store that locks before it writes (PostgreSQL's writer) takes the right
+/// locks, and a new command cannot be forgotten there: the match below
+/// names every command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseWrites<'a> {
+    /// Reads or writes no lease the rules count.
+    Nothing,
+    /// Counts the license's seats and inserts (or takes back) one: nobody
+    /// else may count or change that license's seats meanwhile.
+    Checkout(&'a str),
+    /// Renews a seat of the license; never inserts or deletes one.
+    Renew(&'a str),
+    /// Deletes a seat of the license (or keeps it lingering).
+    Delete(&'a str),
+    /// May delete seats of any license.
+    DeleteAny,
+}
+
+impl RuleCommand {
+    pub fn lease_writes(&self) -> LeaseWrites<'_> {
+        match self {
+            RuleCommand::Checkout { req, .. } => LeaseWrites::Checkout(&req.license_id),
+            RuleCommand::Heartbeat { license_id, .. } => LeaseWrites::Renew(license_id),
+            RuleCommand::Release { license_id, .. } => LeaseWrites::Delete(license_id),
+            RuleCommand::Revoke { .. } | RuleCommand::Reap { .. } => LeaseWrites::DeleteAny,
+            RuleCommand::PruneHistory { .. }
+            | RuleCommand::Tick { .. }
+            | RuleCommand::LiveCounts { .. }
+            | RuleCommand::RecordEvent { .. } => LeaseWrites::Nothing,
+        }
+    }
+}
+
 /// An answer held back until the batch commits.
 pub type Finish = Box<dyn FnOnce(Result<(), &str>) + Send>;
 

@@ -117,12 +117,13 @@ impl LeaseTx for MemoryStore {
         fingerprint: &str,
         holder: &str,
         threshold: Timestamp,
+        others_last: SeatMode,
     ) -> Result<Option<LeaseRow>> {
         Ok(self
             .live_in(Scope::License(license_id), threshold)
             .filter(|l| l.fingerprint.as_deref() == Some(fingerprint))
             .max_by_key(|l| {
-                let takeable = l.mode != SeatMode::Linger || l.holder == holder;
+                let takeable = l.mode != others_last || l.holder == holder;
                 (takeable, l.expires_at, &l.seat_id)
             })
             .cloned())
@@ -267,12 +268,13 @@ impl LeaseTx for MemoryStore {
         license_id: &str,
         was_live: Timestamp,
         until: Timestamp,
+        kept: SeatMode,
     ) -> Result<usize> {
         let mut extended = 0;
         for s in self.leases.values_mut() {
             let l = &mut s.lease;
             if l.license_id == license_id
-                && l.mode == SeatMode::Heartbeat
+                && l.mode == kept
                 && l.expires_at >= was_live
                 && l.expires_at < until
             {

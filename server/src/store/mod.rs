@@ -33,7 +33,6 @@ mod error;
 mod handle;
 pub mod history;
 mod lease;
-mod lease_tx;
 #[cfg(test)]
 mod memory;
 mod open;
@@ -53,12 +52,12 @@ pub use error::StoreError;
 pub use handle::Store;
 pub(crate) use lease::lease_columns;
 pub use lease::{LeaseRow, SeatMode};
-pub use lease_tx::Scope;
 pub use options::{StoreKind, StoreOptions};
 pub use outcome::{
     Applied, CheckoutOutcome, HeartbeatOutcome, Limit, NotAllowedBecause, PoolCounts, RevokeOutcome,
 };
 pub use request::{Ahead, CheckoutRequest, Waiter};
+pub use rules::Scope;
 pub use seat_query::{SeatQuery, SeatSort, SeatsPage};
 pub use sqlite::database_path;
 pub use sqlite::schema::CURRENT_VERSION as SCHEMA_VERSION;

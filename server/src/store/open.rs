@@ -49,7 +49,13 @@ impl Store {
         options: StoreOptions,
     ) -> Result<Store, StoreError> {
         let parts = pg::open(config, clock, start, licenses, options.clone());
-        let mut store = Store::start(parts.writer, parts.backend, parts.events, parts.stats, &options)?;
+        let mut store = Store::start(
+            parts.writer,
+            parts.backend,
+            parts.events,
+            parts.stats,
+            &options,
+        )?;
         store.shared_line = Some(parts.line);
         Ok(store)
     }

@@ -36,7 +36,7 @@ use super::live_counts::LiveCounts;
 use super::pending::{PendingEvents, PendingWrites, WritesMark};
 use super::rows::lease_from_row;
 use super::statements::Statements;
-use crate::store::lease_tx::NewEvent;
+use crate::store::rules::NewEvent;
 use crate::store::{LeaseRow, Scope};
 
 /// Everything a batch keeps between its statements.

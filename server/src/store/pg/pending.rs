@@ -18,7 +18,7 @@ use postgres::Client;
 
 use super::statements::Statements;
 use crate::store::LeaseRow;
-use crate::store::lease_tx::NewEvent;
+use crate::store::rules::NewEvent;
 
 /// How many of each kind of write a batch kept: where a command's begin.
 #[derive(Clone, Copy, Default)]

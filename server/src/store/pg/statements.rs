@@ -73,7 +73,8 @@ impl Statements {
             )?,
             extend_live: client.prepare(
                 "UPDATE leases SET expires_at = $1
-                 WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1 AND mode = 0",
+                 WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1
+                   AND mode = $4::integer",
             )?,
         })
     }
@@ -108,7 +109,7 @@ impl CheckoutStatements {
             live_by_fingerprint: p(&format!(
                 "SELECT {LEASE_COLUMNS} FROM leases
                  WHERE license_id = $1 AND fingerprint = $2 AND expires_at >= $3
-                 ORDER BY (mode = 1 AND holder <> $4), expires_at DESC,
+                 ORDER BY (mode = $5::integer AND holder <> $4), expires_at DESC,
                           seat_id COLLATE \"C\" DESC
                  LIMIT 1"
             ))?,

@@ -12,7 +12,7 @@ use super::super::rules::{EndedSession, LeaseTx, NewEvent, Result};
 use super::batch_state::BatchState;
 use super::rows::{lease_from_row, waiters};
 use super::statements::{STALE_MS, Statements};
-use crate::store::{LeaseRow, Scope, Waiter};
+use crate::store::{LeaseRow, Scope, SeatMode, Waiter};
 
 /// One command's view of the writer's transaction: the client, inside the
 /// transaction the writer opened on it, and what the batch keeps on this
@@ -140,11 +140,18 @@ impl LeaseTx for PgTx<'_> {
         fingerprint: &str,
         holder: &str,
         threshold: Timestamp,
+        others_last: SeatMode,
     ) -> Result<Option<LeaseRow>> {
         self.ready()?;
         let row = self.client.query_opt(
             &self.statements.checkout.live_by_fingerprint,
-            &[&license_id, &fingerprint, &threshold.as_millis(), &holder],
+            &[
+                &license_id,
+                &fingerprint,
+                &threshold.as_millis(),
+                &holder,
+                &others_last.code(),
+            ],
         )?;
         Ok(row.as_ref().map(lease_from_row))
     }
@@ -358,11 +365,17 @@ impl LeaseTx for PgTx<'_> {
         license_id: &str,
         was_live: Timestamp,
         until: Timestamp,
+        kept: SeatMode,
     ) -> Result<usize> {
         self.ready()?;
         let n = self.client.execute(
             &self.statements.extend_live,
-            &[&until.as_millis(), &license_id, &was_live.as_millis()],
+            &[
+                &until.as_millis(),
+                &license_id,
+                &was_live.as_millis(),
+                &kept.code(),
+            ],
         )?;
         self.state.forget_known();
         Ok(usize::try_from(n).unwrap_or(usize::MAX))

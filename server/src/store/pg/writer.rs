@@ -42,7 +42,7 @@ use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
 use crate::store::StoreError;
 use crate::store::batch::{BatchStore, Begun, WriterStats, micros};
-use crate::store::command::{Command, RuleCommand};
+use crate::store::command::{Command, LeaseWrites, RuleCommand};
 
 /// Where a replica's decision time comes from.
 #[derive(Clone)]
@@ -284,22 +284,21 @@ impl BatchLocks {
         let mut checkouts = BTreeSet::new();
         let mut all_rows = false;
         for cmd in batch {
-            let (license_id, exclusive) = match cmd {
-                Command::Rule(RuleCommand::Checkout { req, .. }) => (req.license_id.as_str(), true),
-                Command::Rule(RuleCommand::Release { license_id, .. }) => {
+            let Command::Rule(rule) = cmd else { continue };
+            let (license_id, exclusive) = match rule.lease_writes() {
+                LeaseWrites::Checkout(license_id) => (license_id, true),
+                LeaseWrites::Delete(license_id) => {
                     if let Some(lic) = licenses.get(license_id) {
                         rows.insert(lic.id.clone());
                     }
-                    (license_id.as_str(), false)
+                    (license_id, false)
                 }
-                Command::Rule(RuleCommand::Heartbeat { license_id, .. }) => {
-                    (license_id.as_str(), false)
-                }
-                Command::Rule(RuleCommand::Revoke { .. } | RuleCommand::Reap { .. }) => {
+                LeaseWrites::Renew(license_id) => (license_id, false),
+                LeaseWrites::DeleteAny => {
                     all_rows = true;
                     continue;
                 }
-                _ => continue,
+                LeaseWrites::Nothing => continue,
             };
             if exclusive && let Some(lic) = licenses.get(license_id) {
                 rows.insert(lic.id.clone());

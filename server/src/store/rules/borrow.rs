@@ -75,7 +75,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         let own = match fingerprint {
             Some(fp) => self
                 .tx
-                .live_lease_by_fingerprint(&lic.id, fp, &req.holder, threshold)?
+                .live_lease_by_fingerprint(&lic.id, fp, &req.holder, threshold, super::TAKE_LAST)?
                 .filter(|row| !lingering_for_another(lic, row, req)),
             None => None,
         };

@@ -323,9 +323,13 @@ impl<T: LeaseTx> Rules<'_, T> {
             return Ok(None);
         };
         let threshold = live_threshold(self.now, lic.policy.skew);
-        let Some(row) =
-            self.tx
-                .live_lease_by_fingerprint(&lic.id, fingerprint, &req.holder, threshold)?
+        let Some(row) = self.tx.live_lease_by_fingerprint(
+            &lic.id,
+            fingerprint,
+            &req.holder,
+            threshold,
+            super::TAKE_LAST,
+        )?
         else {
             return Ok(None);
         };

@@ -7,8 +7,10 @@
 //! and when a seat's session ends), [`borrow`] (the checkout steps of a
 //! borrow request: its terms, and turning the machine's own seat into the
 //! borrow), [`reap`] (the reaper, the outage rule,
-//! live counts) and [`history`] (pool sizes, pruning). This file holds what
-//! they share: the command's view of the world and its events.
+//! live counts) and [`history`] (pool sizes, pruning). [`scope`] decides
+//! which leases count, and [`lease_tx`] is the queries the rules ask of a
+//! store, with every choice passed as a value. This file holds what they
+//! share: the command's view of the world and its events.
 //!
 //! The rules decide; a store only answers the queries of [`LeaseTx`] inside
 //! the transaction its writer opened. Every liveness question binds the one
@@ -19,15 +21,23 @@ use std::collections::HashMap;
 use leasehold_common::api::{Event, EventKind};
 use leasehold_common::{Licenses, Timestamp};
 
-use super::StoreError;
+use super::{SeatMode, StoreError};
 
 mod borrow;
 mod checkout;
 mod history;
+mod lease_tx;
 mod reap;
+mod scope;
 mod seat;
 
-pub use super::lease_tx::{EndedSession, LeaseTx, NewEvent, Result};
+pub use lease_tx::{EndedSession, LeaseTx, NewEvent, Result};
+pub use scope::Scope;
+
+/// A machine takes back another holder's seat kept this way only when it
+/// holds no other (a machine may hold a seat of its own besides another
+/// holder's lingering one).
+const TAKE_LAST: SeatMode = SeatMode::Linger;
 
 /// Denied checkouts and heartbeats on lapsed seats can arrive thousands of
 /// times a second from a misbehaving client; the log keeps one per key per

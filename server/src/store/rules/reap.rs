@@ -74,7 +74,10 @@ impl<T: LeaseTx> Rules<'_, T> {
         for lic in self.licenses.iter() {
             let renewed_until = self.now.saturating_add(lic.policy.ttl);
             let was_live = live_threshold(last_alive, lic.policy.skew);
-            match self.tx.extend_live(&lic.id, was_live, renewed_until) {
+            // Lingering and borrowed seats keep their expiry: nobody was
+            // kept from renewing them.
+            let kept = SeatMode::Heartbeat;
+            match self.tx.extend_live(&lic.id, was_live, renewed_until, kept) {
                 Ok(n) => extended += n,
                 Err(e) => tracing::error!("store: outage extension for {}: {e}", lic.id),
             }

@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, HashMap};
 use rusqlite::Connection;
 
 use super::rows::{lease_columns, lease_from_row};
-use crate::store::lease_tx::Scope;
-use crate::store::{LeaseRow, SeatMode};
+use crate::store::LeaseRow;
+use crate::store::Scope;
 
 #[derive(Default, Debug)]
 pub struct LiveIndex {
@@ -79,42 +79,41 @@ impl Expiries {
 }
 
 /// One license's expiries: all of them, and the same split by the group a
-/// seat counts for, by holder, and by how a seat is kept (lingering or
-/// borrowed), so each count a checkout asks is O(log n) too.
+/// seat counts for, by holder, and by how a seat is kept, so each count a
+/// checkout asks is O(log n) too. Which of these a lease is in is the
+/// rules' [`Scope::all_of`], not decided here.
 #[derive(Default, Debug)]
 struct LicenseIndex {
     all: Expiries,
     groups: HashMap<String, Expiries>,
     holders: HashMap<String, Expiries>,
-    lingering: Expiries,
-    borrowed: Expiries,
+    /// By [`crate::store::SeatMode::code`].
+    modes: [Expiries; 3],
 }
 
 impl LicenseIndex {
     /// Every multiset `lease` is in.
     fn for_each(&mut self, lease: &LeaseRow, mut f: impl FnMut(&mut Expiries)) {
-        f(&mut self.all);
-        if let Some(group) = &lease.group {
-            f(entry(&mut self.groups, group));
-        }
-        f(entry(&mut self.holders, &lease.holder));
-        match lease.mode {
-            SeatMode::Heartbeat => {}
-            SeatMode::Linger => f(&mut self.lingering),
-            SeatMode::Borrow => f(&mut self.borrowed),
+        for scope in Scope::all_of(lease) {
+            if let Some(e) = self.slot(scope, true) {
+                f(e);
+            }
         }
     }
 
     fn scope(&mut self, scope: Scope<'_>) -> Option<&mut Expiries> {
+        self.slot(scope, false)
+    }
+
+    /// The multiset of a scope, made on first use when `create`.
+    fn slot(&mut self, scope: Scope<'_>, create: bool) -> Option<&mut Expiries> {
         match scope {
             Scope::License(_) => Some(&mut self.all),
-            Scope::Group { group, .. } => self.groups.get_mut(group),
-            Scope::Holder { holder, .. } => self.holders.get_mut(holder),
-            Scope::Mode { mode, .. } => match mode {
-                SeatMode::Heartbeat => None,
-                SeatMode::Linger => Some(&mut self.lingering),
-                SeatMode::Borrow => Some(&mut self.borrowed),
-            },
+            Scope::Group { group, .. } => keyed(&mut self.groups, group, create),
+            Scope::Holder { holder, .. } => keyed(&mut self.holders, holder, create),
+            Scope::Mode { mode, .. } => usize::try_from(mode.code())
+                .ok()
+                .and_then(|i| self.modes.get_mut(i)),
         }
     }
 
@@ -132,6 +131,18 @@ impl LicenseIndex {
         {
             self.groups.remove(group);
         }
+    }
+}
+
+fn keyed<'m>(
+    map: &'m mut HashMap<String, Expiries>,
+    key: &str,
+    create: bool,
+) -> Option<&'m mut Expiries> {
+    if create {
+        Some(entry(map, key))
+    } else {
+        map.get_mut(key)
     }
 }
 
@@ -194,6 +205,7 @@ impl LiveIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::SeatMode;
     use leasehold_common::Timestamp;
     use proptest::prelude::*;
 
@@ -282,11 +294,8 @@ mod tests {
         assert_eq!(ix.earliest_from(holder("bob"), 0), Some(30));
         assert_eq!(ix.count_from(mode(SeatMode::Linger), 0), 1);
         assert_eq!(ix.count_from(mode(SeatMode::Borrow), 0), 1);
-        assert_eq!(
-            ix.count_from(mode(SeatMode::Heartbeat), 0),
-            0,
-            "not indexed apart"
-        );
+        // Every scope the rules count a lease in is indexed (Scope::all_of).
+        assert_eq!(ix.count_from(mode(SeatMode::Heartbeat), 0), 2);
         // A renewal that changes the mode moves the seat between multisets.
         let relive = LeaseRow {
             mode: SeatMode::Heartbeat,

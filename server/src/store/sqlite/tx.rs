@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::live_index::LiveIndex;
 use super::rows::{lease_columns, lease_from_row};
 use crate::store::rules::{EndedSession, LeaseTx, NewEvent, Result};
-use crate::store::{LeaseRow, Scope, Waiter};
+use crate::store::{LeaseRow, Scope, SeatMode, Waiter};
 
 /// The writer's connection and live index, for one batch.
 pub struct SqliteTx<'a> {
@@ -87,6 +87,7 @@ impl LeaseTx for SqliteTx<'_> {
         fingerprint: &str,
         holder: &str,
         threshold: Timestamp,
+        others_last: SeatMode,
     ) -> Result<Option<LeaseRow>> {
         const SQL: &str = concat!(
             "SELECT ",
@@ -97,13 +98,19 @@ impl LeaseTx for SqliteTx<'_> {
             // holds a handful of leases at most.
             " FROM leases INDEXED BY leases_by_fingerprint
              WHERE license_id = ?1 AND fingerprint = ?2 AND expires_at >= ?3
-             ORDER BY (mode = 1 AND holder <> ?4), expires_at DESC, seat_id DESC LIMIT 1" // (mode 1: lingering; another holder's lingering seat last.)
+             ORDER BY (mode = ?5 AND holder <> ?4), expires_at DESC, seat_id DESC LIMIT 1"
         );
         Ok(self
             .conn
             .prepare_cached(SQL)?
             .query_row(
-                params![license_id, fingerprint, threshold.as_millis(), holder],
+                params![
+                    license_id,
+                    fingerprint,
+                    threshold.as_millis(),
+                    holder,
+                    others_last.code()
+                ],
                 lease_from_row,
             )
             .optional()?)
@@ -325,13 +332,19 @@ impl LeaseTx for SqliteTx<'_> {
         license_id: &str,
         was_live: Timestamp,
         until: Timestamp,
+        kept: SeatMode,
     ) -> Result<usize> {
         // The index is reloaded after an outage batch (the writer marks it
         // stale), so it is not adjusted row by row here.
         Ok(self.conn.execute(
             "UPDATE leases SET expires_at = ?1
-             WHERE license_id = ?2 AND expires_at >= ?3 AND expires_at < ?1 AND mode = 0",
-            params![until.as_millis(), license_id, was_live.as_millis()],
+             WHERE license_id = ?2 AND expires_at >= ?3 AND expires_at < ?1 AND mode = ?4",
+            params![
+                until.as_millis(),
+                license_id,
+                was_live.as_millis(),
+                kept.code()
+            ],
         )?)
     }
 

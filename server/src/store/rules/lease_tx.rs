@@ -1,61 +1,20 @@
 //! The queries the lease rules ask of one store transaction ([`LeaseTx`]),
 //! and the rows they pass. Each store answers them in its own SQL
 //! (`sqlite/tx.rs`, `pg/tx.rs`); `memory.rs` answers them from plain maps
-//! for the rules' unit and property tests.
+//! for the rules' unit and property tests. Where a query carries a choice
+//! (which seats count, which seat a machine takes back first, which seats
+//! the outage rule extends), the rules pass it as a value: a [`Scope`], a
+//! [`SeatMode`]; no store decides one of its own.
 
 use std::collections::HashMap;
 
 use leasehold_common::Timestamp;
 use leasehold_common::api::{EventKind, SessionEnd};
 
-use super::{LeaseRow, SeatMode, StoreError, Waiter};
+use super::scope::Scope;
+use crate::store::{LeaseRow, SeatMode, StoreError, Waiter};
 
 pub type Result<T> = std::result::Result<T, StoreError>;
-
-/// Which of a license's leases a count is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope<'a> {
-    License(&'a str),
-    /// The seats that count for a group (as recorded on each seat).
-    Group {
-        license_id: &'a str,
-        group: &'a str,
-    },
-    Holder {
-        license_id: &'a str,
-        holder: &'a str,
-    },
-    /// The seats kept one way (lingering, borrowed).
-    Mode {
-        license_id: &'a str,
-        mode: SeatMode,
-    },
-}
-
-impl<'a> Scope<'a> {
-    pub fn license_id(&self) -> &'a str {
-        match *self {
-            Scope::License(license_id)
-            | Scope::Group { license_id, .. }
-            | Scope::Holder { license_id, .. }
-            | Scope::Mode { license_id, .. } => license_id,
-        }
-    }
-
-    /// Whether `lease` counts in this scope at `threshold`: live
-    /// (`expires_at >= threshold`, as the stores' SQL binds it) and of the
-    /// scope's license, group, holder or mode.
-    pub fn counts(&self, lease: &LeaseRow, threshold: Timestamp) -> bool {
-        lease.expires_at >= threshold
-            && lease.license_id == self.license_id()
-            && match *self {
-                Scope::License(_) => true,
-                Scope::Group { group, .. } => lease.group.as_deref() == Some(group),
-                Scope::Holder { holder, .. } => lease.holder == holder,
-                Scope::Mode { mode, .. } => lease.mode == mode,
-            }
-    }
-}
 
 /// The queries the rules ask of one store transaction. Nothing here decides:
 /// a method reads or writes the rows it names, with the times it is given.
@@ -83,9 +42,8 @@ pub trait LeaseTx {
     /// Let a lapsed lease's Idempotency-Key be used for a new seat.
     fn forget_idempotency_key(&mut self, seat_id: &str) -> Result<()>;
     /// The live lease (`expires_at >= threshold`) this fingerprint holds
-    /// that `holder` may take back: if several, one that is not lingering
-    /// for another holder first (a machine may hold a seat of its own
-    /// besides another holder's lingering one), then the latest-expiring,
+    /// that `holder` may take back: if several, one that is not kept
+    /// `others_last` for another holder first, then the latest-expiring,
     /// then the greatest seat id (so every store picks the same one).
     fn live_lease_by_fingerprint(
         &mut self,
@@ -93,6 +51,7 @@ pub trait LeaseTx {
         fingerprint: &str,
         holder: &str,
         threshold: Timestamp,
+        others_last: SeatMode,
     ) -> Result<Option<LeaseRow>>;
     /// Leases in `scope` with `expires_at >= threshold`.
     fn live_count(&mut self, scope: Scope<'_>, threshold: Timestamp) -> Result<u32>;
@@ -138,14 +97,15 @@ pub trait LeaseTx {
     /// Delete sessions that ended, denial counts and superseded pool sizes
     /// older than `cutoff`: at most `limit` rows of each. Returns how many.
     fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize>;
-    /// Give every heartbeat-kept lease of the license live at `was_live`
+    /// Give every lease of the license kept `kept` and live at `was_live`
     /// (`expires_at >= was_live`) an expiry of at least `until`; return how
-    /// many changed. Lingering and borrowed seats keep their expiry.
+    /// many changed.
     fn extend_live(
         &mut self,
         license_id: &str,
         was_live: Timestamp,
         until: Timestamp,
+        kept: SeatMode,
     ) -> Result<usize>;
     /// The shared waiting line's live waiters of the license (PostgreSQL's
     /// `waiters`), first come first; with `before`, those ahead of that row.

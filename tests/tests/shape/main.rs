@@ -1,0 +1,190 @@
+//! The codebase's shape, held by CI instead of by memory: no non-test
+//! source file over 600 lines, no function outside tests over 100 lines,
+//! no import cycle between the modules of a crate, and no name in
+//! `ARCHITECTURE.md` that the tree no longer has. No allowlist: a finding
+//! is fixed, not excused.
+//!
+//! Each rule is also run on a small planted tree with one violation, so a
+//! checker that finds nothing cannot pass for a tree that is clean.
+
+mod cycles;
+mod docs;
+mod limits;
+mod tree;
+
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate sits in the repo")
+        .to_path_buf()
+}
+
+fn crates(repo: &Path) -> Vec<tree::CrateTree> {
+    let trees = tree::workspace_crates(repo).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        trees.len() >= 5,
+        "expected every crate of the workspace, read {}",
+        trees.len()
+    );
+    trees
+}
+
+fn assert_none(what: &str, found: Vec<String>) {
+    assert!(found.is_empty(), "{what}:\n{}", found.join("\n"));
+}
+
+#[test]
+fn no_source_file_is_over_600_non_test_lines() {
+    let repo = repo();
+    let trees = crates(&repo);
+    let counted = limits::non_test_lines(&repo, &trees);
+    // The walk reached the big modules, not just the roots.
+    assert!(
+        counted
+            .keys()
+            .any(|f| f.ends_with("store/rules/checkout.rs")),
+        "{counted:?}"
+    );
+    assert_none("files over the limit", limits::long_files(&repo, &trees));
+}
+
+#[test]
+fn no_function_outside_tests_is_over_100_lines() {
+    assert_none(
+        "functions over the limit",
+        limits::long_functions(&crates(&repo())),
+    );
+}
+
+#[test]
+fn no_two_modules_of_a_crate_import_each_other() {
+    assert_none("import cycles", cycles::cycles(&crates(&repo())));
+}
+
+#[test]
+fn architecture_names_only_what_exists() {
+    let found = docs::stale_names(&repo(), "ARCHITECTURE.md").unwrap_or_else(|e| panic!("{e}"));
+    assert_none("ARCHITECTURE.md names what does not exist", found);
+}
+
+/// A planted crate `planted/` with the given files, as a workspace.
+fn planted(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut all = vec![("Cargo.toml", "[workspace]\nmembers = [\"planted\"]\n")];
+    all.extend_from_slice(files);
+    for (path, text) in all {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+fn lines_of(n: usize, line: &str) -> String {
+    (0..n).map(|_| format!("{line}\n")).collect()
+}
+
+#[test]
+fn a_planted_long_file_is_found_and_its_tests_do_not_count() {
+    let long = "mod big;\nmod tested;\n".to_string();
+    let big = lines_of(601, "const _: u8 = 0;");
+    let tested = format!(
+        "{}#[cfg(test)]\nmod tests {{\n{}}}\n",
+        lines_of(590, "const _: u8 = 0;"),
+        lines_of(100, "const _: u8 = 0;")
+    );
+    let dir = planted(&[
+        ("planted/src/lib.rs", &long),
+        ("planted/src/big.rs", &big),
+        ("planted/src/tested.rs", &tested),
+    ]);
+    let found = limits::long_files(dir.path(), &crates_of(dir.path()));
+    assert_eq!(
+        found,
+        vec!["planted/src/big.rs: 601 non-test lines (at most 600)"]
+    );
+}
+
+#[test]
+fn a_planted_long_function_is_found_but_not_in_tests() {
+    let body = lines_of(99, "    let _ = 1;");
+    let lib = format!(
+        "pub struct S;\nimpl S {{\n    pub fn long(&self) {{\n{body}    }}\n}}\n\
+         pub fn fits() {{\n{}}}\n#[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{body}{body}    }}\n}}\n",
+        lines_of(98, "    let _ = 1;")
+    );
+    let dir = planted(&[("planted/src/lib.rs", &lib)]);
+    let found = limits::long_functions(&crates_of(dir.path()));
+    assert_eq!(
+        found,
+        vec!["planted/src/lib.rs:3: fn S::long is 101 lines (at most 100)"]
+    );
+}
+
+#[test]
+fn a_planted_cycle_is_found_also_through_a_re_export() {
+    let dir = planted(&[
+        (
+            "planted/src/lib.rs",
+            "mod a;\nmod b;\nmod c;\nmod d;\npub use c::Gamma;\n",
+        ),
+        (
+            "planted/src/a.rs",
+            "use crate::b::Beta;\npub struct Alpha(Beta);\n",
+        ),
+        (
+            "planted/src/b.rs",
+            "pub struct Beta;\npub fn f() -> crate::Gamma { todo!() }\n",
+        ),
+        (
+            "planted/src/c.rs",
+            "pub struct Gamma(pub super::a::Alpha);\n",
+        ),
+        // d reaches c through the root's re-export and names a child of its
+        // own: an edge to c and none to its child, and no cycle.
+        (
+            "planted/src/d.rs",
+            "mod inner { pub struct I; }\nuse inner::I;\nuse super::Gamma as _G;\n",
+        ),
+    ]);
+    let found = cycles::cycles(&crates_of(dir.path()));
+    assert_eq!(found.len(), 1, "{found:?}");
+    let first = found[0].lines().next().unwrap();
+    assert_eq!(first, "planted/src/lib.rs: import cycle among a, b, c");
+    assert!(
+        found[0].contains("b -> c: planted/src/b.rs:2 `crate::Gamma`"),
+        "{}",
+        found[0]
+    );
+}
+
+#[test]
+fn a_planted_stale_name_in_the_architecture_is_found() {
+    let doc = "# Map\n\n- `planted/src/lib.rs`, `src/gone.rs`, `store/`: files.\n\
+               - `HereNow`, `HereNow::run()`, `GoneAway`, `Allow`, `HereNow::missing`, `std::sync::Mutex`, \
+               `lease_rows`, `helper()`, `/v1/licenses/{id}`.\n\
+               ```\nGone in a fence\n```\n";
+    let dir = planted(&[
+        (
+            "planted/src/lib.rs",
+            "pub struct HereNow;\nimpl HereNow { pub fn run(&self) {} }\nfn helper() {}\n",
+        ),
+        ("planted/src/store/x.rs", ""),
+        ("ARCHITECTURE.md", doc),
+    ]);
+    let found = docs::stale_names(dir.path(), "ARCHITECTURE.md").unwrap();
+    assert_eq!(
+        found,
+        vec![
+            "ARCHITECTURE.md:3: `src/gone.rs`: no such file or directory",
+            "ARCHITECTURE.md:4: `GoneAway`: no Rust item `GoneAway`",
+            "ARCHITECTURE.md:4: `HereNow::missing`: no Rust item `HereNow::missing`",
+        ]
+    );
+}
+
+fn crates_of(dir: &Path) -> Vec<tree::CrateTree> {
+    tree::workspace_crates(dir).unwrap_or_else(|e| panic!("{e}"))
+}
