@@ -255,7 +255,7 @@ async fn serve_prepared(
         )),
         tokio::spawn(reaper::run_ui_session_reaper(
             state.store.clone(),
-            state.ui.sessions,
+            state.ui.sessions.clone(),
             state.clock.clone(),
             config.reap_interval,
             stop.clone(),

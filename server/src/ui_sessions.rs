@@ -6,28 +6,57 @@
 //! A session id is 256 random bits, given to the browser once; the store
 //! keeps only its SHA-256 (a database leak signs nobody in), the role and
 //! its times, so a session survives a restart and works on every replica.
+//!
+//! What lives as long as a session on this server (an event stream) holds
+//! an [`EndWatch`] ([`UiSessions::watch_end`]): ending the session here
+//! (logout, a sign-in replacing it) raises it before the call returns, so
+//! before the logout answers. Sessions ended on another replica, or by time,
+//! are for the holder to notice (`http/sse.rs` re-reads the store).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use leasehold_common::Timestamp;
 use leasehold_common::time::duration_millis;
 use sha2::{Digest, Sha256};
+use tokio::sync::watch;
 
 use crate::store::{Store, StoreError, UiSessionOp, UiSessionRow};
 
 /// A session's use is recorded at most this often.
 const TOUCH_EVERY_MAX: Duration = Duration::from_secs(60);
 
-/// How long sessions last, and their life cycle.
-#[derive(Debug, Clone, Copy)]
+/// How long sessions last, and their life cycle. Clones share the
+/// [`EndWatch`]es.
+#[derive(Debug, Clone)]
 pub struct UiSessions {
     /// A session not used for this long ends.
     pub idle_timeout: Duration,
     /// A session ends this long after sign-in, however active.
     pub lifetime: Duration,
+    watched: Arc<Watched>,
 }
 
 impl UiSessions {
+    pub fn new(idle_timeout: Duration, lifetime: Duration) -> Self {
+        UiSessions {
+            idle_timeout,
+            lifetime,
+            watched: Arc::default(),
+        }
+    }
+
+    /// Be told at once when this server ends the session `id` names; hold
+    /// the watch only as long as what it is for (dropping it forgets it).
+    pub fn watch_end(&self, id: &str) -> EndWatch {
+        self.watched.watch(id_sha256(id))
+    }
+
+    /// How many sessions are watched now.
+    pub fn watched(&self) -> usize {
+        self.watched.len()
+    }
     /// How often a session's use is recorded: once a minute, or a tenth of
     /// the idle timeout if that is shorter (so a short timeout still sees an
     /// active session as active).
@@ -105,22 +134,27 @@ impl UiSessions {
         if !could_be_ours(id) {
             return Ok(());
         }
-        store
-            .ui_session_write(UiSessionOp::Delete {
-                id_sha256: id_sha256(id),
-            })
-            .await
-            .map(drop)
+        self.delete(store, id_sha256(id)).await
     }
 
     /// End a session now (logout).
     pub async fn end(&self, store: &Store, row: &UiSessionRow) -> Result<(), StoreError> {
-        store
+        self.delete(store, row.id_sha256.clone()).await
+    }
+
+    /// Delete the session, then raise its watches: after the delete, so a
+    /// watch taken meanwhile finds the session gone when its holder checks
+    /// the store. Raised even if the delete failed: ending a stream early
+    /// is harmless (the browser reconnects), outliving a logout is not.
+    async fn delete(&self, store: &Store, id_sha256: String) -> Result<(), StoreError> {
+        let deleted = store
             .ui_session_write(UiSessionOp::Delete {
-                id_sha256: row.id_sha256.clone(),
+                id_sha256: id_sha256.clone(),
             })
             .await
-            .map(drop)
+            .map(drop);
+        self.watched.end(&id_sha256);
+        deleted
     }
 
     /// Delete the sessions that have ended (idle too long or past their
@@ -135,6 +169,87 @@ impl UiSessions {
     }
 }
 
+/// Told when this server ends a session: see [`UiSessions::watch_end`].
+#[derive(Debug)]
+pub struct EndWatch {
+    id_sha256: String,
+    /// Which flag of that session (a session ended and watched again has a
+    /// new one).
+    generation: u64,
+    ended: watch::Receiver<bool>,
+    watched: Arc<Watched>,
+}
+
+impl EndWatch {
+    /// Whether this server has ended the session (a read, never waits).
+    pub fn has_ended(&self) -> bool {
+        *self.ended.borrow()
+    }
+
+    /// Resolves once this server has ended the session.
+    pub async fn ended(&mut self) {
+        // The flag is raised before its sender goes, so an error is only a
+        // server tearing down: an end all the same.
+        let _ = self.ended.wait_for(|ended| *ended).await;
+    }
+}
+
+impl Drop for EndWatch {
+    /// The last watch of a session forgets it: the map holds only watched
+    /// sessions.
+    fn drop(&mut self) {
+        let mut map = self.watched.lock();
+        if let Some((generation, flag)) = map.get(&self.id_sha256)
+            && *generation == self.generation
+            && flag.receiver_count() <= 1
+        {
+            map.remove(&self.id_sha256);
+        }
+    }
+}
+
+/// The watched sessions by the SHA-256 of their id: a flag each, with a
+/// generation so a watch dropped late cannot forget a newer flag.
+#[derive(Debug, Default)]
+struct Watched {
+    by_id_sha256: Mutex<HashMap<String, (u64, watch::Sender<bool>)>>,
+    next_generation: std::sync::atomic::AtomicU64,
+}
+
+impl Watched {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, (u64, watch::Sender<bool>)>> {
+        self.by_id_sha256.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn watch(self: &Arc<Self>, id_sha256: String) -> EndWatch {
+        let mut map = self.lock();
+        let (generation, flag) = map.entry(id_sha256.clone()).or_insert_with(|| {
+            let generation = self
+                .next_generation
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (generation, watch::channel(false).0)
+        });
+        EndWatch {
+            id_sha256,
+            generation: *generation,
+            ended: flag.subscribe(),
+            watched: self.clone(),
+        }
+    }
+
+    /// Raise the session's flag and forget it.
+    fn end(&self, id_sha256: &str) {
+        let flag = self.lock().remove(id_sha256);
+        if let Some((_, flag)) = flag {
+            flag.send_replace(true);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
 /// Whether `id` has the shape of the ids [`UiSessions::create`] makes (64
 /// lowercase hex characters): anything else is refused without a store
 /// read, so made-up cookies cost nothing.
@@ -145,4 +260,55 @@ fn could_be_ours(id: &str) -> bool {
 /// What the store keeps of a session id.
 pub fn id_sha256(session_id: &str) -> String {
     hex::encode(Sha256::digest(session_id.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sessions() -> UiSessions {
+        UiSessions::new(Duration::from_secs(60), Duration::from_secs(3600))
+    }
+
+    #[test]
+    fn ending_a_session_raises_its_watches_only() {
+        let s = sessions();
+        let (a1, a2, b) = (s.watch_end("a"), s.watch_end("a"), s.watch_end("b"));
+        assert_eq!(s.watched(), 2);
+        s.watched.end(&id_sha256("a"));
+        assert!(a1.has_ended() && a2.has_ended());
+        assert!(!b.has_ended());
+        assert_eq!(s.watched(), 1, "an ended session is forgotten");
+        // Watched again after its end (a stream opened meanwhile): a new
+        // flag, which the old watches going cannot forget.
+        let a3 = s.watch_end("a");
+        assert!(!a3.has_ended());
+        drop((a1, a2));
+        assert_eq!(s.watched(), 2);
+        s.watched.end(&id_sha256("a"));
+        assert!(a3.has_ended());
+    }
+
+    #[test]
+    fn the_last_watch_going_forgets_the_session() {
+        let s = sessions();
+        let (w1, w2) = (s.watch_end("a"), s.clone().watch_end("a"));
+        drop(w1);
+        assert_eq!(s.watched(), 1, "still watched by the other");
+        drop(w2);
+        assert_eq!(s.watched(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_watch_wakes_at_the_end() {
+        let s = sessions();
+        let mut w = s.watch_end("a");
+        let waiting = tokio::spawn(async move { w.ended().await });
+        tokio::task::yield_now().await;
+        s.watched.end(&id_sha256("a"));
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken")
+            .expect("no panic");
+    }
 }

@@ -1,15 +1,16 @@
 //! The dashboard's server side against the real `leaseholdd`: the viewer
 //! role on the bearer API, sign-in with the session cookie, bad logins,
 //! session expiry and logout, CSRF on cookie-authenticated changes, the
-//! failed-login limiter and the security headers of `/ui`. Runs on the store
-//! `LEASEHOLD_TEST_STORE` names.
+//! failed-login limiter, the security headers of `/ui`, and an event stream
+//! opened with the session getting nothing once the session has ended. Runs
+//! on the store `LEASEHOLD_TEST_STORE` names.
 //!
 //! What needs a peer other than loopback, time moved by hand or a look into
 //! the store is tested in-process (`server/src/http/ui_tests.rs`).
 
 use std::time::Duration;
 
-use leasehold_tests::{Server, ServerOptions, TestStore, license_toml};
+use leasehold_tests::{Server, ServerOptions, TestStore, license_toml, read_sse};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -477,4 +478,186 @@ async fn every_ui_response_carries_the_security_headers() {
     assert_eq!(resp.status(), 200);
     assert!(resp.headers().get("content-security-policy").is_none());
     assert!(resp.headers().get("access-control-allow-origin").is_none());
+}
+
+/// Open the event stream at `base` (one replica, not the proxy) with the
+/// session `cookie`, from after event `after`.
+async fn open_session_stream(base: &str, cookie: &str, after: i64) -> reqwest::Response {
+    // No overall timeout: the stream is meant to stay open.
+    let resp = reqwest::Client::new()
+        .get(format!("{base}/v1/admin/events/stream?after={after}"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("open the stream");
+    assert_eq!(resp.status(), 200, "stream opened");
+    resp
+}
+
+/// The events `stream` sends until the server ends it; panics if it is
+/// still open after `limit`.
+async fn read_until_closed(stream: &mut reqwest::Response, limit: Duration) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut bytes = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, stream.chunk()).await {
+            Err(_) => panic!(
+                "the stream is still open after {limit:?}; it sent:\n{}",
+                String::from_utf8_lossy(&bytes)
+            ),
+            Ok(Ok(Some(chunk))) => bytes.extend_from_slice(&chunk),
+            Ok(Ok(None)) | Ok(Err(_)) => break,
+        }
+    }
+    String::from_utf8(bytes)
+        .expect("utf-8")
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|data| serde_json::from_str(data.trim()).expect("an event's JSON"))
+        .collect()
+}
+
+/// The session's expiry as the server sees it, read without counting as
+/// use.
+async fn session_ends_at(server: &Server, cookie: &str) -> String {
+    let resp = client()
+        .get(server.url("/ui/session"))
+        .header("cookie", cookie)
+        .header("x-leasehold-background", "1")
+        .send()
+        .await
+        .expect("GET /ui/session");
+    assert_eq!(resp.status(), 200, "GET /ui/session");
+    let s: Value = resp.json().await.expect("json");
+    s["expires_at"].as_str().expect("expires_at").to_string()
+}
+
+/// Logout ends the session's streams before it answers: a checkout made
+/// after the answer never reaches the logged-out stream (a stream that
+/// only re-checked its session every second delivered it). The stream and
+/// the logout go to one replica: the replica that ends a session ends its
+/// streams at once (another one notices within its periodic check).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_stream_gets_no_event_made_after_the_logout_answered() {
+    let server = Server::start(LICENSES).await;
+    let replica = format!("http://{}", server.replica_addrs()[0]);
+    for round in 0..20 {
+        // This round's stream starts after the events of earlier rounds.
+        let last_seen = server
+            .events()
+            .await
+            .iter()
+            .filter_map(|e| e["id"].as_i64())
+            .max()
+            .unwrap_or(0);
+        let cookie = sign_in(&server, &server.admin_token).await;
+        let csrf = session(&server, &cookie).await["csrf_token"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let mut stream = open_session_stream(&replica, &cookie, last_seen).await;
+        // The stream is live: it delivers a checkout made now.
+        let holder = format!("before-logout-{round}");
+        let before = server
+            .take_seat("small", "small-key", json!({ "holder": holder }))
+            .await;
+        let (_, event) = read_sse(&mut stream, 1).await.remove(0);
+        assert_eq!(event["holder"], holder.as_str(), "round {round}");
+
+        let resp = client()
+            .post(format!("{replica}/ui/logout"))
+            .header("cookie", &cookie)
+            .header("x-csrf-token", &csrf)
+            .header("sec-fetch-site", "same-origin")
+            .send()
+            .await
+            .expect("logout");
+        assert_eq!(resp.status(), 204, "round {round}: logout");
+        // Every event from here on is made after the logout's answer.
+        let late = server
+            .take_seat(
+                "small",
+                "small-key",
+                json!({ "holder": format!("after-logout-{round}") }),
+            )
+            .await;
+        for seat in [&late.seat_id, &before.seat_id] {
+            let resp = server.release("small", "small-key", seat).await;
+            assert_eq!(resp.status(), 204, "round {round}: release");
+        }
+        let leaked = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+        assert!(
+            leaked.is_empty(),
+            "round {round}: events made after the logout answered reached its stream: {leaked:?}"
+        );
+    }
+}
+
+/// A stream opened with a session that ends by time (`flag` set to 2 s)
+/// sends no event made at or after the moment the session ended, and then
+/// ends, while checkouts go on.
+async fn a_stream_sends_nothing_past_its_session_end(flag: &str) {
+    let server = Server::start_with(ServerOptions::new(LICENSES).arg(flag).arg("2s")).await;
+    let replica = format!("http://{}", server.replica_addrs()[0]);
+    let cookie = sign_in(&server, &server.viewer_token()).await;
+    let ends_at = session_ends_at(&server, &cookie).await;
+    let mut stream = open_session_stream(&replica, &cookie, 0).await;
+    let busy = {
+        let server_url = server.url("");
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let started = std::time::Instant::now();
+            let mut i = 0;
+            while started.elapsed() < Duration::from_millis(3500) {
+                let seat: Value = client
+                    .post(format!("{server_url}/v1/licenses/small/seats"))
+                    .bearer_auth("small-key")
+                    .json(&json!({ "holder": format!("busy-{i}") }))
+                    .send()
+                    .await
+                    .expect("checkout")
+                    .json()
+                    .await
+                    .expect("lease");
+                let seat_id = seat["seat_id"].as_str().expect("a seat");
+                client
+                    .delete(format!("{server_url}/v1/licenses/small/seats/{seat_id}"))
+                    .bearer_auth("small-key")
+                    .send()
+                    .await
+                    .expect("release");
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let sent = read_until_closed(&mut stream, Duration::from_secs(6)).await;
+    busy.await.expect("checkouts");
+    assert!(!sent.is_empty(), "the stream delivered events while valid");
+    // RFC 3339 in UTC with the same precision: compared as text.
+    let late: Vec<_> = sent
+        .iter()
+        .filter(|e| e["at"].as_str().expect("at") >= ends_at.as_str())
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{flag} 2s: the session ended at {ends_at}, yet its stream sent {late:?}"
+    );
+    let made_after = server
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e["at"].as_str().expect("at") >= ends_at.as_str())
+        .count();
+    assert!(made_after > 0, "events went on after the session ended");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_stream_sends_nothing_past_the_session_lifetime() {
+    a_stream_sends_nothing_past_its_session_end("--ui-session-lifetime").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_stream_sends_nothing_past_the_idle_timeout() {
+    a_stream_sends_nothing_past_its_session_end("--ui-idle-timeout").await;
 }

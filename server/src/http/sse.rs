@@ -5,10 +5,18 @@
 //! already sent: no gap between backlog and live, no duplicate. A subscriber
 //! that falls behind the broadcast buffer goes back to the database.
 //!
-//! A stream opened with a dashboard session checks the session every
-//! [`SESSION_CHECK_EVERY`] and ends when it has (logout, idle, lifetime, a
-//! changed token, on any replica: the check reads the store on the server's
-//! clock); a stream opened with a bearer token ends only at shutdown.
+//! A stream opened with a dashboard session ([`SessionLink`]) sends nothing
+//! once the session has ended, and then ends:
+//! - ended on this server (logout, a sign-in replacing it): its
+//!   [`EndWatch`] is raised before the logout answers, and is read right
+//!   before every event sent;
+//! - ended by time (idle, lifetime): the stream knows when its session would
+//!   end, and re-reads it from the store then, and before any event sent
+//!   past then;
+//! - ended on another replica (or its token changed): the store is re-read
+//!   every [`SESSION_CHECK_EVERY`].
+//!
+//! A stream opened with a bearer token ends only at shutdown.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -16,16 +24,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use leasehold_common::Timestamp;
 use leasehold_common::api::Event;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
 use warp::Reply;
 
 use super::ui_auth::{self, RequestMeta};
 use crate::AppState;
+use crate::ui_sessions::EndWatch;
 
 const PAGE: usize = 1000;
 
-/// How often a stream opened with a session checks that it still holds.
+/// How often a stream opened with a session re-reads it from the store (a
+/// session ended on another replica).
 const SESSION_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 struct Feed {
@@ -34,6 +46,8 @@ struct Feed {
     last_sent: i64,
     pending: VecDeque<Event>,
     backlog_left: bool,
+    /// The session the stream lives by, if opened with one.
+    session: Option<SessionLink>,
 }
 
 /// The events after `after`, live; `session`: the request of a stream
@@ -41,46 +55,21 @@ struct Feed {
 pub fn stream(state: Arc<AppState>, after: i64, session: Option<RequestMeta>) -> impl Reply {
     let feed = Feed {
         live: state.store.subscribe(),
+        // Watched from here on; the first event waits for a store read, so
+        // a session ended before this line is not trusted either.
+        session: session.map(|meta| SessionLink::new(&state, meta)),
         state: state.clone(),
         last_sent: after,
         pending: VecDeque::new(),
         backlog_left: true,
     };
     let events = futures_util::stream::unfold(feed, |mut feed| async move {
-        loop {
-            if let Some(ev) = feed.pending.pop_front() {
-                if ev.id <= feed.last_sent {
-                    continue;
-                }
-                feed.last_sent = ev.id;
-                return Some((Ok::<_, Infallible>(to_sse(&ev)), feed));
-            }
-            if feed.backlog_left {
-                match feed.state.store.events_after(feed.last_sent, PAGE).await {
-                    Ok(page) => {
-                        feed.backlog_left = page.len() == PAGE;
-                        feed.pending.extend(page);
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::warn!("event stream: cannot read backlog: {e}");
-                        return None;
-                    }
-                }
-            }
-            match feed.live.recv().await {
-                Ok(ev) => feed.pending.push_back(ev),
-                Err(RecvError::Lagged(_)) => feed.backlog_left = true,
-                Err(RecvError::Closed) => return None,
-            }
-        }
+        let ev = feed.next().await?;
+        Some((Ok::<_, Infallible>(to_sse(&ev)), feed))
     });
     let mut shutdown = state.shutdown.clone();
     let events = events.take_until(async move {
-        tokio::select! {
-            _ = shutdown.wait_for(|stopping| *stopping) => {}
-            _ = session_ended(state, session) => {}
-        }
+        let _ = shutdown.wait_for(|stopping| *stopping).await;
     });
     warp::sse::reply(
         warp::sse::keep_alive()
@@ -89,22 +78,117 @@ pub fn stream(state: Arc<AppState>, after: i64, session: Option<RequestMeta>) ->
     )
 }
 
-/// Resolves once the session `meta` carries has ended; never without one.
-async fn session_ended(state: Arc<AppState>, meta: Option<RequestMeta>) {
-    let Some(meta) = meta else {
-        return std::future::pending().await;
-    };
-    loop {
-        tokio::time::sleep(SESSION_CHECK_EVERY).await;
-        match ui_auth::session_of(&state, &meta).await {
-            Ok(_) => {}
-            Err(e) if e.status == warp::http::StatusCode::UNAUTHORIZED => {
-                tracing::debug!("event stream: its session ended; closing it");
-                return;
+impl Feed {
+    /// The next event to send; `None` ends the stream.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                if ev.id <= self.last_sent {
+                    continue;
+                }
+                // Right before the send: nothing leaves after the session
+                // has ended, however long ago the event was dequeued.
+                if let Some(link) = &mut self.session
+                    && !link.holds(&self.state).await
+                {
+                    return None;
+                }
+                self.last_sent = ev.id;
+                return Some(ev);
             }
-            // The store is away: keep the stream; a later check decides.
-            Err(_) => {}
+            if self.backlog_left {
+                match self.state.store.events_after(self.last_sent, PAGE).await {
+                    Ok(page) => {
+                        self.backlog_left = page.len() == PAGE;
+                        self.pending.extend(page);
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!("event stream: cannot read backlog: {e}");
+                        return None;
+                    }
+                }
+            }
+            let received = match &mut self.session {
+                None => self.live.recv().await,
+                Some(link) => {
+                    let check_at = link.check_at;
+                    tokio::select! {
+                        biased;
+                        () = link.end.ended() => return None,
+                        () = tokio::time::sleep_until(check_at) => {
+                            if !link.holds(&self.state).await {
+                                return None;
+                            }
+                            continue;
+                        }
+                        received = self.live.recv() => received,
+                    }
+                }
+            };
+            match received {
+                Ok(ev) => self.pending.push_back(ev),
+                Err(RecvError::Lagged(_)) => self.backlog_left = true,
+                Err(RecvError::Closed) => return None,
+            }
         }
+    }
+}
+
+/// A stream's tie to the session that opened it.
+struct SessionLink {
+    meta: RequestMeta,
+    /// Raised by this server the moment it ends the session.
+    end: EndWatch,
+    /// When the session ends unless used again, as last read from the
+    /// store (`None`: not read yet, or the store was away).
+    ends_at: Option<Timestamp>,
+    /// When to read the store next: [`SESSION_CHECK_EVERY`] after the last
+    /// read, or when the session would end if sooner.
+    check_at: Instant,
+}
+
+impl SessionLink {
+    fn new(state: &AppState, meta: RequestMeta) -> SessionLink {
+        // The guard let the request in by its cookie, so it has one.
+        let id = meta.session_cookie().unwrap_or_default();
+        SessionLink {
+            end: state.ui.sessions.watch_end(id),
+            meta,
+            ends_at: None,
+            check_at: Instant::now(),
+        }
+    }
+
+    /// Whether the session still holds: the end watch (a read), and a store
+    /// read when one is due or the session's end time has passed. A store
+    /// that is away keeps the stream; a later read decides.
+    async fn holds(&mut self, state: &AppState) -> bool {
+        if self.end.has_ended() {
+            return false;
+        }
+        let past_end = self.ends_at.is_some_and(|t| state.clock.now() >= t);
+        if past_end || Instant::now() >= self.check_at {
+            let read = ui_auth::session_of(state, &self.meta).await;
+            let now = Instant::now();
+            self.check_at = now + SESSION_CHECK_EVERY;
+            self.ends_at = None;
+            match read {
+                Ok(session) => {
+                    let ends_at = session.ends_at(state);
+                    let left = ends_at.millis_since(state.clock.now()).max(0) as u64;
+                    self.check_at = self.check_at.min(now + Duration::from_millis(left));
+                    self.ends_at = Some(ends_at);
+                }
+                Err(e) if e.status == warp::http::StatusCode::UNAUTHORIZED => {
+                    tracing::debug!("event stream: its session ended; closing it");
+                    return false;
+                }
+                Err(_) => {}
+            }
+        }
+        // Raised during the read: ended all the same.
+        !self.end.has_ended()
     }
 }
 

@@ -207,3 +207,79 @@ async fn a_session_stream_ends_when_the_clock_passes_its_lifetime() {
     mover.await.unwrap();
     h.close().await;
 }
+
+/// Open the event stream with `cookie` in a task of its own (`reply`
+/// returns once the body ends), and give it time to start.
+async fn stream_task(h: &Harness, cookie: &str) -> tokio::task::JoinHandle<Resp> {
+    let req = request("GET", "/v1/admin/events/stream", REMOTE).header("cookie", cookie);
+    let routes = routes(h.state.clone());
+    let task = tokio::spawn(async move { req.reply(&routes).await });
+    // Past the guard and the stream's first read of its session.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!task.is_finished(), "the stream is open");
+    task
+}
+
+/// Well under the once-a-second re-read: the stream ended at the end.
+async fn ended_at_once(stream: tokio::task::JoinHandle<Resp>, what: &str) {
+    let resp = tokio::time::timeout(Duration::from_millis(400), stream)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: the stream is still open"))
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "{what}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_stream_ends_at_once_at_logout_and_at_a_new_sign_in() {
+    let h = Harness::new();
+    // Logout.
+    let cookie = cookie_of(&login(&h, ADMIN_TOKEN, REMOTE).await);
+    let csrf = json(&get_with_cookie(&h, "/ui/session", &cookie).await)["csrf_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (first, second) = (
+        stream_task(&h, &cookie).await,
+        stream_task(&h, &cookie).await,
+    );
+    assert_eq!(h.state.ui.sessions.watched(), 1, "one session, two streams");
+    let resp = request("POST", "/ui/logout", REMOTE)
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .header("sec-fetch-site", "same-origin")
+        .reply(&routes(h.state.clone()))
+        .await;
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    ended_at_once(first, "logout").await;
+    ended_at_once(second, "logout").await;
+    assert_eq!(
+        h.state.ui.sessions.watched(),
+        0,
+        "forgotten with its streams"
+    );
+
+    // Signing in again ends the browser's previous session, and its stream;
+    // another session's stream goes on.
+    let old = cookie_of(&login(&h, ADMIN_TOKEN, REMOTE).await);
+    let other = cookie_of(&login(&h, VIEWER_TOKEN, REMOTE).await);
+    let (by_old, by_other) = (stream_task(&h, &old).await, stream_task(&h, &other).await);
+    let resp = request("POST", "/ui/login", REMOTE)
+        .header("cookie", &old)
+        .header("content-type", "application/json")
+        .body(serde_json::json!({ "token": ADMIN_TOKEN }).to_string())
+        .reply(&routes(h.state.clone()))
+        .await;
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    ended_at_once(by_old, "a new sign-in").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!by_other.is_finished(), "the other session's stream");
+    assert_eq!(h.state.ui.sessions.watched(), 1);
+    by_other.abort();
+    let _ = by_other.await;
+    assert_eq!(
+        h.state.ui.sessions.watched(),
+        0,
+        "a dropped stream forgets it"
+    );
+    h.close().await;
+}

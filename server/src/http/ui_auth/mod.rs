@@ -65,10 +65,7 @@ impl UiAuth {
     pub fn new(viewer_token: AdminToken, idle_timeout: Duration, lifetime: Duration) -> Self {
         UiAuth {
             viewer_token,
-            sessions: UiSessions {
-                idle_timeout,
-                lifetime,
-            },
+            sessions: UiSessions::new(idle_timeout, lifetime),
             limiter: limiter::LoginLimiter::default(),
             proxies: Arc::new(ProxyPolicy::default()),
         }
