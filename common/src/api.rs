@@ -65,7 +65,34 @@ pub struct ErrorBody {
     pub max: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// Why a `410 seat_lost` seat is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<SeatLostReason>,
 }
+
+/// Why a heartbeat was told `410 seat_lost`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeatLostReason {
+    /// An admin revoked it.
+    Revoked,
+    /// It was not renewed in time (or the server does not know it).
+    Lapsed,
+    /// Its client released it.
+    Released,
+    /// Its user was idle for the license's `idle_timeout`.
+    Idle,
+}
+
+/// A heartbeat's optional body: whole seconds since the user last used the
+/// application, on the client's own clock. Any other body is ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatRequest {
+    pub idle_s: u64,
+}
+
+/// The largest `idle_s` a heartbeat may report: a year.
+pub const MAX_IDLE_S: u64 = 31_536_000;
 
 /// The `error` codes of the contract.
 pub mod code {
@@ -122,6 +149,9 @@ pub struct LicenseSummary {
     pub linger_s: Option<f64>,
     #[serde(default)]
     pub max_per_holder: Option<u32>,
+    /// A seat idle this long is reclaimed; `null`: never.
+    #[serde(default)]
+    pub idle_timeout_s: Option<f64>,
     #[serde(default)]
     pub borrow: Option<BorrowSummary>,
     /// Of `live`: seats borrowed, and seats released but lingering.
@@ -188,6 +218,10 @@ pub struct SeatView {
     /// The group the seat counts for.
     #[serde(default)]
     pub group: Option<String>,
+    /// Seconds its user has been idle as of now, from its client's last
+    /// report; `null` when active or never reported.
+    #[serde(default)]
+    pub idle_s: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -251,10 +285,13 @@ pub enum EventKind {
     Denied,
     Lost,
     Config,
+    /// A seat freed because its user was idle for the license's
+    /// `idle_timeout`.
+    Reclaim,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 7] = [
+    pub const ALL: [EventKind; 8] = [
         EventKind::Checkout,
         EventKind::Release,
         EventKind::Reap,
@@ -262,6 +299,7 @@ impl EventKind {
         EventKind::Denied,
         EventKind::Lost,
         EventKind::Config,
+        EventKind::Reclaim,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -273,6 +311,7 @@ impl EventKind {
             EventKind::Denied => "denied",
             EventKind::Lost => "lost",
             EventKind::Config => "config",
+            EventKind::Reclaim => "reclaim",
         }
     }
 
@@ -350,6 +389,9 @@ pub struct UsageSummary {
     /// The part of `seat_hours` on seats borrowed for offline use.
     #[serde(default)]
     pub borrowed_hours: f64,
+    /// Seat-hours inside recorded idle periods (of at least 60 s).
+    #[serde(default)]
+    pub idle_hours: f64,
     /// Seat time used ÷ seat time available (pool size over time), 0..=1.
     pub utilization: f64,
     /// Distinct holders with a session in the range.
@@ -364,6 +406,9 @@ pub enum SessionEnd {
     Revoke,
     /// The predicate stopped counting it: `ended_at` is `expires_at + skew`.
     Lapse,
+    /// Reclaimed for idleness: `ended_at` is when its user had been idle
+    /// for the license's `idle_timeout`.
+    Idle,
 }
 
 impl SessionEnd {
@@ -372,6 +417,7 @@ impl SessionEnd {
             SessionEnd::Release => "release",
             SessionEnd::Revoke => "revoke",
             SessionEnd::Lapse => "lapse",
+            SessionEnd::Idle => "idle",
         }
     }
 
@@ -380,6 +426,7 @@ impl SessionEnd {
             "release" => Some(SessionEnd::Release),
             "revoke" => Some(SessionEnd::Revoke),
             "lapse" => Some(SessionEnd::Lapse),
+            "idle" => Some(SessionEnd::Idle),
             _ => None,
         }
     }
@@ -403,6 +450,9 @@ pub struct SessionView {
     /// The seat was borrowed for offline use when it ended (or is now).
     #[serde(default)]
     pub borrowed: bool,
+    /// Seconds inside its recorded idle periods (each at least 60 s).
+    #[serde(default)]
+    pub idle_s: f64,
 }
 
 /// `GET /v1/admin/sessions` (JSON): newest first, keyset-paged.

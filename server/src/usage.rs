@@ -378,6 +378,7 @@ impl Sweep {
             peak_at: self.peak_at.map(Timestamp::from_millis),
             full_s: self.full_ms as f64 / 1000.0,
             over_s: self.over_ms as f64 / 1000.0,
+            idle_hours: 0.0,
             denials: self.denials,
             seat_hours: self.session_ms as f64 / 3_600_000.0,
             borrowed_hours: self.borrowed_ms as f64 / 3_600_000.0,

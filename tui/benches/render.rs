@@ -99,6 +99,7 @@ fn seats(from: usize, n: usize, generation: u64) -> Vec<SeatView> {
                     SeatState::Live
                 },
                 group: None,
+                idle_s: None,
             }
         })
         .collect()

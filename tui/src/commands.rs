@@ -447,6 +447,7 @@ mod tests {
                 expires_at: t(55),
                 state: SeatState::Live,
                 group: None,
+                idle_s: None,
             }],
         };
         insta::assert_snapshot!(format_seats(&resp), @r"
@@ -552,6 +553,7 @@ mod tests {
             expires_at: t(expires),
             state,
             group: group.map(String::from),
+            idle_s: None,
         };
         let seats = SeatsResponse {
             now: t(0),

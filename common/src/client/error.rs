@@ -107,6 +107,7 @@ pub(crate) fn classify(
         limit: None,
         max: None,
         group: None,
+        reason: None,
     });
     let ErrorBody {
         error,
@@ -117,6 +118,7 @@ pub(crate) fn classify(
         limit,
         max,
         group,
+        reason: _,
     } = body;
     match (status, error.as_str()) {
         (401, _) => ClientError::Unauthorized(message),
@@ -168,6 +170,7 @@ mod tests {
             limit: None,
             max: None,
             group: None,
+            reason: None,
         })
     }
 
@@ -242,6 +245,7 @@ mod tests {
             limit: Some("group".into()),
             max: Some(6),
             group: Some("design".into()),
+            reason: None,
         };
         let e = classify(409, Some(group), ra);
         assert_eq!(

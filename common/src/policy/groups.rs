@@ -106,6 +106,7 @@ impl LicenseConfig {
         self.policy.overage > 0
             || self.policy.linger.is_some()
             || self.policy.max_per_holder.is_some()
+            || self.policy.idle_timeout.is_some()
             || !self.groups.is_empty()
             || self.allow.is_some()
             || !self.deny.is_empty()
@@ -311,6 +312,13 @@ pub(super) fn describe_seat_changes(a: &LicenseConfig, b: &LicenseConfig, parts:
             "linger {}→{}",
             or_none(p.linger.map(format_duration)),
             or_none(q.linger.map(format_duration))
+        ));
+    }
+    if p.idle_timeout != q.idle_timeout {
+        parts.push(format!(
+            "idle_timeout {}→{}",
+            or_none(p.idle_timeout.map(format_duration)),
+            or_none(q.idle_timeout.map(format_duration))
         ));
     }
     if p.max_per_holder != q.max_per_holder {

@@ -10,6 +10,7 @@
 //! reap_grace = "15s"     # must be > skew
 //! overage = 2            # optional seat policies: see [`groups`]
 //! linger = "5m"
+//! idle_timeout = "30m"  # reclaim a seat whose user is idle this long
 //! max_per_holder = 1
 //! allow = ["@design", "ci-*"]
 //! deny = ["guest"]
@@ -63,6 +64,9 @@ pub struct Policy {
     pub linger: Option<Duration>,
     /// Live seats one holder name may have. `None`: no cap. Never 0.
     pub max_per_holder: Option<u32>,
+    /// A seat whose client reports its user idle this long is reclaimed.
+    /// `None`: never. Longer than `ttl`.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Policy {
@@ -99,6 +103,18 @@ impl Policy {
             return Err(PolicyField::new(
                 "linger",
                 format!("({}) must be at most 30 days", format_duration(linger)),
+            ));
+        }
+        if let Some(idle) = self.idle_timeout
+            && idle <= self.ttl
+        {
+            return Err(PolicyField::new(
+                "idle_timeout",
+                format!(
+                    "({}) must be longer than the ttl ({}): a seat is reclaimed only between heartbeats that report it idle",
+                    format_duration(idle),
+                    format_duration(self.ttl)
+                ),
             ));
         }
         if self.max_per_holder == Some(0) {
@@ -181,6 +197,7 @@ impl Licenses {
                 // `linger = "0s"` is no linger.
                 linger: raw.linger.map(|d| d.0).filter(|d| !d.is_zero()),
                 max_per_holder: raw.max_per_holder,
+                idle_timeout: raw.idle_timeout.map(|d| d.0),
             };
             policy.validate().map_err(named)?;
             let seat = groups::seat_policies(raw.seats, raw.group, raw.allow, raw.deny, raw.borrow)
@@ -375,6 +392,8 @@ struct RawLicense {
     linger: Option<DurationText>,
     #[serde(default)]
     max_per_holder: Option<u32>,
+    #[serde(default)]
+    idle_timeout: Option<DurationText>,
     #[serde(default)]
     allow: Option<Vec<String>>,
     #[serde(default)]

@@ -499,3 +499,40 @@ fn run_time_field_names_are_interned_once() {
     let b = super::intern(String::from("group.g.max"));
     assert!(std::ptr::eq(a, b));
 }
+
+#[test]
+fn idle_timeout_must_be_longer_than_the_ttl() {
+    // The test license's ttl is the default, 60 s.
+    assert_eq!(x("").policy.idle_timeout, None);
+    assert_eq!(
+        x("idle_timeout = \"30m\"").policy.idle_timeout,
+        Some(Duration::from_secs(1800))
+    );
+    assert_eq!(
+        x("idle_timeout = \"61s\"").policy.idle_timeout,
+        Some(Duration::from_secs(61)),
+        "any longer value, no floor"
+    );
+    assert!(x("idle_timeout = \"30m\"").has_seat_policies());
+    rejects(
+        "idle_timeout = \"60s\"",
+        "idle_timeout",
+        "(1m) must be longer than the ttl (1m)",
+    );
+    rejects("idle_timeout = \"10s\"", "idle_timeout", "(10s)");
+    rejects(
+        "idle_timeout = \"0s\"",
+        "idle_timeout",
+        "longer than the ttl",
+    );
+    let bad = one("idle_timeout = \"soon\"").unwrap_err().to_string();
+    assert!(
+        bad.contains("idle_timeout") && bad.contains("not a duration"),
+        "{bad}"
+    );
+    let (with, without) = (one("idle_timeout = \"30m\"").unwrap(), one("").unwrap());
+    assert_eq!(
+        with.describe_changes(&without),
+        ["x: idle_timeout 30m→none"]
+    );
+}

@@ -101,6 +101,7 @@ mod tests {
             duration_s: 1.5,
             group: group.map(str::to_string),
             borrowed: false,
+            idle_s: 0.0,
         }
     }
 

@@ -130,6 +130,7 @@ impl ApiError {
             limit: refusal.limit.map(str::to_string),
             max: refusal.max,
             group: refusal.group,
+            reason: None,
         };
         let mut resp =
             warp::reply::with_status(warp::reply::json(&body), self.status).into_response();

@@ -133,6 +133,7 @@ pub fn resolve(raw: RawSession, now: Timestamp, skew: Duration) -> Result<Sessio
         ended_at,
         end,
         duration_s: duration_ms as f64 / 1000.0,
+        idle_s: 0.0,
         group: raw.group,
         borrowed: raw.mode == SeatMode::Borrow,
     })

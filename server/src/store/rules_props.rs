@@ -1580,6 +1580,7 @@ impl Run {
                 EventKind::Denied => "event: denied",
                 EventKind::Lost => "event: lost",
                 EventKind::Config => "event: config",
+                EventKind::Reclaim => "event: reclaim",
             });
         }
         for s in &fx.sessions {
@@ -1587,6 +1588,7 @@ impl Run {
                 SessionEnd::Release => "session: release",
                 SessionEnd::Revoke => "session: revoke",
                 SessionEnd::Lapse => "session: lapse",
+                SessionEnd::Idle => "session: idle",
             });
         }
         self.invariants()

@@ -112,6 +112,7 @@ fn brute_force(
                 used as f64 / available as f64
             },
             holders: holders.len() as u64,
+            idle_hours: 0.0,
         },
     }
 }

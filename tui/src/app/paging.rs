@@ -68,7 +68,8 @@ pub(super) fn changes_seats(kind: EventKind) -> bool {
         | EventKind::Release
         | EventKind::Reap
         | EventKind::Revoke
-        | EventKind::Config => true,
+        | EventKind::Config
+        | EventKind::Reclaim => true,
         EventKind::Denied | EventKind::Lost => false,
     }
 }

@@ -34,6 +34,7 @@ pub fn seat(license: &str, holder: &str, id: &str, checked_out: i64, expires: i6
         expires_at: ts(expires),
         state: SeatState::Live,
         group: None,
+        idle_s: None,
     }
 }
 

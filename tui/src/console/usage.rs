@@ -43,7 +43,8 @@ pub fn changes_usage(kind: EventKind) -> bool {
         | EventKind::Reap
         | EventKind::Revoke
         | EventKind::Denied
-        | EventKind::Config => true,
+        | EventKind::Config
+        | EventKind::Reclaim => true,
         EventKind::Lost => false,
     }
 }

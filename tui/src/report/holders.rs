@@ -92,6 +92,7 @@ mod tests {
             duration_s: duration_ms as f64 / 1000.0,
             group: None,
             borrowed: false,
+            idle_s: 0.0,
         }
     }
 

@@ -138,6 +138,7 @@ mod tests {
             borrowed_hours: 0.0,
             utilization: 0.5,
             holders: 1,
+            idle_hours: 0.0,
         };
         let usage = UsageResponse {
             license_id: "demo\u{1b}".into(),

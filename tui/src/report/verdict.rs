@@ -166,6 +166,7 @@ mod tests {
             borrowed_hours: 0.0,
             utilization: 0.0,
             holders: 0,
+            idle_hours: 0.0,
         }
     }
 

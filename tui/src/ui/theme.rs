@@ -70,6 +70,7 @@ impl Theme {
             EventKind::Revoke => self.fg(Color::Magenta).add_modifier(Modifier::BOLD),
             EventKind::Denied | EventKind::Lost => self.fg(Color::Red),
             EventKind::Config => self.fg(Color::Cyan),
+            EventKind::Reclaim => self.fg(Color::Yellow).add_modifier(Modifier::BOLD),
         }
     }
 }
@@ -84,6 +85,7 @@ pub fn kind_glyph(k: EventKind) -> &'static str {
         EventKind::Denied => "!",
         EventKind::Lost => "?",
         EventKind::Config => "⚙",
+        EventKind::Reclaim => "z",
     }
 }
 

@@ -64,6 +64,7 @@ fn license_summary(pool: Pool) -> LicenseSummary {
         overage: l.policy.overage,
         linger_s: l.policy.linger.map(api::seconds),
         max_per_holder: l.policy.max_per_holder,
+        idle_timeout_s: l.policy.idle_timeout.map(api::seconds),
         borrow: l.borrow.as_ref().map(|b| BorrowSummary {
             max_s: api::seconds(b.max),
             seats: b.seats,
@@ -199,6 +200,7 @@ pub async fn admin_seats(state: &AppState, query: HashMap<String, String>) -> Re
                 .unwrap_or_default();
             SeatView {
                 state: seat_state(&r, now, skew),
+                idle_s: None,
                 group: r.group,
                 license_id: r.license_id,
                 seat_id: r.seat_id,
