@@ -198,6 +198,7 @@ pub struct Sweep {
     peak_at: Option<i64>,
     session_ms: u128,
     borrowed_ms: u128,
+    idle_ms: u128,
     used_ms: u128,
     available_ms: u128,
     full_ms: u128,
@@ -221,6 +222,7 @@ impl Sweep {
             peak_at: None,
             session_ms: 0,
             borrowed_ms: 0,
+            idle_ms: 0,
             used_ms: 0,
             available_ms: 0,
             full_ms: 0,
@@ -278,6 +280,16 @@ impl Sweep {
         self.advance_to(begin);
         self.open = self.open.saturating_add(1);
         self.ends.push(Reverse(end));
+    }
+
+    /// One recorded idle period (any order): its part inside the range, up
+    /// to now, counts as idle seat time.
+    pub fn idle_period(&mut self, from: Timestamp, to: Timestamp) {
+        let begin = from.max(self.range.from).as_millis();
+        let end = to.as_millis().min(self.horizon);
+        if end > begin {
+            self.idle_ms += (end - begin) as u128;
+        }
     }
 
     /// `count` denials in the second starting at `second`.
@@ -378,7 +390,7 @@ impl Sweep {
             peak_at: self.peak_at.map(Timestamp::from_millis),
             full_s: self.full_ms as f64 / 1000.0,
             over_s: self.over_ms as f64 / 1000.0,
-            idle_hours: 0.0,
+            idle_hours: self.idle_ms as f64 / 3_600_000.0,
             denials: self.denials,
             seat_hours: self.session_ms as f64 / 3_600_000.0,
             borrowed_hours: self.borrowed_ms as f64 / 3_600_000.0,

@@ -30,6 +30,8 @@ pub struct Refusal {
     pub limit: Option<&'static str>,
     pub max: Option<u32>,
     pub group: Option<String>,
+    /// Why a `410 seat_lost` seat is gone.
+    pub reason: Option<leasehold_common::api::SeatLostReason>,
 }
 
 impl warp::reject::Reject for ApiError {}
@@ -130,7 +132,7 @@ impl ApiError {
             limit: refusal.limit.map(str::to_string),
             max: refusal.max,
             group: refusal.group,
-            reason: None,
+            reason: refusal.reason,
         };
         let mut resp =
             warp::reply::with_status(warp::reply::json(&body), self.status).into_response();

@@ -101,13 +101,15 @@ fn checkout(state: &State) -> Route {
 }
 
 fn heartbeat(state: &State) -> Route {
-    // No body filter: a heartbeat needs none and ignores any.
+    // The body is read only for a report of idleness (`idle_s`); any other
+    // body is ignored, as the v1 contract says.
     warp::path!("v1" / "licenses" / String / "seats" / String / "heartbeat")
         .and(warp::post())
         .and(auth::authorization())
+        .and(body::limited())
         .and(with_state(state.clone()))
-        .then(|license, seat, auth, s: State| async move {
-            reply(handlers::heartbeat(&s, license, seat, auth).await)
+        .then(|license, seat, auth, body, s: State| async move {
+            reply(handlers::heartbeat(&s, license, seat, auth, body).await)
         })
         .boxed()
 }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use leasehold_common::Licenses;
 use leasehold_common::api::{Event, EventKind};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -45,6 +46,8 @@ pub enum RuleCommand {
     Heartbeat {
         license_id: String,
         seat_id: String,
+        /// How long its client reports its user idle (`None`: active).
+        idle: Option<Duration>,
         reply: Reply<Applied<HeartbeatOutcome>>,
     },
     Release {
@@ -104,10 +107,21 @@ pub enum LeaseWrites<'a> {
 }
 
 impl RuleCommand {
-    pub fn lease_writes(&self) -> LeaseWrites<'_> {
+    /// `licenses`: a heartbeat on a license with an `idle_timeout` may
+    /// reclaim its seat; elsewhere it only renews.
+    pub fn lease_writes(&self, licenses: &Licenses) -> LeaseWrites<'_> {
         match self {
             RuleCommand::Checkout { req, .. } => LeaseWrites::Checkout(&req.license_id),
-            RuleCommand::Heartbeat { license_id, .. } => LeaseWrites::Renew(license_id),
+            RuleCommand::Heartbeat { license_id, .. } => {
+                let reclaims = licenses
+                    .get(license_id)
+                    .is_some_and(|l| l.policy.idle_timeout.is_some());
+                if reclaims {
+                    LeaseWrites::Delete(license_id)
+                } else {
+                    LeaseWrites::Renew(license_id)
+                }
+            }
             RuleCommand::Release { license_id, .. } => LeaseWrites::Delete(license_id),
             RuleCommand::Revoke { .. } | RuleCommand::Reap { .. } => LeaseWrites::DeleteAny,
             RuleCommand::PruneHistory { .. }
@@ -193,8 +207,9 @@ pub fn apply<T: LeaseTx>(
         RuleCommand::Heartbeat {
             license_id,
             seat_id,
+            idle,
             reply,
-        } => early(reply, rules.heartbeat(&license_id, &seat_id), commit),
+        } => early(reply, rules.heartbeat(&license_id, &seat_id, idle), commit),
         RuleCommand::Release {
             license_id,
             seat_id,

@@ -135,25 +135,41 @@ impl Store {
         license_id: &str,
         seat_id: &str,
     ) -> Result<HeartbeatOutcome, StoreError> {
-        self.heartbeat_applied(license_id, seat_id)
+        self.heartbeat_applied(license_id, seat_id, None)
             .await?
             .committed()
             .await
     }
 
     /// A heartbeat, answered as soon as the writer has decided; see [`Applied`].
+    /// `idle`: how long the client reports its user idle (`None`: active).
     pub async fn heartbeat_applied(
         &self,
         license_id: &str,
         seat_id: &str,
+        idle: Option<Duration>,
     ) -> Result<Applied<HeartbeatOutcome>, StoreError> {
         let (license_id, seat_id) = (license_id.to_string(), seat_id.to_string());
         self.call(|reply| RuleCommand::Heartbeat {
             license_id,
             seat_id,
+            idle,
             reply,
         })
         .await
+    }
+
+    /// A heartbeat that reports its user idle for `idle`, once committed.
+    pub async fn heartbeat_idle(
+        &self,
+        license_id: &str,
+        seat_id: &str,
+        idle: Duration,
+    ) -> Result<HeartbeatOutcome, StoreError> {
+        self.heartbeat_applied(license_id, seat_id, Some(idle))
+            .await?
+            .committed()
+            .await
     }
 
     /// Release a seat of `license_id`. Idempotent: `false` if it was not there.

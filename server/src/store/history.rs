@@ -101,6 +101,8 @@ pub struct RawSession {
     /// How the seat was kept: an open session's lease is lingering
     /// (released, still counting) or borrowed; an ended one's when it ended.
     pub mode: SeatMode,
+    /// The sum of its recorded idle periods, in milliseconds.
+    pub idle_ms: i64,
 }
 
 /// The session as read at `now`: a lapsed, unreaped lease's session has
@@ -133,7 +135,7 @@ pub fn resolve(raw: RawSession, now: Timestamp, skew: Duration) -> Result<Sessio
         ended_at,
         end,
         duration_s: duration_ms as f64 / 1000.0,
-        idle_s: 0.0,
+        idle_s: raw.idle_ms as f64 / 1000.0,
         group: raw.group,
         borrowed: raw.mode == SeatMode::Borrow,
     })

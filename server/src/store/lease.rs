@@ -9,7 +9,7 @@ use leasehold_common::Timestamp;
 /// `format!` on the writer's hot path).
 macro_rules! lease_columns {
     () => {
-        "seat_id, license_id, holder, fingerprint, checked_out_at, issued_at, expires_at, grp, mode"
+        "seat_id, license_id, holder, fingerprint, checked_out_at, issued_at, expires_at, grp, mode, idle_since"
     };
 }
 pub(crate) use lease_columns;
@@ -28,6 +28,10 @@ pub struct LeaseRow {
     /// ungrouped). A group the policy no longer has counts for nobody.
     pub group: Option<String>,
     pub mode: SeatMode,
+    /// Since when its client has reported its user idle (server clock, to
+    /// the millisecond; `None`: active, or never reported). Written with
+    /// the heartbeat that reports it, never on its own.
+    pub idle_since: Option<Timestamp>,
 }
 
 /// How a seat is kept until `expires_at`.

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use leasehold_common::Timestamp;
 use leasehold_common::api::{Event, SessionEnd};
 
-use super::rules::{EndedSession, LeaseTx, NewEvent, Result};
+use super::rules::{EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 use super::{LeaseRow, Scope, SeatMode, Waiter};
 
 /// A lease and the Idempotency-Key it was checked out with.
@@ -39,6 +39,8 @@ pub struct MemoryStore {
     pub denials: BTreeMap<(String, i64), u32>,
     /// (license, from, seats), in the order recorded.
     pub pool_sizes: Vec<(String, Timestamp, u32)>,
+    /// (license, seat, from, to), in the order recorded.
+    pub idle_periods: Vec<(String, String, Timestamp, Timestamp)>,
     last_event_id: i64,
 }
 
@@ -165,6 +167,7 @@ impl LeaseTx for MemoryStore {
             s.lease.issued_at = renewed.issued_at;
             s.lease.expires_at = renewed.expires_at;
             s.lease.mode = renewed.mode;
+            s.lease.idle_since = renewed.idle_since;
         }
         Ok(())
     }
@@ -217,6 +220,49 @@ impl LeaseTx for MemoryStore {
             at: s.at,
         }));
         Ok(())
+    }
+
+    fn record_idle_periods(&mut self, periods: &[IdlePeriod<'_>]) -> Result<()> {
+        self.idle_periods.extend(
+            periods
+                .iter()
+                .map(|p| (p.license_id.into(), p.seat_id.into(), p.from, p.to)),
+        );
+        Ok(())
+    }
+
+    fn idle_seats(
+        &mut self,
+        license_id: &str,
+        kept: SeatMode,
+        idle_before: Timestamp,
+        threshold: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<LeaseRow>> {
+        let mut idle: Vec<LeaseRow> = self
+            .live_in(Scope::License(license_id), threshold)
+            .filter(|l| l.mode == kept && l.idle_since.is_some_and(|s| s <= idle_before))
+            .cloned()
+            .collect();
+        idle.sort_by(|a, b| (a.idle_since, &a.seat_id).cmp(&(b.idle_since, &b.seat_id)));
+        idle.truncate(limit);
+        Ok(idle)
+    }
+
+    fn ended_session(
+        &mut self,
+        license_id: &str,
+        seat_id: &str,
+        ended_since: Timestamp,
+    ) -> Result<Option<SessionEnd>> {
+        Ok(self
+            .sessions
+            .iter()
+            .rev()
+            .find(|s| {
+                s.lease.license_id == license_id && s.lease.seat_id == seat_id && s.at >= ended_since
+            })
+            .map(|s| s.end))
     }
 
     fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()> {

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use leasehold_common::Timestamp;
+use leasehold_common::api::SeatLostReason;
 use tokio::sync::watch;
 
 use super::error::StoreError;
@@ -88,8 +89,9 @@ pub struct PoolCounts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeartbeatOutcome {
     Renewed(LeaseRow),
-    /// Released, revoked, reaped or lapsed: the client must check out again.
-    Lost,
+    /// Released, revoked, reaped, lapsed or reclaimed for idleness (the
+    /// reason says which): the client must check out again.
+    Lost(SeatLostReason),
     /// A borrowed seat is not renewed: its client returns it or lets it
     /// expire (at `expires_at`).
     Borrowed {

@@ -200,7 +200,10 @@ pub async fn admin_seats(state: &AppState, query: HashMap<String, String>) -> Re
                 .unwrap_or_default();
             SeatView {
                 state: seat_state(&r, now, skew),
-                idle_s: None,
+                // Seconds as of now, from the client's last report.
+                idle_s: r
+                    .idle_since
+                    .map(|since| u64::try_from(now.millis_since(since) / 1000).unwrap_or(0)),
                 group: r.group,
                 license_id: r.license_id,
                 seat_id: r.seat_id,

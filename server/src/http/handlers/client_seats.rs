@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use leasehold_common::api::CheckoutRequest;
+use leasehold_common::api::{CheckoutRequest, MAX_IDLE_S};
 use leasehold_common::text::{FINGERPRINT_MAX_CHARS, HOLDER_MAX_CHARS, check_text};
 use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
@@ -127,23 +127,53 @@ pub async fn heartbeat(
     license_id: String,
     seat_id: String,
     authorization: Option<String>,
+    body: Bytes,
 ) -> Result<Response> {
     client_license(state, &license_id, authorization.as_deref())?;
+    let idle = heartbeat_idle(&body)?;
     let applied = state
         .store
-        .heartbeat_applied(&license_id, &seat_id)
+        .heartbeat_applied(&license_id, &seat_id, idle)
         .await
         .map_err(store_err(state))?;
+    let idle_timeout = state
+        .licenses
+        .current()
+        .get(&license_id)
+        .and_then(|l| l.policy.idle_timeout);
     // Signed while the batch commits; sent only once it has.
-    let answer = refusals::heartbeat(&applied.value)
+    let answer = refusals::heartbeat(&applied.value, idle_timeout)
         .map(|row| json(StatusCode::OK, &signed(state, row.clone(), false)));
     let outcome = applied.committed().await.map_err(store_err(state))?;
     match outcome {
         HeartbeatOutcome::Renewed(_) => Metrics::inc(&state.metrics.heartbeats),
-        HeartbeatOutcome::Lost => Metrics::inc(&state.metrics.heartbeats_lost),
+        HeartbeatOutcome::Lost(_) => Metrics::inc(&state.metrics.heartbeats_lost),
         HeartbeatOutcome::Borrowed { .. } => {}
     }
     answer
+}
+
+/// A heartbeat's report of idleness: `{"idle_s": N}`, whole seconds in
+/// `0..=MAX_IDLE_S`. A body that is not a JSON object with `idle_s` (none,
+/// empty, anything else) reports nothing: the seat is active, as before
+/// reports existed. An `idle_s` that is not such an integer (`null`
+/// included) is refused, so nothing changes.
+fn heartbeat_idle(body: &Bytes) -> Result<Option<Duration>> {
+    if body.is_empty() {
+        return Ok(None);
+    }
+    let Ok(serde_json::Value::Object(fields)) = serde_json::from_slice(body) else {
+        return Ok(None);
+    };
+    let Some(idle_s) = fields.get("idle_s") else {
+        return Ok(None);
+    };
+    match idle_s.as_u64().filter(|s| *s <= MAX_IDLE_S) {
+        Some(s) => Ok(Some(Duration::from_secs(s))),
+        None => Err(ApiError::invalid(format!(
+            "idle_s must be a whole number of seconds from 0 to {MAX_IDLE_S}, got {idle_s}"
+        ))),
+    }
 }
 
 pub async fn release(

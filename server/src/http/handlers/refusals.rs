@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use leasehold_common::api::code;
+use leasehold_common::api::{SeatLostReason, code};
+use leasehold_common::policy::format_duration;
 use warp::http::StatusCode;
 
 use super::common::Result;
@@ -135,20 +136,40 @@ fn not_allowed(license_id: &str, because: &NotAllowedBecause) -> ApiError {
 }
 
 /// A heartbeat's outcome: the renewed lease, or the refusal it stands for.
-pub(super) fn heartbeat(outcome: &HeartbeatOutcome) -> Result<&LeaseRow> {
+/// `idle_timeout` is the license's, for the words of an idle reclaim.
+pub(super) fn heartbeat(
+    outcome: &HeartbeatOutcome,
+    idle_timeout: Option<Duration>,
+) -> Result<&LeaseRow> {
     match outcome {
         HeartbeatOutcome::Renewed(row) => Ok(row),
-        HeartbeatOutcome::Lost => Err(ApiError::new(
-            StatusCode::GONE,
-            code::SEAT_LOST,
-            "this seat was released, revoked, reaped or has lapsed; check out again",
-        )),
+        HeartbeatOutcome::Lost(reason) => Err(seat_lost(*reason, idle_timeout)),
         HeartbeatOutcome::Borrowed { expires_at } => Err(ApiError::new(
             StatusCode::CONFLICT,
             code::BORROWED,
             format!("a borrowed seat is not renewed; return it or let it expire (at {expires_at})"),
         )),
     }
+}
+
+/// `410 seat_lost`, saying why.
+fn seat_lost(reason: SeatLostReason, idle_timeout: Option<Duration>) -> ApiError {
+    let message = match reason {
+        SeatLostReason::Revoked => "this seat was revoked by an admin; check out again".to_string(),
+        SeatLostReason::Lapsed => {
+            "this seat lapsed (not renewed in time) or is unknown; check out again".to_string()
+        }
+        SeatLostReason::Released => "this seat was released; check out again".to_string(),
+        SeatLostReason::Idle => format!(
+            "this seat was reclaimed: its user was idle for the license's idle_timeout ({}); \
+             check out again when the user is back",
+            idle_timeout.map(format_duration).unwrap_or_else(|| "unknown".into())
+        ),
+    };
+    ApiError::new(StatusCode::GONE, code::SEAT_LOST, message).with_refusal(Refusal {
+        reason: Some(reason),
+        ..Refusal::default()
+    })
 }
 
 /// A revoke's outcome: done, or the refusal it stands for.

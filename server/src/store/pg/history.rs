@@ -29,6 +29,7 @@ fn raw_from_row(r: &Row) -> RawSession {
         expires_at: r.get::<_, Option<i64>>(7).map(Timestamp::from_millis),
         group: r.get(8),
         mode: SeatMode::from_code(r.get(9)).unwrap_or_default(),
+        idle_ms: 0, // TODO(idle): sum the recorded periods
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use leasehold_common::Timestamp;
 use postgres::{Client, Row, Statement};
 
-use super::super::rules::{EndedSession, LeaseTx, NewEvent, Result};
+use super::super::rules::{EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 use super::batch_state::BatchState;
 use super::rows::{lease_from_row, waiters};
 use super::statements::{STALE_MS, Statements};
@@ -78,6 +78,30 @@ impl PgTx<'_> {
 }
 
 impl LeaseTx for PgTx<'_> {
+    fn record_idle_periods(&mut self, _periods: &[IdlePeriod<'_>]) -> Result<()> {
+        todo!("idle reclaim: pg idle periods")
+    }
+
+    fn idle_seats(
+        &mut self,
+        _license_id: &str,
+        _kept: SeatMode,
+        _idle_before: Timestamp,
+        _threshold: Timestamp,
+        _limit: usize,
+    ) -> Result<Vec<LeaseRow>> {
+        todo!("idle reclaim: pg idle seats")
+    }
+
+    fn ended_session(
+        &mut self,
+        _license_id: &str,
+        _seat_id: &str,
+        _ended_since: Timestamp,
+    ) -> Result<Option<leasehold_common::api::SessionEnd>> {
+        todo!("idle reclaim: pg ended session")
+    }
+
     fn block_until(
         &mut self,
         license_id: &str,

@@ -285,7 +285,7 @@ impl BatchLocks {
         let mut all_rows = false;
         for cmd in batch {
             let Command::Rule(rule) = cmd else { continue };
-            let (license_id, exclusive) = match rule.lease_writes() {
+            let (license_id, exclusive) = match rule.lease_writes(licenses) {
                 LeaseWrites::Checkout(license_id) => (license_id, true),
                 LeaseWrites::Delete(license_id) => {
                     if let Some(lic) = licenses.get(license_id) {

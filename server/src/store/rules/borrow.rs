@@ -96,8 +96,11 @@ impl<T: LeaseTx> Rules<'_, T> {
                 SeatMode::Heartbeat | SeatMode::Linger => until,
             },
             mode: SeatMode::Borrow,
+            // Out on loan: no heartbeats report idleness until it is back.
+            idle_since: None,
             ..own.clone()
         };
+        self.end_idle_period(&own, self.now)?;
         self.tx.renew_lease(&own, &lent)?;
         let detail = borrowed_detail(&lent);
         self.event(

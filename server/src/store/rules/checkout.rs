@@ -480,6 +480,7 @@ impl<T: LeaseTx> Rules<'_, T> {
             expires_at: self.now.saturating_add(lifetime),
             group: group.map(|g| g.name.clone()),
             mode,
+            idle_since: None,
         };
         // The lease row is the open session (a replay or re-claim continues
         // it; heartbeats and the outage rule extend it through the lease's

@@ -66,8 +66,8 @@ pub trait LeaseTx {
     /// A new seat. Its row is also its open session (started at
     /// `checked_out_at`) until the seat leaves the table.
     fn insert_lease(&mut self, lease: &LeaseRow, idempotency_key: Option<&str>) -> Result<()>;
-    /// Store `renewed`'s `issued_at`, `expires_at` and `mode` on the seat
-    /// that was `old`.
+    /// Store `renewed`'s `issued_at`, `expires_at`, `mode` and `idle_since`
+    /// on the seat that was `old`.
     fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()>;
     /// Delete a seat (of `license_id`, when given) and return it.
     fn delete_lease(&mut self, seat_id: &str, license_id: Option<&str>)
@@ -87,6 +87,29 @@ pub trait LeaseTx {
     /// Record the sessions of seats that just left the table: each from its
     /// checkout to `at`, ended the way `end` says.
     fn record_sessions(&mut self, sessions: &[EndedSession<'_>]) -> Result<()>;
+    /// Record idle periods that ended (each at least a minute long).
+    fn record_idle_periods(&mut self, periods: &[IdlePeriod<'_>]) -> Result<()>;
+    /// Up to `limit` leases of the license kept `kept`, live at `threshold`
+    /// (`expires_at >= threshold`), whose user has been idle since
+    /// `idle_before` or earlier (`idle_since <= idle_before`), the longest
+    /// idle first (then by seat id).
+    fn idle_seats(
+        &mut self,
+        license_id: &str,
+        kept: SeatMode,
+        idle_before: Timestamp,
+        threshold: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<LeaseRow>>;
+    /// How the session of a seat of this license that left the table
+    /// ended, if it ended at `ended_since` or later and the history still
+    /// has it.
+    fn ended_session(
+        &mut self,
+        license_id: &str,
+        seat_id: &str,
+        ended_since: Timestamp,
+    ) -> Result<Option<SessionEnd>>;
     /// One refused checkout (409 or 403) of the license, counted exactly
     /// per second.
     fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()>;
@@ -125,6 +148,15 @@ pub struct EndedSession<'a> {
     pub lease: &'a LeaseRow,
     pub end: SessionEnd,
     pub at: Timestamp,
+}
+
+/// A span in which a seat's user was idle, as its client reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdlePeriod<'a> {
+    pub license_id: &'a str,
+    pub seat_id: &'a str,
+    pub from: Timestamp,
+    pub to: Timestamp,
 }
 
 /// An event before the store numbered it.

@@ -9,8 +9,10 @@
 //! borrow), [`reap`] (the reaper, the outage rule,
 //! live counts) and [`history`] (pool sizes, pruning). [`scope`] decides
 //! which leases count, and [`lease_tx`] is the queries the rules ask of a
-//! store, with every choice passed as a value. This file holds what they
-//! share: the command's view of the world and its events.
+//! store, with every choice passed as a value. [`idle`] is idle reclaim:
+//! a heartbeat's report, the reaper's sweep, the idle periods kept in the
+//! history. This file holds what they share: the command's view of the
+//! world and its events.
 //!
 //! The rules decide; a store only answers the queries of [`LeaseTx`] inside
 //! the transaction its writer opened. Every liveness question binds the one
@@ -26,12 +28,14 @@ use super::{SeatMode, StoreError};
 mod borrow;
 mod checkout;
 mod history;
+mod idle;
 mod lease_tx;
 mod reap;
 mod scope;
 mod seat;
 
-pub use lease_tx::{EndedSession, LeaseTx, NewEvent, Result};
+pub use idle::{IdleReport, MIN_RECORDED_IDLE, after_report};
+pub use lease_tx::{EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 pub use scope::Scope;
 
 /// A machine takes back another holder's seat kept this way only when it

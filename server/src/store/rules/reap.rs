@@ -16,8 +16,10 @@ impl<T: LeaseTx> Rules<'_, T> {
     /// predicate, with one `reap` event each, then prune ended blocks and old
     /// events. Leases of a license no longer in the licenses file are left
     /// alone: without its policy there is no grace to judge them by.
+    /// Idle seats are reclaimed first (see [`super::idle`]), within the
+    /// same `limit`.
     pub fn reap(&mut self, limit: usize, event_retention: i64) -> Result<usize> {
-        let mut reaped = 0;
+        let mut reaped = self.reclaim_idle(limit)?;
         for lic in self.licenses.iter() {
             if reaped >= limit {
                 break;
@@ -50,6 +52,7 @@ impl<T: LeaseTx> Rules<'_, T> {
             })
             .collect();
         self.tx.record_sessions(&sessions)?;
+        self.close_idle_periods(&sessions)?;
         let details: Vec<String> = gone.iter().map(|l| reap_detail(l.expires_at)).collect();
         let events: Vec<NewEvent<'_>> = gone
             .iter()

@@ -4,41 +4,70 @@
 
 use std::time::Duration;
 
-use leasehold_common::api::{EventKind, SessionEnd};
-use leasehold_common::is_live;
+use leasehold_common::api::{EventKind, SeatLostReason, SessionEnd};
 use leasehold_common::liveness::live_until;
+use leasehold_common::{LicenseConfig, Timestamp, is_live};
 
+use super::idle::{after_report, idle_period};
 use super::{EndedSession, LeaseTx, Result, Rules};
 use crate::store::{HeartbeatOutcome, LeaseRow, RevokeOutcome, SeatMode};
 
 impl<T: LeaseTx> Rules<'_, T> {
-    /// New expiry for an existing seat, on the server's clock, kept by
-    /// heartbeats from now on (a lingering seat is live again). Only these
-    /// change, so the renewed row is built here rather than read back.
+    /// A seat taken back by a checkout: kept by heartbeats from now on (a
+    /// lingering seat is live again), its user active (an open idle period
+    /// ends here).
     pub(super) fn renew(&mut self, row: &LeaseRow, ttl: Duration) -> Result<LeaseRow> {
+        self.end_idle_period(row, self.now)?;
+        self.renewed(row, ttl, None)
+    }
+
+    /// New expiry for an existing seat, on the server's clock. Only these
+    /// change, so the renewed row is built here rather than read back.
+    fn renewed(
+        &mut self,
+        row: &LeaseRow,
+        ttl: Duration,
+        idle_since: Option<Timestamp>,
+    ) -> Result<LeaseRow> {
         let renewed = LeaseRow {
             issued_at: self.now,
             expires_at: self.now.saturating_add(ttl),
             mode: SeatMode::Heartbeat,
+            idle_since,
             ..row.clone()
         };
         self.tx.renew_lease(row, &renewed)?;
         Ok(renewed)
     }
 
+    /// The seat's open idle period ends at `to` (kept if long enough).
+    pub(super) fn end_idle_period(&mut self, row: &LeaseRow, to: Timestamp) -> Result<()> {
+        match row.idle_since.and_then(|from| idle_period(row, from, to)) {
+            Some(period) => self.record_idle(&[period]),
+            None => Ok(()),
+        }
+    }
+
     /// Heartbeat: only a live seat of *this* license renews (a seat id is a
-    /// capability, but only together with its own license's key).
-    pub fn heartbeat(&mut self, license_id: &str, seat_id: &str) -> Result<HeartbeatOutcome> {
+    /// capability, but only together with its own license's key). `idle`
+    /// is how long its client reports its user idle (`None`: active).
+    pub fn heartbeat(
+        &mut self,
+        license_id: &str,
+        seat_id: &str,
+        idle: Option<Duration>,
+    ) -> Result<HeartbeatOutcome> {
         let Some(lic) = self.licenses.get(license_id) else {
-            return Ok(HeartbeatOutcome::Lost);
+            return Ok(HeartbeatOutcome::Lost(SeatLostReason::Lapsed));
         };
         let policy = lic.policy;
         let Some(row) = self.tx.lease(Some(license_id), seat_id)? else {
-            return Ok(HeartbeatOutcome::Lost);
+            let reason = self.gone_because(lic, seat_id)?;
+            return Ok(HeartbeatOutcome::Lost(reason));
         };
         // Released (lingering): only a new checkout takes it back.
         if row.mode == SeatMode::Linger {
-            return Ok(HeartbeatOutcome::Lost);
+            return Ok(HeartbeatOutcome::Lost(SeatLostReason::Released));
         }
         let live = is_live(row.expires_at, self.now, policy.skew);
         // Borrowed: out until its expiry, never renewed (that would let a
@@ -49,7 +78,22 @@ impl<T: LeaseTx> Rules<'_, T> {
             });
         }
         if live {
-            return Ok(HeartbeatOutcome::Renewed(self.renew(&row, policy.ttl)?));
+            let report = after_report(
+                row.idle_since,
+                row.checked_out_at,
+                idle,
+                self.now,
+                policy.idle_timeout,
+            );
+            if let Some(at) = report.reclaim_at {
+                self.reclaim(lic, &row, at)?;
+                return Ok(HeartbeatOutcome::Lost(SeatLostReason::Idle));
+            }
+            if let Some((from, to)) = report.ended {
+                self.end_idle_period(&LeaseRow { idle_since: Some(from), ..row.clone() }, to)?;
+            }
+            let renewed = self.renewed(&row, policy.ttl, report.idle_since)?;
+            return Ok(HeartbeatOutcome::Renewed(renewed));
         }
         // Still in the table but lapsed: its client just learned it lost the
         // seat. Worth telling the admins (once).
@@ -65,7 +109,24 @@ impl<T: LeaseTx> Rules<'_, T> {
                 Some("heartbeat after the lease lapsed"),
             )?;
         }
-        Ok(HeartbeatOutcome::Lost)
+        Ok(HeartbeatOutcome::Lost(SeatLostReason::Lapsed))
+    }
+
+    /// Why a seat that is no longer in the table is gone, as its session's
+    /// end says. Only a session that ended within a ttl + skew matters: a
+    /// seat gone longer ago would have lapsed by now anyway, whatever
+    /// ended it (and a seat the history never had lapsed too).
+    fn gone_because(&mut self, lic: &LicenseConfig, seat_id: &str) -> Result<SeatLostReason> {
+        let ended_since = self
+            .now
+            .saturating_sub(lic.policy.ttl)
+            .saturating_sub(lic.policy.skew);
+        Ok(match self.tx.ended_session(&lic.id, seat_id, ended_since)? {
+            Some(SessionEnd::Release) => SeatLostReason::Released,
+            Some(SessionEnd::Revoke) => SeatLostReason::Revoked,
+            Some(SessionEnd::Idle) => SeatLostReason::Idle,
+            Some(SessionEnd::Lapse) | None => SeatLostReason::Lapsed,
+        })
     }
 
     /// Release: idempotent, `false` if the seat was not there. On a license
@@ -110,9 +171,12 @@ impl<T: LeaseTx> Rules<'_, T> {
             }
             SeatMode::Heartbeat => {}
         }
+        // Released: its user is done, idle or not.
+        self.end_idle_period(&row, self.now)?;
         let lingering = LeaseRow {
             expires_at: self.now.saturating_add(linger),
             mode: SeatMode::Linger,
+            idle_since: None,
             ..row.clone()
         };
         self.tx.renew_lease(&row, &lingering)?;
@@ -188,6 +252,8 @@ impl<T: LeaseTx> Rules<'_, T> {
             }
             _ => (end, self.now),
         };
-        self.tx.record_sessions(&[EndedSession { lease, end, at }])
+        let ended = [EndedSession { lease, end, at }];
+        self.tx.record_sessions(&ended)?;
+        self.close_idle_periods(&ended)
     }
 }

@@ -25,6 +25,7 @@ fn raw_from_row(r: &Row<'_>) -> rusqlite::Result<RawSession> {
         expires_at: r.get::<_, Option<i64>>(7)?.map(Timestamp::from_millis),
         group: r.get(8)?,
         mode: mode_from(r.get(9)?)?,
+        idle_ms: 0, // TODO(idle): sum the recorded periods
     })
 }
 

@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::live_index::LiveIndex;
 use super::rows::{lease_columns, lease_from_row};
-use crate::store::rules::{EndedSession, LeaseTx, NewEvent, Result};
+use crate::store::rules::{EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 use crate::store::{LeaseRow, Scope, SeatMode, Waiter};
 
 /// The writer's connection and live index, for one batch.
@@ -20,6 +20,30 @@ pub struct SqliteTx<'a> {
 }
 
 impl LeaseTx for SqliteTx<'_> {
+    fn record_idle_periods(&mut self, _periods: &[IdlePeriod<'_>]) -> Result<()> {
+        todo!("idle reclaim: sqlite idle periods")
+    }
+
+    fn idle_seats(
+        &mut self,
+        _license_id: &str,
+        _kept: SeatMode,
+        _idle_before: Timestamp,
+        _threshold: Timestamp,
+        _limit: usize,
+    ) -> Result<Vec<LeaseRow>> {
+        todo!("idle reclaim: sqlite idle seats")
+    }
+
+    fn ended_session(
+        &mut self,
+        _license_id: &str,
+        _seat_id: &str,
+        _ended_since: Timestamp,
+    ) -> Result<Option<leasehold_common::api::SessionEnd>> {
+        todo!("idle reclaim: sqlite ended session")
+    }
+
     fn block_until(
         &mut self,
         license_id: &str,
