@@ -43,8 +43,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_common::api::EventKind;
-use leasehold_common::liveness::lapses_at;
+use leasehold_common::api::{EventKind, SeatLostReason, SessionEnd};
+use leasehold_common::liveness::{lapses_at, live_until};
 use leasehold_common::{Licenses, Timestamp, is_live, is_reapable};
 use leasehold_server::clock::ManualClock;
 use leasehold_server::licenses::LicensesHandle;
@@ -476,6 +476,9 @@ struct Model {
     issued: Vec<(String, String)>,
     /// Seats released, revoked or reaped: never to renew or come back.
     gone: HashSet<String>,
+    /// How and when each gone seat's session ended (for a heartbeat's 410
+    /// reason).
+    ended: HashMap<String, (SessionEnd, Timestamp)>,
 }
 
 impl Model {
@@ -728,6 +731,7 @@ impl Model {
                 expires_at: self.now.saturating_add(pol.ttl()),
                 group: own.map(str::to_string),
                 mode: SeatMode::Heartbeat,
+                idle_since: None,
             },
             live >= pol.seats,
         )
@@ -747,15 +751,50 @@ impl Model {
 
     fn heartbeat(&mut self, license: &str, seat: &str) -> HeartbeatOutcome {
         match self.leases.get(seat) {
-            Some(l)
-                if l.row.license_id == license
-                    && l.row.mode != SeatMode::Linger
-                    && self.is_live(&l.row) =>
-            {
+            Some(l) if l.row.license_id == license && l.row.mode == SeatMode::Linger => {
+                HeartbeatOutcome::Lost(SeatLostReason::Released)
+            }
+            Some(l) if l.row.license_id == license && self.is_live(&l.row) => {
                 HeartbeatOutcome::Renewed(self.renew(seat))
             }
-            _ => HeartbeatOutcome::Lost,
+            Some(_) => HeartbeatOutcome::Lost(SeatLostReason::Lapsed),
+            None => HeartbeatOutcome::Lost(self.gone_because(license, seat)),
         }
+    }
+
+    /// A gone seat's reason: how its session ended, if that was within a
+    /// ttl + skew (else it would have lapsed anyway), on its own license.
+    fn gone_because(&self, license: &str, seat: &str) -> SeatLostReason {
+        let own = self.issued.iter().any(|(l, s)| l == license && s == seat);
+        let recent = |at: Timestamp| {
+            self.pol(license)
+                .is_some_and(|p| at >= self.now.saturating_sub(p.ttl()).saturating_sub(p.skew()))
+        };
+        match self.ended.get(seat) {
+            Some((end, at)) if own && recent(*at) => match end {
+                SessionEnd::Release => SeatLostReason::Released,
+                SessionEnd::Revoke => SeatLostReason::Revoked,
+                SessionEnd::Idle => SeatLostReason::Idle,
+                SessionEnd::Lapse => SeatLostReason::Lapsed,
+            },
+            _ => SeatLostReason::Lapsed,
+        }
+    }
+
+    /// The seat leaves the table: its session ends `end` now if it was
+    /// live, else as a lapse when it stopped counting (a reaped lingering
+    /// seat's as a release).
+    fn end(&mut self, row: &LeaseRow, end: SessionEnd, reaped: bool) {
+        let pol = self.pol(&row.license_id).unwrap();
+        let ended = if self.is_live(row) {
+            (end, self.now)
+        } else if reaped && row.mode == SeatMode::Linger {
+            (SessionEnd::Release, live_until(row.expires_at, pol.skew()))
+        } else {
+            (SessionEnd::Lapse, live_until(row.expires_at, pol.skew()))
+        };
+        self.gone.insert(row.seat_id.clone());
+        self.ended.insert(row.seat_id.clone(), ended);
     }
 
     /// (the answer, whether a release event is logged). With linger, a
@@ -778,8 +817,8 @@ impl Model {
                         (true, true)
                     }
                     _ => {
-                        self.leases.remove(seat);
-                        self.gone.insert(seat.to_string());
+                        let l = self.leases.remove(seat).unwrap();
+                        self.end(&l.row, SessionEnd::Release, false);
                         (true, true)
                     }
                 }
@@ -790,7 +829,7 @@ impl Model {
 
     fn revoke(&mut self, seat: &str, block: Option<Duration>) -> Option<LeaseRow> {
         let lease = self.leases.remove(seat)?;
-        self.gone.insert(seat.to_string());
+        self.end(&lease.row, SessionEnd::Revoke, false);
         if let Some(block) = block.filter(|b| !b.is_zero()) {
             self.blocks.insert(
                 (
@@ -1049,7 +1088,7 @@ impl Run {
                     live_before,
                     "a heartbeat changed the live count"
                 );
-                if matches!(got, HeartbeatOutcome::Lost) && was_present {
+                if matches!(got, HeartbeatOutcome::Lost(_)) && was_present {
                     fx.may_lose = Some(seat);
                 }
             }
@@ -1130,7 +1169,7 @@ impl Run {
                 }
                 for l in removed {
                     self.model.leases.remove(&l.seat_id);
-                    self.model.gone.insert(l.seat_id.clone());
+                    self.model.end(&l, SessionEnd::Lapse, true);
                     fx.expected.push((EventKind::Reap, l.seat_id));
                 }
             }
@@ -1394,6 +1433,7 @@ fn run(pols: Vec<Pol>, seat_pols: Vec<SeatPol>, ops: Vec<Op>) -> Result<(), Test
             blocks: BTreeMap::new(),
             issued: Vec::new(),
             gone: HashSet::new(),
+            ended: HashMap::new(),
         };
         let mut run = Run {
             store: store.clone(),

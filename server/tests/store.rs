@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use leasehold_common::api::{Event, EventKind};
+use leasehold_common::api::{Event, EventKind, SeatLostReason};
 use leasehold_common::{Licenses, Timestamp, is_live, is_reapable};
 use leasehold_server::clock::{Clock, ManualClock, SharedClock};
 use leasehold_server::licenses::LicensesHandle;
@@ -343,7 +343,10 @@ async fn unknown_license_and_zero_seat_pool() {
         other => panic!("a zero-seat pool must be full, got {other:?}"),
     }
     assert!(h.store.seats(None).await.unwrap().is_empty());
-    assert_eq!(h.heartbeat("nope", "00").await, HeartbeatOutcome::Lost);
+    assert_eq!(
+        h.heartbeat("nope", "00").await,
+        HeartbeatOutcome::Lost(SeatLostReason::Lapsed)
+    );
     h.finish().await;
 }
 
@@ -386,7 +389,10 @@ async fn heartbeat_renews_a_live_seat_only() {
     // still in the table, and the heartbeat does not bring it back.
     let a_now = h.seat(&a.seat_id).await.unwrap();
     h.set(a_now.expires_at.saturating_add(SKEW).saturating_add(ms(1)));
-    assert_eq!(h.heartbeat("cad", &a.seat_id).await, HeartbeatOutcome::Lost);
+    assert_eq!(
+        h.heartbeat("cad", &a.seat_id).await,
+        HeartbeatOutcome::Lost(SeatLostReason::Lapsed)
+    );
     assert_eq!(
         h.seat(&a.seat_id).await.unwrap().expires_at,
         a_now.expires_at,
@@ -411,7 +417,7 @@ async fn heartbeat_on_a_gone_or_foreign_seat_is_lost() {
     assert!(h.store.release("cad", &released.seat_id).await.unwrap());
     assert_eq!(
         h.heartbeat("cad", &released.seat_id).await,
-        HeartbeatOutcome::Lost
+        HeartbeatOutcome::Lost(SeatLostReason::Released)
     );
 
     assert!(
@@ -424,7 +430,7 @@ async fn heartbeat_on_a_gone_or_foreign_seat_is_lost() {
     );
     assert_eq!(
         h.heartbeat("cad", &revoked.seat_id).await,
-        HeartbeatOutcome::Lost
+        HeartbeatOutcome::Lost(SeatLostReason::Revoked)
     );
 
     // A live seat of cad, presented under the other license: lost, untouched.
@@ -433,11 +439,11 @@ async fn heartbeat_on_a_gone_or_foreign_seat_is_lost() {
     let cad_seat = h.fresh(req("cad", "q")).await;
     assert_eq!(
         h.heartbeat("other", &cad_seat.seat_id).await,
-        HeartbeatOutcome::Lost
+        HeartbeatOutcome::Lost(SeatLostReason::Lapsed)
     );
     assert_eq!(
         h.heartbeat("cad", &foreign.seat_id).await,
-        HeartbeatOutcome::Lost
+        HeartbeatOutcome::Lost(SeatLostReason::Lapsed)
     );
     assert_eq!(
         h.seat(&cad_seat.seat_id).await.unwrap(),
@@ -452,7 +458,7 @@ async fn heartbeat_on_a_gone_or_foreign_seat_is_lost() {
     // And an id that never existed.
     assert_eq!(
         h.heartbeat("cad", &"0".repeat(32)).await,
-        HeartbeatOutcome::Lost
+        HeartbeatOutcome::Lost(SeatLostReason::Lapsed)
     );
 
     // Reaped: past expiry + grace, the reaper deletes it; then heartbeat.
@@ -466,13 +472,13 @@ async fn heartbeat_on_a_gone_or_foreign_seat_is_lost() {
     assert!(h.seat(&reaped.seat_id).await.is_none());
     assert_eq!(
         h.heartbeat("cad", &reaped.seat_id).await,
-        HeartbeatOutcome::Lost
+        HeartbeatOutcome::Lost(SeatLostReason::Lapsed)
     );
 
     // cad_seat was never renewed by the foreign heartbeat, so it lapsed on time.
     assert_eq!(
         h.heartbeat("cad", &cad_seat.seat_id).await,
-        HeartbeatOutcome::Lost
+        HeartbeatOutcome::Lost(SeatLostReason::Lapsed)
     );
     h.finish().await;
 }
@@ -605,7 +611,10 @@ async fn revoke_removes_the_seat_at_once() {
     assert_eq!(row, a);
     assert!(h.seat(&a.seat_id).await.is_none());
     assert_eq!(h.live("cad").await, 1);
-    assert_eq!(h.heartbeat("cad", &a.seat_id).await, HeartbeatOutcome::Lost);
+    assert_eq!(
+        h.heartbeat("cad", &a.seat_id).await,
+        HeartbeatOutcome::Lost(SeatLostReason::Revoked)
+    );
     assert!(
         h.store
             .revoke(&a.seat_id, None, None, false)
@@ -1118,7 +1127,10 @@ async fn no_outage_without_a_gap_a_walked_lease_lapses_normally() {
         a.expires_at,
         "not extended"
     );
-    assert_eq!(h.heartbeat("s", &a.seat_id).await, HeartbeatOutcome::Lost);
+    assert_eq!(
+        h.heartbeat("s", &a.seat_id).await,
+        HeartbeatOutcome::Lost(SeatLostReason::Lapsed)
+    );
     h.finish().await;
 }
 
@@ -1164,7 +1176,10 @@ async fn outage_extends_leases_that_were_live_first_command_heartbeat() {
     assert_eq!(r.expires_at, h.now().saturating_add(SHORT_TTL));
     // L was not extended: its expiry is untouched, it stays lost and is reaped.
     assert_eq!(h.seat(&l.seat_id).await.unwrap().expires_at, l.expires_at);
-    assert_eq!(h.heartbeat("s", &l.seat_id).await, HeartbeatOutcome::Lost);
+    assert_eq!(
+        h.heartbeat("s", &l.seat_id).await,
+        HeartbeatOutcome::Lost(SeatLostReason::Lapsed)
+    );
     assert_eq!(h.store.reap(100).await.unwrap(), 1);
     assert!(h.seat(&l.seat_id).await.is_none());
     assert!(h.seat(&a.seat_id).await.is_some());
@@ -1175,7 +1190,10 @@ async fn outage_extends_leases_that_were_live_first_command_heartbeat() {
         r.expires_at.saturating_add(secs(1)).saturating_add(ms(1)),
     )
     .await;
-    assert_eq!(h.heartbeat("s", &a.seat_id).await, HeartbeatOutcome::Lost);
+    assert_eq!(
+        h.heartbeat("s", &a.seat_id).await,
+        HeartbeatOutcome::Lost(SeatLostReason::Lapsed)
+    );
     h.finish().await;
 }
 
@@ -1239,7 +1257,7 @@ async fn outage_means_a_gap_strictly_longer_than_the_threshold() {
         } else {
             assert_eq!(
                 out,
-                HeartbeatOutcome::Lost,
+                HeartbeatOutcome::Lost(SeatLostReason::Lapsed),
                 "gap {gap_ms} ms is not an outage"
             );
         }
@@ -1396,7 +1414,7 @@ async fn mixed_commands_sent_at_once_each_get_their_own_answer() {
     }
     for t in strays {
         assert!(
-            matches!(t.await.unwrap().unwrap(), HeartbeatOutcome::Lost),
+            matches!(t.await.unwrap().unwrap(), HeartbeatOutcome::Lost(_)),
             "a seat not in this license is lost"
         );
     }
@@ -1550,7 +1568,7 @@ async fn a_clock_stepping_back_never_revives_a_lapsed_lease() {
     ));
     assert_eq!(
         h.heartbeat("cad", &a.seat_id).await,
-        HeartbeatOutcome::Lost,
+        HeartbeatOutcome::Lost(SeatLostReason::Lapsed),
         "the lapsed lease stays lapsed"
     );
     let live: Vec<(String, u32)> = h

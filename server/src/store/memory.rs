@@ -260,7 +260,9 @@ impl LeaseTx for MemoryStore {
             .iter()
             .rev()
             .find(|s| {
-                s.lease.license_id == license_id && s.lease.seat_id == seat_id && s.at >= ended_since
+                s.lease.license_id == license_id
+                    && s.lease.seat_id == seat_id
+                    && s.at >= ended_since
             })
             .map(|s| s.end))
     }

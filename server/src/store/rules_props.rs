@@ -55,7 +55,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::time::Duration;
 
-use leasehold_common::api::{Event, EventKind, SessionEnd};
+use leasehold_common::api::{Event, EventKind, SeatLostReason, SessionEnd};
 use leasehold_common::liveness::{lapses_at, live_until};
 use leasehold_common::{Licenses, Timestamp, is_live, is_reapable};
 use proptest::prelude::*;
@@ -423,7 +423,7 @@ impl World {
     }
 
     fn heartbeat(&mut self, license: &str, seat: &str) -> HeartbeatOutcome {
-        self.run(|r| r.heartbeat(license, seat)).0.unwrap()
+        self.run(|r| r.heartbeat(license, seat, None)).0.unwrap()
     }
 
     fn advance(&mut self, d: u64) {
@@ -1141,6 +1141,7 @@ impl Model {
                             Some(_) => SeatMode::Borrow,
                             None => SeatMode::Heartbeat,
                         },
+                        idle_since: None,
                     },
                     live >= pol.seats,
                 )
@@ -2005,7 +2006,7 @@ impl Run {
             .iter()
             .map(|(id, _)| self.stored_live(id).len())
             .collect();
-        let (got, events) = self.w.run(|r| r.heartbeat(&license, &seat));
+        let (got, events) = self.w.run(|r| r.heartbeat(&license, &seat, None));
         let got = got.map_err(|e| e.to_string())?;
         let ctx = format!("heartbeat {license}/{seat}");
         let here = self
@@ -2016,7 +2017,11 @@ impl Run {
             .map(|s| s.lease.clone());
         match here {
             Some(row) if row.mode == SeatMode::Linger => {
-                ensure_eq!(got, HeartbeatOutcome::Lost, "{ctx} (lingering)");
+                ensure_eq!(
+                    got,
+                    HeartbeatOutcome::Lost(SeatLostReason::Released),
+                    "{ctx} (lingering)"
+                );
                 self.note("heartbeat: lingering");
             }
             Some(row) if row.mode == SeatMode::Borrow && self.m.live(&row) => {
@@ -2036,7 +2041,11 @@ impl Run {
                 self.note("heartbeat: renewed");
             }
             Some(row) => {
-                ensure_eq!(got, HeartbeatOutcome::Lost, "{ctx} (lapsed)");
+                ensure_eq!(
+                    got,
+                    HeartbeatOutcome::Lost(SeatLostReason::Lapsed),
+                    "{ctx} (lapsed)"
+                );
                 self.note("heartbeat: lapsed");
                 if self.m.first_in_window(format!("lost {seat}")) {
                     fx.events.push(WantEvent {
@@ -2048,7 +2057,10 @@ impl Run {
                     });
                 }
             }
-            None => ensure_eq!(got, HeartbeatOutcome::Lost, "{ctx} (not here)"),
+            None => ensure!(
+                matches!(got, HeartbeatOutcome::Lost(_)),
+                "{ctx} (not here): {got:?}"
+            ),
         }
         let live_after: Vec<usize> = self
             .m
@@ -2682,8 +2694,9 @@ fn a_seat_renews_only_under_its_own_license_and_while_live() {
     let toml = license_toml("a", 1, 10_000, 1_000, 3_000) + &license_toml("b", 1, 10_000, 0, 1);
     let mut w = World::new(&toml);
     let (a, _) = granted(w.checkout(&req("a", "h", None, None), &[]));
-    assert_eq!(w.heartbeat("b", &a.seat_id), HeartbeatOutcome::Lost);
-    assert_eq!(w.heartbeat("nope", &a.seat_id), HeartbeatOutcome::Lost);
+    let lapsed = HeartbeatOutcome::Lost(SeatLostReason::Lapsed);
+    assert_eq!(w.heartbeat("b", &a.seat_id), lapsed);
+    assert_eq!(w.heartbeat("nope", &a.seat_id), lapsed);
     assert_eq!(w.store.leases[&a.seat_id].lease, a);
     w.now = live_until(a.expires_at, ms(1_000));
     let HeartbeatOutcome::Renewed(r) = w.heartbeat("a", &a.seat_id) else {
@@ -2691,8 +2704,8 @@ fn a_seat_renews_only_under_its_own_license_and_while_live() {
     };
     assert_eq!(r.expires_at, w.now.saturating_add(ms(10_000)));
     w.now = lapses_at(r.expires_at, ms(1_000));
-    let (lost, events) = w.run(|r| r.heartbeat("a", &a.seat_id));
-    assert_eq!(lost.unwrap(), HeartbeatOutcome::Lost);
+    let (lost, events) = w.run(|r| r.heartbeat("a", &a.seat_id, None));
+    assert_eq!(lost.unwrap(), lapsed);
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].kind, EventKind::Lost);
     // The lapsed seat does not count: the pool of one is free again.

@@ -52,7 +52,11 @@ pub fn after_report(
     now: Timestamp,
     timeout: Option<Duration>,
 ) -> IdleReport {
-    let reclaim = |since: Timestamp| timeout.map(|t| since.saturating_add(t)).filter(|at| *at <= now);
+    let reclaim = |since: Timestamp| {
+        timeout
+            .map(|t| since.saturating_add(t))
+            .filter(|at| *at <= now)
+    };
     // The timeout was reached in the idle period in force, before this
     // report: activity reported now comes too late.
     if let Some(at) = prev.and_then(reclaim) {
@@ -83,8 +87,17 @@ impl<T: LeaseTx> Rules<'_, T> {
     /// Reclaim `row` (live, idle since `row.idle_since`) as of `at`: it
     /// leaves the table at once, its session ends `idle` at `at`, and no
     /// linger follows.
-    pub(super) fn reclaim(&mut self, lic: &LicenseConfig, row: &LeaseRow, at: Timestamp) -> Result<()> {
-        if self.tx.delete_lease(&row.seat_id, Some(&row.license_id))?.is_none() {
+    pub(super) fn reclaim(
+        &mut self,
+        lic: &LicenseConfig,
+        row: &LeaseRow,
+        at: Timestamp,
+    ) -> Result<()> {
+        if self
+            .tx
+            .delete_lease(&row.seat_id, Some(&row.license_id))?
+            .is_none()
+        {
             return Ok(());
         }
         self.record_reclaims(lic, std::slice::from_ref(row), &[at])
@@ -114,12 +127,17 @@ impl<T: LeaseTx> Rules<'_, T> {
             let mut gone = Vec::with_capacity(seats.len());
             let mut at = Vec::with_capacity(seats.len());
             for seat in seats {
-                let Some(since) = seat.idle_since else { continue };
+                let Some(since) = seat.idle_since else {
+                    continue;
+                };
                 let instant = since.saturating_add(timeout);
                 // Live at the instant the timeout was reached (it is live
                 // now), so that instant, not a lapse, ended it.
                 if is_live(seat.expires_at, instant, lic.policy.skew)
-                    && self.tx.delete_lease(&seat.seat_id, Some(&lic.id))?.is_some()
+                    && self
+                        .tx
+                        .delete_lease(&seat.seat_id, Some(&lic.id))?
+                        .is_some()
                 {
                     gone.push(seat);
                     at.push(instant);
@@ -133,7 +151,12 @@ impl<T: LeaseTx> Rules<'_, T> {
 
     /// Sessions ended `idle`, their last idle periods, one `reclaim` event
     /// each.
-    fn record_reclaims(&mut self, lic: &LicenseConfig, gone: &[LeaseRow], at: &[Timestamp]) -> Result<()> {
+    fn record_reclaims(
+        &mut self,
+        lic: &LicenseConfig,
+        gone: &[LeaseRow],
+        at: &[Timestamp],
+    ) -> Result<()> {
         if gone.is_empty() {
             return Ok(());
         }
@@ -148,7 +171,11 @@ impl<T: LeaseTx> Rules<'_, T> {
             .collect();
         self.tx.record_sessions(&sessions)?;
         self.close_idle_periods(&sessions)?;
-        let timeout = lic.policy.idle_timeout.map(format_duration).unwrap_or_default();
+        let timeout = lic
+            .policy
+            .idle_timeout
+            .map(format_duration)
+            .unwrap_or_default();
         let details: Vec<String> = gone
             .iter()
             .map(|l| match l.idle_since {
@@ -216,7 +243,14 @@ mod tests {
     #[test]
     fn an_active_report_keeps_the_seat_active() {
         let r = after_report(None, at(0), None, at(100), TIMEOUT);
-        assert_eq!(r, IdleReport { idle_since: None, ended: None, reclaim_at: None });
+        assert_eq!(
+            r,
+            IdleReport {
+                idle_since: None,
+                ended: None,
+                reclaim_at: None
+            }
+        );
         let r = after_report(None, at(0), secs(0), at(100), TIMEOUT);
         assert_eq!(r.idle_since, None);
     }
@@ -232,7 +266,7 @@ mod tests {
     #[test]
     fn reports_within_two_seconds_continue_the_period() {
         let r = after_report(Some(at(400)), at(0), secs(601), at(1002), TIMEOUT);
-        assert_eq!(r.idle_since, Some(at(400)) );
+        assert_eq!(r.idle_since, Some(at(400)));
         assert_eq!(r.ended, None);
         let later = after_report(Some(at(400)), at(0), secs(597), at(999), TIMEOUT);
         assert_eq!(later.idle_since, Some(at(400)), "1 s of jitter");
@@ -279,6 +313,9 @@ mod tests {
             idle_since: None,
         };
         assert!(idle_period(&lease, at(0), at(59)).is_none());
-        assert_eq!(idle_period(&lease, at(0), at(60)).map(|p| (p.from, p.to)), Some((at(0), at(60))));
+        assert_eq!(
+            idle_period(&lease, at(0), at(60)).map(|p| (p.from, p.to)),
+            Some((at(0), at(60)))
+        );
     }
 }

@@ -90,7 +90,13 @@ impl<T: LeaseTx> Rules<'_, T> {
                 return Ok(HeartbeatOutcome::Lost(SeatLostReason::Idle));
             }
             if let Some((from, to)) = report.ended {
-                self.end_idle_period(&LeaseRow { idle_since: Some(from), ..row.clone() }, to)?;
+                self.end_idle_period(
+                    &LeaseRow {
+                        idle_since: Some(from),
+                        ..row.clone()
+                    },
+                    to,
+                )?;
             }
             let renewed = self.renewed(&row, policy.ttl, report.idle_since)?;
             return Ok(HeartbeatOutcome::Renewed(renewed));
@@ -121,12 +127,14 @@ impl<T: LeaseTx> Rules<'_, T> {
             .now
             .saturating_sub(lic.policy.ttl)
             .saturating_sub(lic.policy.skew);
-        Ok(match self.tx.ended_session(&lic.id, seat_id, ended_since)? {
-            Some(SessionEnd::Release) => SeatLostReason::Released,
-            Some(SessionEnd::Revoke) => SeatLostReason::Revoked,
-            Some(SessionEnd::Idle) => SeatLostReason::Idle,
-            Some(SessionEnd::Lapse) | None => SeatLostReason::Lapsed,
-        })
+        Ok(
+            match self.tx.ended_session(&lic.id, seat_id, ended_since)? {
+                Some(SessionEnd::Release) => SeatLostReason::Released,
+                Some(SessionEnd::Revoke) => SeatLostReason::Revoked,
+                Some(SessionEnd::Idle) => SeatLostReason::Idle,
+                Some(SessionEnd::Lapse) | None => SeatLostReason::Lapsed,
+            },
+        )
     }
 
     /// Release: idempotent, `false` if the seat was not there. On a license

@@ -220,6 +220,7 @@ mod tests {
             expires_at: Timestamp::from_millis(expires_at),
             group: None,
             mode: SeatMode::Heartbeat,
+            idle_since: None,
         }
     }
 
