@@ -90,6 +90,20 @@ impl Metrics {
         write_pool_gauges(&mut out, pools);
         self.write_outcome_counters(&mut out);
         self.write_overage(&mut out, pools);
+        let reclaims = writer
+            .idle_reclaims
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default();
+        write_per_license(
+            &mut out,
+            (
+                "leasehold_idle_reclaims_total",
+                "Seats reclaimed because their user was idle for the license's idle_timeout.",
+            ),
+            reclaims,
+            pools,
+        );
         self.write_http(&mut out);
         out
     }
@@ -153,26 +167,21 @@ impl Metrics {
         }
     }
 
-    /// Every configured license's series, 0 until its first overage grant
-    /// (a replica that never granted one still shows the series), and any
-    /// license since removed that had some.
     fn write_overage(&self, out: &mut String, pools: &[PoolGauges]) {
-        let name = "leasehold_overage_grants_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Seats granted beyond the license's seats (overage).\n# TYPE {name} counter"
-        );
-        let mut grants = self
+        let grants = self
             .overage_grants
             .lock()
             .map(|g| g.clone())
             .unwrap_or_default();
-        for p in pools {
-            grants.entry(p.license.clone()).or_default();
-        }
-        for (license, n) in &grants {
-            let _ = writeln!(out, "{name}{{license=\"{license}\"}} {n}");
-        }
+        write_per_license(
+            out,
+            (
+                "leasehold_overage_grants_total",
+                "Seats granted beyond the license's seats (overage).",
+            ),
+            grants,
+            pools,
+        );
     }
 
     fn write_http(&self, out: &mut String) {
@@ -211,6 +220,24 @@ impl Metrics {
 pub struct StoreGauges {
     pub kind: &'static str,
     pub read_pool_idle: Option<usize>,
+}
+
+/// A counter family by license: every configured license's series, 0
+/// until its first count (a replica that never counted one still shows the
+/// series), and any license since removed that had some.
+fn write_per_license(
+    out: &mut String,
+    (name, help): (&str, &str),
+    mut counts: std::collections::BTreeMap<String, u64>,
+    pools: &[PoolGauges],
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for p in pools {
+        counts.entry(p.license.clone()).or_default();
+    }
+    for (license, n) in &counts {
+        let _ = writeln!(out, "{name}{{license=\"{license}\"}} {n}");
+    }
 }
 
 fn write_store_gauges(out: &mut String, store: &StoreGauges) {
@@ -297,6 +324,40 @@ fn write_pool_gauges(out: &mut String, pools: &[PoolGauges]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_reclaims_are_counted_per_license_from_committed_events() {
+        let writer = WriterStats::default();
+        let reclaim = |license: &str| leasehold_common::api::Event {
+            id: 1,
+            at: leasehold_common::Timestamp::from_millis(0),
+            kind: leasehold_common::api::EventKind::Reclaim,
+            license_id: Some(license.into()),
+            seat_id: None,
+            holder: None,
+            detail: None,
+        };
+        let pool = |license: &str| PoolGauges {
+            license: license.into(),
+            seats: 1,
+            live: 0,
+            waiting: 0,
+        };
+        writer.count_reclaims(&[reclaim("cad"), reclaim("cad")]);
+        let store = StoreGauges {
+            kind: "sqlite",
+            read_pool_idle: None,
+        };
+        let text = Metrics::default().render(&store, &[pool("cad"), pool("ide")], &writer);
+        assert!(
+            text.contains("leasehold_idle_reclaims_total{license=\"cad\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_idle_reclaims_total{license=\"ide\"} 0"),
+            "a license's series is there before its first reclaim: {text}"
+        );
+    }
 
     #[test]
     fn renders_pools_counters_and_a_cumulative_histogram() {

@@ -593,6 +593,9 @@ async fn a_borrowed_seat_is_not_renewed_and_is_revoked_only_with_force() {
         .await
         .unwrap();
     let mut lines = csv.lines();
-    assert!(lines.next().unwrap().ends_with(",group,borrowed"), "{csv}");
-    assert!(lines.next().unwrap().ends_with(",true"), "{csv}");
+    assert!(
+        lines.next().unwrap().ends_with(",group,borrowed,idle_s"),
+        "{csv}"
+    );
+    assert!(lines.next().unwrap().ends_with(",true,0"), "{csv}");
 }

@@ -97,7 +97,7 @@ async fn csv_lists_the_sessions_and_never_a_formula() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
-        "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s,group,borrowed"
+        "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s,group,borrowed,idle_s"
     );
     assert_eq!(lines.len(), 3, "alice's and =SUM(A1)'s sessions:\n{out}");
     assert!(
@@ -203,4 +203,71 @@ async fn seats_held_over_a_shrunk_pool_are_over_and_short_of_seats() {
             .starts_with("more seats in use than sold for "),
         "{json}"
     );
+}
+
+/// A session idle for a minute (the shortest period recorded): the report
+/// shows its idle seat-hours in the table and `--json`, and the sessions
+/// CSV its `idle_s`. Takes a minute of real time: a period starts no
+/// earlier than its checkout.
+#[tokio::test]
+async fn idle_hours_and_idle_seconds_from_a_reported_idle_minute() {
+    let s = Server::start(concat!(
+        "\n[[license]]\nid = \"desk\"\nkey = \"desk-key\"\nseats = 2\n",
+        "ttl = \"90s\"\nskew = \"5s\"\nreap_grace = \"15s\"\nidle_timeout = \"30m\"\n",
+    ))
+    .await;
+    let seat = s
+        .take_seat("desk", "desk-key", json!({"holder": "ida"}))
+        .await
+        .seat_id;
+    tokio::time::sleep(Duration::from_secs(63)).await;
+    let beat = |idle_s: u64| {
+        s.client()
+            .post(s.url(&format!("/v1/licenses/desk/seats/{seat}/heartbeat")))
+            .bearer_auth("desk-key")
+            .json(&json!({ "idle_s": idle_s }))
+            .send()
+    };
+    // Idle since a moment after the checkout; back now: a period of ≥ 60 s.
+    assert_eq!(beat(62).await.unwrap().status(), 200);
+    assert_eq!(beat(0).await.unwrap().status(), 200);
+    assert_eq!(s.release("desk", "desk-key", &seat).await.status(), 204);
+
+    let json = report(&s, &["--license", "desk", "--from", "1h", "--json"])
+        .await
+        .stdout;
+    let all: Vec<Value> = serde_json::from_str(&json).expect("a JSON array");
+    let idle_hours = all[0]["summary"]["idle_hours"].as_f64().expect(&json);
+    assert!(
+        (60.0 / 3600.0..=64.0 / 3600.0).contains(&idle_hours),
+        "about a minute idle: {json}"
+    );
+    let table = report(&s, &["--license", "desk", "--from", "1h"])
+        .await
+        .stdout;
+    let header: Vec<&str> = table
+        .lines()
+        .nth(2)
+        .expect(&table)
+        .split_whitespace()
+        .collect();
+    let row: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("desk "))
+        .expect(&table)
+        .split_whitespace()
+        .collect();
+    // PEAK AT is one cell in the row, two words in the header.
+    let col = header.iter().position(|h| *h == "IDLE-HOURS").expect(&table) - 1;
+    assert_eq!(row[col], "0.02", "{table}");
+
+    let csv = report(&s, &["--license", "desk", "--from", "1h", "--csv"])
+        .await
+        .stdout;
+    let mut lines = csv.lines();
+    let columns: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = columns.iter().position(|c| *c == "idle_s").expect(&csv);
+    let session: Vec<&str> = lines.next().expect(&csv).split(',').collect();
+    let idle_s: f64 = session[at].parse().expect(&csv);
+    assert!((60.0..=64.0).contains(&idle_s), "{csv}");
 }

@@ -9,8 +9,7 @@
 use leasehold_common::api::SessionView;
 
 /// The header row of `GET /v1/admin/sessions` as CSV.
-pub const SESSIONS_HEADER: &str =
-    "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s,group,borrowed\r\n";
+pub const SESSIONS_HEADER: &str = "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s,group,borrowed,idle_s\r\n";
 
 /// Append one cell, escaped.
 fn cell(out: &mut String, text: &str) {
@@ -46,6 +45,7 @@ pub fn session(out: &mut String, s: &SessionView) {
     let started = s.started_at.to_rfc3339();
     let ended = s.ended_at.map(|t| t.to_rfc3339()).unwrap_or_default();
     let duration = s.duration_s.to_string();
+    let idle = s.idle_s.to_string();
     record(
         out,
         &[
@@ -59,6 +59,7 @@ pub fn session(out: &mut String, s: &SessionView) {
             &duration,
             s.group.as_deref().unwrap_or(""),
             if s.borrowed { "true" } else { "false" },
+            &idle,
         ],
     );
 }
@@ -106,25 +107,26 @@ mod tests {
     }
 
     #[test]
-    fn group_and_borrowed_are_the_last_columns_and_escaped_like_the_others() {
-        assert!(SESSIONS_HEADER.ends_with(",duration_s,group,borrowed\r\n"));
+    fn group_borrowed_and_idle_are_the_last_columns_and_escaped_like_the_others() {
+        assert!(SESSIONS_HEADER.ends_with(",duration_s,group,borrowed,idle_s\r\n"));
         let mut out = String::new();
         session(&mut out, &view(Some("design")));
         assert_eq!(
             out,
-            "s1,demo-cad,alice,,1970-01-01T00:00:00.000Z,,,1.5,design,false\r\n"
+            "s1,demo-cad,alice,,1970-01-01T00:00:00.000Z,,,1.5,design,false,0\r\n"
         );
         let mut out = String::new();
         session(
             &mut out,
             &SessionView {
                 borrowed: true,
+                idle_s: 61.5,
                 ..view(None)
             },
         );
-        assert!(out.ends_with(",1.5,,true\r\n"), "{out:?}");
+        assert!(out.ends_with(",1.5,,true,61.5\r\n"), "{out:?}");
         let mut out = String::new();
         session(&mut out, &view(Some("=cmd,x")));
-        assert!(out.ends_with(",1.5,\"'=cmd,x\",false\r\n"), "{out:?}");
+        assert!(out.ends_with(",1.5,\"'=cmd,x\",false,0\r\n"), "{out:?}");
     }
 }

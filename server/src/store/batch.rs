@@ -12,11 +12,12 @@
 //! round trips, caches) is behind [`BatchStore`]; what a command means is
 //! in [`super::rules`].
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold_common::api::Event;
+use leasehold_common::api::{Event, EventKind};
 use leasehold_common::{Licenses, Timestamp};
 use tokio::sync::{broadcast, mpsc, watch};
 
@@ -89,6 +90,27 @@ pub struct WriterStats {
     /// time they took (the writer applies nothing meanwhile).
     pub wal_catch_ups: AtomicU64,
     pub wal_catch_up_us: AtomicU64,
+    /// Seats this writer reclaimed for idleness, per license (committed).
+    pub idle_reclaims: Mutex<BTreeMap<String, u64>>,
+}
+
+impl WriterStats {
+    /// Count the committed `reclaim` events of a batch, per license.
+    pub fn count_reclaims(&self, events: &[Event]) {
+        let mut reclaims = events
+            .iter()
+            .filter(|e| e.kind == EventKind::Reclaim)
+            .filter_map(|e| e.license_id.as_deref())
+            .peekable();
+        if reclaims.peek().is_none() {
+            return;
+        }
+        if let Ok(mut counts) = self.idle_reclaims.lock() {
+            for license in reclaims {
+                *counts.entry(license.to_string()).or_default() += 1;
+            }
+        }
+    }
 }
 
 pub fn micros(d: Duration) -> u64 {
@@ -222,6 +244,7 @@ impl<S: BatchStore> Writer<S> {
                 for f in finishes {
                     f(Ok(()));
                 }
+                self.stats.count_reclaims(&published);
                 if let Some(events) = &self.publish {
                     for e in published {
                         let _ = events.send(e);
