@@ -123,6 +123,9 @@ pub struct Writer<S: BatchStore> {
     store: S,
     options: StoreOptions,
     throttle: EventThrottle,
+    /// The end of the last outage this writer saw: idle time before it does
+    /// not count toward a reclaim.
+    idle_counted_from: Timestamp,
     /// The policy whose pool sizes the history has recorded.
     recorded_policy: Option<Arc<Licenses>>,
     stats: Arc<WriterStats>,
@@ -142,6 +145,7 @@ impl<S: BatchStore> Writer<S> {
             store,
             options,
             throttle: EventThrottle::default(),
+            idle_counted_from: Timestamp::from_millis(0),
             recorded_policy: None,
             stats,
             publish,
@@ -222,7 +226,8 @@ impl<S: BatchStore> Writer<S> {
         match cmd {
             Command::Rule(cmd) => {
                 let mut tx = self.store.tx();
-                let rules = Rules::new(&mut tx, now, licenses, &mut self.throttle);
+                let mut rules = Rules::new(&mut tx, now, licenses, &mut self.throttle);
+                rules.idle_counted_from = self.idle_counted_from;
                 apply(rules, cmd, &self.options, commit)
             }
             // `run_batches` never hands a stop to a batch.
@@ -272,6 +277,7 @@ impl<S: BatchStore> Writer<S> {
         };
         let mut tx = self.store.tx();
         let extended = Rules::new(&mut tx, now, licenses, &mut self.throttle).outage(last_alive);
+        self.idle_counted_from = now;
         tracing::warn!(
             "{} for {:.1}s ({}); gave {extended} lease(s) that were live when it stopped one TTL \
              to renew",

@@ -44,17 +44,18 @@ pub struct IdleReport {
 
 /// The rule, as a pure function of the seat's last idle start, its
 /// checkout, the report (`None` or zero: the user is active), the server's
-/// `now` and the license's timeout.
+/// `now`, since when idle time counts (the last outage's end; see
+/// [`reclaim_instant`]) and the license's timeout.
 pub fn after_report(
     prev: Option<Timestamp>,
     checked_out_at: Timestamp,
     idle: Option<Duration>,
-    now: Timestamp,
+    (now, counted_from): (Timestamp, Timestamp),
     timeout: Option<Duration>,
 ) -> IdleReport {
     let reclaim = |since: Timestamp| {
         timeout
-            .map(|t| since.saturating_add(t))
+            .map(|t| reclaim_instant(since, counted_from, t))
             .filter(|at| *at <= now)
     };
     // The timeout was reached in the idle period in force, before this
@@ -81,6 +82,13 @@ pub fn after_report(
         ended,
         reclaim_at: idle_since.and_then(reclaim),
     }
+}
+
+/// When a seat idle since `since` is reclaimed: `timeout` of idle time,
+/// counting none before `counted_from` (the end of an outage, during which
+/// a user who came back could not say so: outages don't evict).
+pub fn reclaim_instant(since: Timestamp, counted_from: Timestamp, timeout: Duration) -> Timestamp {
+    since.max(counted_from).saturating_add(timeout)
 }
 
 impl<T: LeaseTx> Rules<'_, T> {
@@ -130,10 +138,11 @@ impl<T: LeaseTx> Rules<'_, T> {
                 let Some(since) = seat.idle_since else {
                     continue;
                 };
-                let instant = since.saturating_add(timeout);
+                let instant = reclaim_instant(since, self.idle_counted_from, timeout);
                 // Live at the instant the timeout was reached (it is live
                 // now), so that instant, not a lapse, ended it.
-                if is_live(seat.expires_at, instant, lic.policy.skew)
+                if instant <= self.now
+                    && is_live(seat.expires_at, instant, lic.policy.skew)
                     && self
                         .tx
                         .delete_lease(&seat.seat_id, Some(&lic.id))?
@@ -242,7 +251,7 @@ mod tests {
 
     #[test]
     fn an_active_report_keeps_the_seat_active() {
-        let r = after_report(None, at(0), None, at(100), TIMEOUT);
+        let r = after_report(None, at(0), None, (at(100), at(0)), TIMEOUT);
         assert_eq!(
             r,
             IdleReport {
@@ -251,50 +260,73 @@ mod tests {
                 reclaim_at: None
             }
         );
-        let r = after_report(None, at(0), secs(0), at(100), TIMEOUT);
+        let r = after_report(None, at(0), secs(0), (at(100), at(0)), TIMEOUT);
         assert_eq!(r.idle_since, None);
     }
 
     #[test]
     fn a_first_report_counts_its_whole_idle_time_but_not_before_checkout() {
-        let r = after_report(None, at(0), secs(600), at(1000), TIMEOUT);
+        let r = after_report(None, at(0), secs(600), (at(1000), at(0)), TIMEOUT);
         assert_eq!(r.idle_since, Some(at(400)));
-        let r = after_report(None, at(900), secs(600), at(1000), TIMEOUT);
+        let r = after_report(None, at(900), secs(600), (at(1000), at(0)), TIMEOUT);
         assert_eq!(r.idle_since, Some(at(900)));
     }
 
     #[test]
     fn reports_within_two_seconds_continue_the_period() {
-        let r = after_report(Some(at(400)), at(0), secs(601), at(1002), TIMEOUT);
+        let r = after_report(Some(at(400)), at(0), secs(601), (at(1002), at(0)), TIMEOUT);
         assert_eq!(r.idle_since, Some(at(400)));
         assert_eq!(r.ended, None);
-        let later = after_report(Some(at(400)), at(0), secs(597), at(999), TIMEOUT);
+        let later = after_report(Some(at(400)), at(0), secs(597), (at(999), at(0)), TIMEOUT);
         assert_eq!(later.idle_since, Some(at(400)), "1 s of jitter");
     }
 
     #[test]
     fn coming_back_ends_the_period_at_the_report() {
-        let r = after_report(Some(at(400)), at(0), None, at(1000), TIMEOUT);
+        let r = after_report(Some(at(400)), at(0), None, (at(1000), at(0)), TIMEOUT);
         assert_eq!(r.idle_since, None);
         assert_eq!(r.ended, Some((at(400), at(1000))));
         // Came back and idle again for 5 s: the old period ends where the
         // new one starts.
-        let r = after_report(Some(at(400)), at(0), secs(5), at(1000), TIMEOUT);
+        let r = after_report(Some(at(400)), at(0), secs(5), (at(1000), at(0)), TIMEOUT);
         assert_eq!(r.idle_since, Some(at(995)));
         assert_eq!(r.ended, Some((at(400), at(995))));
     }
 
     #[test]
     fn the_timeout_reclaims_at_the_instant_it_was_reached() {
-        let r = after_report(None, at(0), secs(1800), at(2000), TIMEOUT);
+        let r = after_report(None, at(0), secs(1800), (at(2000), at(0)), TIMEOUT);
         assert_eq!(r.reclaim_at, Some(at(2000)));
-        let r = after_report(None, at(0), secs(1799), at(2000), TIMEOUT);
+        let r = after_report(None, at(0), secs(1799), (at(2000), at(0)), TIMEOUT);
         assert_eq!(r.reclaim_at, None);
         // Reached before this report: activity comes too late.
-        let r = after_report(Some(at(100)), at(0), None, at(2000), TIMEOUT);
+        let r = after_report(Some(at(100)), at(0), None, (at(2000), at(0)), TIMEOUT);
         assert_eq!(r.reclaim_at, Some(at(1900)));
+        // Idle time before an outage's end does not count.
+        let r = after_report(
+            Some(at(100)),
+            at(0),
+            secs(1900),
+            (at(2000), at(1000)),
+            TIMEOUT,
+        );
+        assert_eq!(r.reclaim_at, None);
+        let r = after_report(
+            Some(at(100)),
+            at(0),
+            secs(2700),
+            (at(2800), at(1000)),
+            TIMEOUT,
+        );
+        assert_eq!(r.reclaim_at, Some(at(2800)));
         // No timeout: never.
-        let r = after_report(Some(at(100)), at(0), secs(99_999), at(200_000), None);
+        let r = after_report(
+            Some(at(100)),
+            at(0),
+            secs(99_999),
+            (at(200_000), at(0)),
+            None,
+        );
         assert_eq!(r.reclaim_at, None);
     }
 

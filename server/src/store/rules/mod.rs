@@ -85,6 +85,10 @@ pub struct Rules<'a, T: LeaseTx> {
     pub licenses: &'a Licenses,
     pub throttle: &'a mut EventThrottle,
     pub events: Vec<Event>,
+    /// Idle time before this instant does not count toward a reclaim: the
+    /// end of the last outage, when nobody could report coming back
+    /// (outages don't evict).
+    pub idle_counted_from: Timestamp,
 }
 
 impl<'a, T: LeaseTx> Rules<'a, T> {
@@ -101,6 +105,7 @@ impl<'a, T: LeaseTx> Rules<'a, T> {
             licenses,
             throttle,
             events: Vec::new(),
+            idle_counted_from: Timestamp::from_millis(0),
         }
     }
 

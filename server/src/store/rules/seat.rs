@@ -82,7 +82,7 @@ impl<T: LeaseTx> Rules<'_, T> {
                 row.idle_since,
                 row.checked_out_at,
                 idle,
-                self.now,
+                (self.now, self.idle_counted_from),
                 policy.idle_timeout,
             );
             if let Some(at) = report.reclaim_at {
