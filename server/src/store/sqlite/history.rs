@@ -25,8 +25,23 @@ fn raw_from_row(r: &Row<'_>) -> rusqlite::Result<RawSession> {
         expires_at: r.get::<_, Option<i64>>(7)?.map(Timestamp::from_millis),
         group: r.get(8)?,
         mode: mode_from(r.get(9)?)?,
-        idle_ms: 0, // TODO(idle): sum the recorded periods
+        idle_ms: r.get(10)?,
     })
+}
+
+/// The column after [`ended_columns!`] or [`open_columns!`] that
+/// [`raw_from_row`] reads as `idle_ms`: the session's recorded idle periods
+/// (one seat's, by `idle_periods_by_seat`), summed for each row read.
+macro_rules! idle_ms {
+    ($table:literal) => {
+        concat!(
+            ", (SELECT coalesce(sum(i.to_ms - i.from_ms), 0)
+               FROM idle_periods i INDEXED BY idle_periods_by_seat
+               WHERE i.seat_id = ",
+            $table,
+            ".seat_id)"
+        )
+    };
 }
 
 /// The sessions of a range come from two places, so that a query costs the
@@ -48,11 +63,13 @@ macro_rules! spanning {
         concat!(
             "SELECT ",
             ended_columns!(),
+            idle_ms!("sessions"),
             " FROM sessions INDEXED BY sessions_by_license_end
              WHERE license_id = ?1 AND ended_at > ?2 AND started_at < ?2 ",
             $($ended,)?
             " UNION ALL SELECT ",
             open_columns!(),
+            idle_ms!("leases"),
             " FROM leases INDEXED BY leases_by_license_checkout
              WHERE license_id = ?1 AND checked_out_at < ?2
                AND (expires_at >= ?4 OR expires_at >= ?5) ",
@@ -94,11 +111,13 @@ pub(super) fn sessions_page(
     let mut in_range = c.prepare_cached(concat!(
         "SELECT ",
         ended_columns!(),
+        idle_ms!("sessions"),
         " FROM sessions INDEXED BY sessions_by_license_time
          WHERE license_id = ?1 AND started_at >= ?2
            AND (started_at, seat_id) < (?3, ?4) AND (?5 IS NULL OR holder = ?5)
          UNION ALL SELECT ",
         open_columns!(),
+        idle_ms!("leases"),
         " FROM leases INDEXED BY leases_by_license_checkout
          WHERE license_id = ?1 AND checked_out_at >= ?2
            AND (checked_out_at, seat_id) < (?3, ?4) AND (?5 IS NULL OR holder = ?5)
@@ -200,7 +219,36 @@ pub(super) fn usage(c: &Connection, q: &UsageQuery) -> Result<Usage, StoreError>
         let borrowed = mode_from(row.get(4)?)? == SeatMode::Borrow;
         sweep.session(started_at, ended_at, holder, borrowed);
     }
+    idle_periods(c, &q.license_id, r.from, r.to, &mut sweep)?;
     Ok(sweep.finish())
+}
+
+/// Every recorded idle period of the license that overlaps `[from, to)`,
+/// into the sweep (which clips them): those that began in the range (by
+/// start) and those that began before it and ended inside or after it (by
+/// end), each read once.
+fn idle_periods(
+    c: &Connection,
+    license_id: &str,
+    from: Timestamp,
+    to: Timestamp,
+    sweep: &mut Sweep,
+) -> rusqlite::Result<()> {
+    let mut stmt = c.prepare_cached(
+        "SELECT from_ms, to_ms FROM idle_periods INDEXED BY idle_periods_by_license_from
+         WHERE license_id = ?1 AND from_ms >= ?2 AND from_ms < ?3
+         UNION ALL
+         SELECT from_ms, to_ms FROM idle_periods INDEXED BY idle_periods_by_license_to
+         WHERE license_id = ?1 AND to_ms > ?2 AND from_ms < ?2",
+    )?;
+    let mut rows = stmt.query(params![license_id, from.as_millis(), to.as_millis()])?;
+    while let Some(row) = rows.next()? {
+        sweep.idle_period(
+            Timestamp::from_millis(row.get(0)?),
+            Timestamp::from_millis(row.get(1)?),
+        );
+    }
+    Ok(())
 }
 
 /// The pool sizes that judge `[from, to]`: the one in force at `from` (or,

@@ -19,7 +19,7 @@ pub fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
         expires_at: Timestamp::from_millis(r.get(6)?),
         group: r.get(7)?,
         mode: mode_from(r.get(8)?)?,
-        idle_since: None, // TODO(idle): read the column
+        idle_since: r.get::<_, Option<i64>>(9)?.map(Timestamp::from_millis),
     })
 }
 

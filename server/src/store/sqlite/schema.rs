@@ -202,6 +202,31 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE ui_sessions ADD COLUMN token_fp TEXT NOT NULL DEFAULT '';
     "#,
+    // v10: idle reclaim. A lease keeps since when its client reports its
+    // user idle (`idle_since`, NULL: active); the reaper finds the seats
+    // idle past the timeout in a partial index, so leases that never report
+    // idleness are not in it and cost it nothing. Idle periods of at least
+    // a minute are history, keyed by insertion order like `sessions`: read
+    // per seat (a session's `idle_s`), per license by start (those that
+    // began in a usage range) and by end (those that began before it and
+    // ran into it), and pruned by end.
+    r#"
+    ALTER TABLE leases ADD COLUMN idle_since INTEGER;
+    CREATE INDEX leases_idle ON leases (license_id, idle_since, seat_id)
+        WHERE idle_since IS NOT NULL;
+
+    CREATE TABLE idle_periods (
+        id         INTEGER PRIMARY KEY,
+        license_id TEXT NOT NULL,
+        seat_id    TEXT NOT NULL,
+        from_ms    INTEGER NOT NULL,
+        to_ms      INTEGER NOT NULL
+    );
+    CREATE INDEX idle_periods_by_seat ON idle_periods (seat_id, from_ms, to_ms);
+    CREATE INDEX idle_periods_by_license_from ON idle_periods (license_id, from_ms, to_ms);
+    CREATE INDEX idle_periods_by_license_to ON idle_periods (license_id, to_ms, from_ms);
+    CREATE INDEX idle_periods_by_end ON idle_periods (to_ms);
+    "#,
 ];
 
 /// The schema version this build writes.

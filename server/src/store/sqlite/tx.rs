@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 
 use leasehold_common::Timestamp;
+use leasehold_common::api::SessionEnd;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::live_index::LiveIndex;
 use super::rows::{lease_columns, lease_from_row};
 use crate::store::rules::{EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
-use crate::store::{LeaseRow, Scope, SeatMode, Waiter};
+use crate::store::{LeaseRow, Scope, SeatMode, StoreError, Waiter};
 
 /// The writer's connection and live index, for one batch.
 pub struct SqliteTx<'a> {
@@ -20,28 +21,78 @@ pub struct SqliteTx<'a> {
 }
 
 impl LeaseTx for SqliteTx<'_> {
-    fn record_idle_periods(&mut self, _periods: &[IdlePeriod<'_>]) -> Result<()> {
-        todo!("idle reclaim: sqlite idle periods")
+    fn record_idle_periods(&mut self, periods: &[IdlePeriod<'_>]) -> Result<()> {
+        let mut insert = self.conn.prepare_cached(
+            "INSERT INTO idle_periods (license_id, seat_id, from_ms, to_ms)
+             VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        for p in periods {
+            insert.execute(params![
+                p.license_id,
+                p.seat_id,
+                p.from.as_millis(),
+                p.to.as_millis()
+            ])?;
+        }
+        Ok(())
     }
 
     fn idle_seats(
         &mut self,
-        _license_id: &str,
-        _kept: SeatMode,
-        _idle_before: Timestamp,
-        _threshold: Timestamp,
-        _limit: usize,
+        license_id: &str,
+        kept: SeatMode,
+        idle_before: Timestamp,
+        threshold: Timestamp,
+        limit: usize,
     ) -> Result<Vec<LeaseRow>> {
-        todo!("idle reclaim: sqlite idle seats")
+        // The partial index holds only seats that report idleness, in the
+        // order asked: the sweep reads the longest idle and stops.
+        const SQL: &str = concat!(
+            "SELECT ",
+            lease_columns!(),
+            " FROM leases INDEXED BY leases_idle
+             WHERE license_id = ?1 AND idle_since IS NOT NULL AND idle_since <= ?2
+               AND mode = ?3 AND expires_at >= ?4
+             ORDER BY idle_since, seat_id LIMIT ?5"
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        Ok(self
+            .conn
+            .prepare_cached(SQL)?
+            .query_map(
+                params![
+                    license_id,
+                    idle_before.as_millis(),
+                    kept.code(),
+                    threshold.as_millis(),
+                    limit
+                ],
+                lease_from_row,
+            )?
+            .collect::<rusqlite::Result<_>>()?)
     }
 
     fn ended_session(
         &mut self,
-        _license_id: &str,
-        _seat_id: &str,
-        _ended_since: Timestamp,
-    ) -> Result<Option<leasehold_common::api::SessionEnd>> {
-        todo!("idle reclaim: sqlite ended session")
+        license_id: &str,
+        seat_id: &str,
+        ended_since: Timestamp,
+    ) -> Result<Option<SessionEnd>> {
+        // Sessions have no index by seat: this reads the license's sessions
+        // that ended since `ended_since` (a ttl or so), not its history.
+        let kind: Option<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT end_kind FROM sessions INDEXED BY sessions_by_license_end
+                 WHERE license_id = ?1 AND ended_at >= ?3 AND seat_id = ?2
+                 ORDER BY ended_at DESC LIMIT 1",
+            )?
+            .query_row(params![license_id, seat_id, ended_since.as_millis()], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        kind.map(|k| SessionEnd::parse(&k).ok_or(StoreError::UnknownSessionEnd(k)))
+            .transpose()
     }
 
     fn block_until(
@@ -173,8 +224,8 @@ impl LeaseTx for SqliteTx<'_> {
         self.conn
             .prepare_cached(
                 "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                     checked_out_at, issued_at, expires_at, grp, mode)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                                     checked_out_at, issued_at, expires_at, grp, mode, idle_since)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?
             .execute(params![
                 lease.seat_id,
@@ -187,6 +238,7 @@ impl LeaseTx for SqliteTx<'_> {
                 lease.expires_at.as_millis(),
                 lease.group,
                 lease.mode.code(),
+                lease.idle_since.map(Timestamp::as_millis),
             ])?;
         self.index.insert(lease);
         Ok(())
@@ -195,14 +247,18 @@ impl LeaseTx for SqliteTx<'_> {
     fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()> {
         self.conn
             .prepare_cached(
-                "UPDATE leases SET issued_at = ?2, expires_at = ?3, mode = ?4 WHERE seat_id = ?1",
+                "UPDATE leases SET issued_at = ?2, expires_at = ?3, mode = ?4, idle_since = ?5
+                 WHERE seat_id = ?1",
             )?
             .execute(params![
                 old.seat_id,
                 renewed.issued_at.as_millis(),
                 renewed.expires_at.as_millis(),
-                renewed.mode.code()
+                renewed.mode.code(),
+                renewed.idle_since.map(Timestamp::as_millis)
             ])?;
+        // The index holds expiries by scope, not `idle_since`: a renewal
+        // that changes only that is a remove and insert of the same entry.
         self.index.remove(old);
         self.index.insert(renewed);
         Ok(())
@@ -334,6 +390,14 @@ impl LeaseTx for SqliteTx<'_> {
             .prepare_cached(
                 "DELETE FROM denials WHERE (license_id, second_ms) IN (
                      SELECT license_id, second_ms FROM denials WHERE second_ms < ?1 LIMIT ?2)",
+            )?
+            .execute(params![cutoff, limit])?;
+        pruned += self
+            .conn
+            .prepare_cached(
+                "DELETE FROM idle_periods WHERE id IN (
+                     SELECT id FROM idle_periods INDEXED BY idle_periods_by_end
+                     WHERE to_ms < ?1 LIMIT ?2)",
             )?
             .execute(params![cutoff, limit])?;
         // A size in force at the cutoff stays: it judges what comes after.
