@@ -295,7 +295,7 @@ impl LeaseTx for MemoryStore {
     }
 
     fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize> {
-        let before = self.sessions.len() + self.denials.len();
+        let before = self.sessions.len() + self.denials.len() + self.idle_periods.len();
         let mut left = limit;
         self.sessions.retain(|s| {
             let prune = s.at < cutoff && left > 0;
@@ -308,7 +308,13 @@ impl LeaseTx for MemoryStore {
             left -= usize::from(prune);
             !prune
         });
-        Ok(before - self.sessions.len() - self.denials.len())
+        let mut left = limit;
+        self.idle_periods.retain(|(_, _, _, to)| {
+            let prune = *to < cutoff && left > 0;
+            left -= usize::from(prune);
+            !prune
+        });
+        Ok(before - self.sessions.len() - self.denials.len() - self.idle_periods.len())
     }
 
     fn extend_live(

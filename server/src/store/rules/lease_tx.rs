@@ -117,8 +117,9 @@ pub trait LeaseTx {
     fn current_pool_sizes(&mut self) -> Result<HashMap<String, u32>>;
     /// The license has `seats` from `at` on.
     fn record_pool_size(&mut self, license_id: &str, at: Timestamp, seats: u32) -> Result<()>;
-    /// Delete sessions that ended, denial counts and superseded pool sizes
-    /// older than `cutoff`: at most `limit` rows of each. Returns how many.
+    /// Delete sessions that ended, denial counts, idle periods that ended
+    /// and superseded pool sizes older than `cutoff`: at most `limit` rows
+    /// of each. Returns how many.
     fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize>;
     /// Give every lease of the license kept `kept` and live at `was_live`
     /// (`expires_at >= was_live`) an expiry of at least `until`; return how
