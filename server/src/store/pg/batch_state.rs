@@ -5,9 +5,10 @@
 //!   `pg/pending.rs`);
 //! - the leases its heartbeats will ask for, read in one statement when the
 //!   batch begins;
-//! - its new leases and renewals, written in one statement each when
-//!   something next reads the table or the batch commits ([`PendingWrites`],
-//!   `pg/pending.rs`: why a failing kept write fails the commit);
+//! - its new leases, renewals and ended idle periods, written in one
+//!   statement each when something next reads the table or the batch
+//!   commits ([`PendingWrites`], `pg/pending.rs`: why a failing kept write
+//!   fails the commit);
 //! - the live counts it read of the licenses it checks out from, kept
 //!   exact by its own writes ([`LiveCounts`], `pg/live_counts.rs`: why
 //!   they stay exact), so each is read once per batch, not once per
@@ -36,7 +37,7 @@ use super::live_counts::LiveCounts;
 use super::pending::{PendingEvents, PendingWrites, WritesMark};
 use super::rows::lease_from_row;
 use super::statements::Statements;
-use crate::store::rules::NewEvent;
+use crate::store::rules::{IdlePeriod, NewEvent};
 use crate::store::{LeaseRow, Scope};
 
 /// Everything a batch keeps between its statements.
@@ -302,7 +303,13 @@ impl BatchState {
         }
     }
 
-    /// A seat left the table.
+    /// Keep ended idle periods for the next write.
+    pub fn idle_periods(&mut self, periods: &[IdlePeriod<'_>]) {
+        self.writes.idle_periods(periods);
+    }
+
+    /// A seat left the table: what is known and counted follows it (a
+    /// later heartbeat of the batch finds it gone, not its read-ahead row).
     pub fn deleted(&mut self, lease: &LeaseRow) {
         self.counts.changed(Some(lease), None);
         if let Some(known) = self.known.get_mut(&lease.seat_id) {

@@ -29,25 +29,47 @@ fn raw_from_row(r: &Row) -> RawSession {
         expires_at: r.get::<_, Option<i64>>(7).map(Timestamp::from_millis),
         group: r.get(8),
         mode: SeatMode::from_code(r.get(9)).unwrap_or_default(),
-        idle_ms: 0, // TODO(idle): sum the recorded periods
+        idle_ms: r.get(10),
     }
+}
+
+/// A session's recorded idle time (ms), the column after its own: `sum`
+/// of its periods where it is shown (`idle_periods_by_seat`), `none` where
+/// the usage sweep reads the periods by time instead (`sweep_idle`).
+macro_rules! idle_ms {
+    (sum, $table:literal) => {
+        concat!(
+            ", (SELECT coalesce(sum(p.to_ms - p.from_ms), 0)::bigint FROM idle_periods p
+                WHERE p.license_id = ",
+            $table,
+            ".license_id AND p.seat_id = ",
+            $table,
+            ".seat_id)"
+        )
+    };
+    (none, $table:literal) => {
+        ", 0::bigint"
+    };
 }
 
 /// The spanning part of a range, as SQLite's `history.rs` explains: the
 /// sessions that started before `from` (`$2`) and ran into it, ended after
 /// it or still held and not lapsed by it. `$1` license, `$3`
 /// `live_threshold`, `$4` [`ran_past`] `from`; `$ended` and `$open` are further conditions
-/// on each table's rows.
+/// on each table's rows; `$idle` says whether the rows carry their idle
+/// time ([`idle_ms!`]).
 macro_rules! spanning {
-    ($($ended:literal, $open:literal)?) => {
+    ($idle:ident $(, $ended:literal, $open:literal)?) => {
         concat!(
             "SELECT ",
             ended_columns!(),
+            idle_ms!($idle, "sessions"),
             " FROM sessions
              WHERE license_id = $1 AND ended_at > $2 AND started_at < $2 ",
             $($ended,)?
             " UNION ALL SELECT ",
             open_columns!(),
+            idle_ms!($idle, "leases"),
             " FROM leases
              WHERE license_id = $1 AND checked_out_at < $2
                AND (expires_at >= $3 OR expires_at >= $4) ",
@@ -90,12 +112,14 @@ pub async fn sessions_page(
             concat!(
                 "(SELECT ",
                 ended_columns!(),
+                idle_ms!(sum, "sessions"),
                 " FROM sessions
                  WHERE license_id = $1 AND started_at >= $2 AND started_at <= $3
                    AND (started_at, seat_id) < ($3, $4) AND ($5::text IS NULL OR holder = $5)
                  ORDER BY started_at DESC, seat_id DESC LIMIT $6)
                  UNION ALL (SELECT ",
                 open_columns!(),
+                idle_ms!(sum, "leases"),
                 " FROM leases
                  WHERE license_id = $1 AND checked_out_at >= $2 AND checked_out_at <= $3
                    AND (checked_out_at, seat_id) < ($3, $4) AND ($5::text IS NULL OR holder = $5)
@@ -123,6 +147,7 @@ pub async fn sessions_page(
             .query(
                 concat!(
                     spanning!(
+                        sum,
                         "AND started_at <= $5 AND (started_at, seat_id) < ($5, $6)
                          AND ($7::text IS NULL OR holder = $7)",
                         "AND checked_out_at <= $5 AND (checked_out_at, seat_id) < ($5, $6)
@@ -166,6 +191,7 @@ pub async fn usage(pool: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> {
     sweep_denials(&tx, q, &mut sweep).await?;
     sweep_spanning(&tx, q, &mut sweep).await?;
     sweep_in_range(&tx, q, &mut sweep).await?;
+    sweep_idle(&tx, q, &mut sweep).await?;
     tx.commit().await?;
     Ok(sweep.finish())
 }
@@ -244,7 +270,7 @@ async fn sweep_spanning(
     if any_started_before(tx, &q.license_id, from).await? {
         let params: [&(dyn ToSql + Sync); 4] = [&q.license_id, &from, &threshold, &ran_past_from];
         let rows = tx
-            .query_raw(concat!(spanning!(), " ORDER BY 5"), params)
+            .query_raw(concat!(spanning!(none), " ORDER BY 5"), params)
             .await?;
         pin_mut!(rows);
         while let Some(row) = rows.try_next().await? {
@@ -313,5 +339,33 @@ async fn sweep_in_range(
         );
     }
     sweep_open_until(sweep, i64::MAX);
+    Ok(())
+}
+
+/// The recorded idle periods that overlap the range: those of the license
+/// that end after `from` (`idle_periods_by_license_time`) and begin
+/// before `to`.
+async fn sweep_idle(
+    tx: &impl GenericClient,
+    q: &UsageQuery,
+    sweep: &mut Sweep,
+) -> Result<(), StoreError> {
+    let r = &q.range;
+    let (from, to) = (r.from.as_millis(), r.to.as_millis());
+    let params: [&(dyn ToSql + Sync); 3] = [&q.license_id, &from, &to];
+    let rows = tx
+        .query_raw(
+            "SELECT from_ms, to_ms FROM idle_periods
+             WHERE license_id = $1 AND to_ms > $2 AND from_ms < $3",
+            params,
+        )
+        .await?;
+    pin_mut!(rows);
+    while let Some(row) = rows.try_next().await? {
+        sweep.idle_period(
+            Timestamp::from_millis(row.get(0)),
+            Timestamp::from_millis(row.get(1)),
+        );
+    }
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! What a PostgreSQL writer batch keeps to write later, so that its common
 //! commands cost no round trip of their own:
 //!
-//! - its new leases and renewals, written in one statement each when
-//!   something next reads the table or the batch commits ([`PendingWrites`]);
+//! - its new leases, renewals and ended idle periods, written in one
+//!   statement each when something next reads the table or the batch
+//!   commits ([`PendingWrites`]);
 //! - its events, numbered and written at the commit ([`PendingEvents`]).
 //!
 //! A write kept here that fails when it is sent fails the batch's commit,
@@ -18,22 +19,25 @@ use postgres::Client;
 
 use super::statements::Statements;
 use crate::store::LeaseRow;
-use crate::store::rules::NewEvent;
+use crate::store::rules::{IdlePeriod, NewEvent};
 
 /// How many of each kind of write a batch kept: where a command's begin.
 #[derive(Clone, Copy, Default)]
 pub struct WritesMark {
     inserts: usize,
     renewals: usize,
+    idle_periods: usize,
 }
 
-/// New leases and renewals not yet written, in the order decided. New
-/// leases go first: a renewal never names a lease kept here (reading a
-/// lease it did not read up front is a statement, which writes them).
+/// New leases, renewals and idle periods not yet written, in the order
+/// decided. New leases go first: a renewal never names a lease kept here
+/// (reading a lease it did not read up front is a statement, which writes
+/// them). Idle periods are history no batch statement reads.
 #[derive(Default)]
 pub struct PendingWrites {
     inserts: Inserts,
     renewals: Renewals,
+    idle_periods: IdlePeriods,
 }
 
 impl PendingWrites {
@@ -42,6 +46,7 @@ impl PendingWrites {
         WritesMark {
             inserts: self.inserts.len(),
             renewals: self.renewals.len(),
+            idle_periods: self.idle_periods.len(),
         }
     }
 
@@ -49,6 +54,7 @@ impl PendingWrites {
     pub fn truncate(&mut self, to: WritesMark) {
         self.inserts.truncate(to.inserts);
         self.renewals.truncate(to.renewals);
+        self.idle_periods.truncate(to.idle_periods);
     }
 
     /// Keep a new lease (with its Idempotency-Key) for the next write.
@@ -61,6 +67,11 @@ impl PendingWrites {
         self.renewals.push(renewed);
     }
 
+    /// Keep ended idle periods for the next write.
+    pub fn idle_periods(&mut self, periods: &[IdlePeriod<'_>]) {
+        self.idle_periods.extend(periods);
+    }
+
     /// Write what was kept up to `upto` (one statement per kind) and forget
     /// it; true if anything was written.
     pub fn write(
@@ -71,7 +82,10 @@ impl PendingWrites {
     ) -> Result<bool, postgres::Error> {
         let inserted = self.inserts.write(client, statements, upto.inserts)?;
         let renewed = self.renewals.write(client, statements, upto.renewals)?;
-        Ok(inserted || renewed)
+        let idled = self
+            .idle_periods
+            .write(client, statements, upto.idle_periods)?;
+        Ok(inserted || renewed || idled)
     }
 }
 
@@ -117,6 +131,10 @@ impl Inserts {
         let keys: Vec<Option<&str>> = rows.iter().map(|(_, k)| k.as_deref()).collect();
         let groups: Vec<Option<&str>> = rows.iter().map(|(l, _)| l.group.as_deref()).collect();
         let modes: Vec<i32> = rows.iter().map(|(l, _)| l.mode.code()).collect();
+        let idle_since: Vec<Option<i64>> = rows
+            .iter()
+            .map(|(l, _)| l.idle_since.map(Timestamp::as_millis))
+            .collect();
         client.execute(
             &statements.leases.insert_leases,
             &[
@@ -130,6 +148,7 @@ impl Inserts {
                 &time(|l| l.expires_at),
                 &groups,
                 &modes,
+                &idle_since,
             ],
         )?;
         self.0.drain(..n);
@@ -137,14 +156,16 @@ impl Inserts {
     }
 }
 
-/// Heartbeat renewals not yet written: new issue and expiry times and mode
-/// per seat, in the order they were decided.
+/// Heartbeat renewals not yet written: new issue and expiry times, mode
+/// and idle start (`None`: active) per seat, in the order they were
+/// decided.
 #[derive(Default)]
 struct Renewals {
     seat_id: Vec<String>,
     issued_at: Vec<i64>,
     expires_at: Vec<i64>,
     mode: Vec<i32>,
+    idle_since: Vec<Option<i64>>,
 }
 
 impl Renewals {
@@ -157,6 +178,7 @@ impl Renewals {
         self.issued_at.truncate(len);
         self.expires_at.truncate(len);
         self.mode.truncate(len);
+        self.idle_since.truncate(len);
     }
 
     fn push(&mut self, renewed: &LeaseRow) {
@@ -164,6 +186,8 @@ impl Renewals {
         self.issued_at.push(renewed.issued_at.as_millis());
         self.expires_at.push(renewed.expires_at.as_millis());
         self.mode.push(renewed.mode.code());
+        self.idle_since
+            .push(renewed.idle_since.map(Timestamp::as_millis));
     }
 
     /// Write the first `n` renewals in one statement and forget them; true
@@ -188,6 +212,7 @@ impl Renewals {
         let pick = |column: &[i64]| keep.iter().map(|&i| column[i]).collect::<Vec<_>>();
         let seats: Vec<&str> = keep.iter().map(|&i| self.seat_id[i].as_str()).collect();
         let modes: Vec<i32> = keep.iter().map(|&i| self.mode[i]).collect();
+        let idle_since: Vec<Option<i64>> = keep.iter().map(|&i| self.idle_since[i]).collect();
         client.execute(
             &statements.batch.renew_leases,
             &[
@@ -195,12 +220,73 @@ impl Renewals {
                 &pick(&self.issued_at),
                 &pick(&self.expires_at),
                 &modes,
+                &idle_since,
             ],
         )?;
         self.seat_id.drain(..n);
         self.issued_at.drain(..n);
         self.expires_at.drain(..n);
         self.mode.drain(..n);
+        self.idle_since.drain(..n);
+        Ok(true)
+    }
+}
+
+/// Ended idle periods not yet written (`idle_periods`), in order.
+#[derive(Default)]
+struct IdlePeriods {
+    license_id: Vec<String>,
+    seat_id: Vec<String>,
+    from: Vec<i64>,
+    to: Vec<i64>,
+}
+
+impl IdlePeriods {
+    fn len(&self) -> usize {
+        self.from.len()
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.license_id.truncate(len);
+        self.seat_id.truncate(len);
+        self.from.truncate(len);
+        self.to.truncate(len);
+    }
+
+    fn extend(&mut self, periods: &[IdlePeriod<'_>]) {
+        for p in periods {
+            self.license_id.push(p.license_id.to_string());
+            self.seat_id.push(p.seat_id.to_string());
+            self.from.push(p.from.as_millis());
+            self.to.push(p.to.as_millis());
+        }
+    }
+
+    /// Write the first `n` in one statement (`INSERT … unnest`) and forget
+    /// them; true if there were any.
+    fn write(
+        &mut self,
+        client: &mut Client,
+        statements: &Statements,
+        n: usize,
+    ) -> Result<bool, postgres::Error> {
+        let n = n.min(self.len());
+        if n == 0 {
+            return Ok(false);
+        }
+        client.execute(
+            &statements.batch.record_idle_periods,
+            &[
+                &&self.license_id[..n],
+                &&self.seat_id[..n],
+                &&self.from[..n],
+                &&self.to[..n],
+            ],
+        )?;
+        self.license_id.drain(..n);
+        self.seat_id.drain(..n);
+        self.from.drain(..n);
+        self.to.drain(..n);
         Ok(true)
     }
 }

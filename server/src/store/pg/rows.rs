@@ -22,7 +22,7 @@ pub fn lease_from_row(r: &Row) -> LeaseRow {
         // The schema check refuses a database newer than this build, so
         // every stored mode is one it knows.
         mode: SeatMode::from_code(r.get(8)).unwrap_or_default(),
-        idle_since: None, // TODO(idle): read the column
+        idle_since: r.get::<_, Option<i64>>(9).map(Timestamp::from_millis),
     }
 }
 

@@ -260,6 +260,29 @@ const MIGRATIONS: &[&str] = &[
         FOR EACH ROW WHEN (OLD.license_id IS DISTINCT FROM NEW.license_id)
         EXECUTE FUNCTION lease_license_fixed();
     "#,
+    // v12: idle reclaim (the same records as SQLite's). A lease keeps since
+    // when its user has been idle (NULL: active); the reaper finds a
+    // license's seats idle longest first in the partial index, which holds
+    // only idle seats, so heartbeats of active ones never touch it. Idle
+    // periods are history, written when they end: summed per session (by
+    // seat), swept per license over a range (by end, then start: the
+    // periods that end after `from`), pruned by end. The `lease_rows`
+    // triggers name no column but `license_id`: a new column leaves them be.
+    r#"
+    ALTER TABLE leases ADD COLUMN idle_since BIGINT;
+    CREATE INDEX leases_idle ON leases (license_id, idle_since, seat_id COLLATE "C")
+        WHERE idle_since IS NOT NULL;
+
+    CREATE TABLE idle_periods (
+        license_id TEXT NOT NULL,
+        seat_id    TEXT NOT NULL,
+        from_ms    BIGINT NOT NULL,
+        to_ms      BIGINT NOT NULL
+    );
+    CREATE INDEX idle_periods_by_seat ON idle_periods (license_id, seat_id, from_ms, to_ms);
+    CREATE INDEX idle_periods_by_license_time ON idle_periods (license_id, to_ms, from_ms);
+    CREATE INDEX idle_periods_by_end ON idle_periods (to_ms);
+    "#,
 ];
 
 /// The schema version this build writes.

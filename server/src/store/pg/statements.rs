@@ -159,6 +159,7 @@ pub(super) struct LeaseStatements {
     pub(super) insert_leases: Statement,
     pub(super) delete_lease: Statement,
     pub(super) reap_leases: Statement,
+    pub(super) idle_seats: Statement,
 }
 
 impl LeaseStatements {
@@ -171,10 +172,11 @@ impl LeaseStatements {
             ))?,
             insert_leases: p(
                 "INSERT INTO leases (seat_id, license_id, holder, fingerprint, idempotency_key,
-                                     checked_out_at, issued_at, expires_at, grp, mode)
+                                     checked_out_at, issued_at, expires_at, grp, mode,
+                                     idle_since)
                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
                                       $5::text[], $6::bigint[], $7::bigint[], $8::bigint[],
-                                      $9::text[], $10::int[])",
+                                      $9::text[], $10::int[], $11::bigint[])",
             )?,
             delete_lease: p(&format!(
                 "DELETE FROM leases WHERE seat_id = $1 AND ($2::text IS NULL OR license_id = $2)
@@ -189,19 +191,28 @@ impl LeaseStatements {
                      FOR UPDATE SKIP LOCKED)
                  DELETE FROM leases l USING victims v WHERE l.seat_id = v.seat_id
                  RETURNING l.seat_id, l.license_id, l.holder, l.fingerprint, l.checked_out_at,
-                           l.issued_at, l.expires_at, l.grp, l.mode")?,
+                           l.issued_at, l.expires_at, l.grp, l.mode, l.idle_since")?,
+            // The reaper's idle seats, longest idle first: the partial index
+            // `leases_idle` (v12) holds only idle seats, in this order.
+            idle_seats: p(&format!(
+                "SELECT {LEASE_COLUMNS} FROM leases
+                 WHERE license_id = $1 AND idle_since <= $3 AND mode = $2::integer
+                   AND expires_at >= $4
+                 ORDER BY idle_since, seat_id COLLATE \"C\" LIMIT $5"
+            ))?,
         })
     }
 }
 
 /// What a batch sends for what it keeps (`pg/batch_state.rs`,
 /// `pg/pending.rs`): its events at the commit, the leases and blocks it
-/// reads up front, its renewals.
+/// reads up front, its renewals and ended idle periods.
 pub(super) struct BatchStatements {
     pub(super) number_events: Statement,
     pub(super) blocks_of_licenses: Statement,
     pub(super) leases_by_seat: Statement,
     pub(super) renew_leases: Statement,
+    pub(super) record_idle_periods: Statement,
 }
 
 impl BatchStatements {
@@ -233,10 +244,14 @@ impl BatchStatements {
             ))?,
             renew_leases: p(
                 "UPDATE leases l SET issued_at = u.issued_at, expires_at = u.expires_at,
-                                     mode = u.mode
-                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::int[])
-                     AS u(seat_id, issued_at, expires_at, mode)
+                                     mode = u.mode, idle_since = u.idle_since
+                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::int[], $5::bigint[])
+                     AS u(seat_id, issued_at, expires_at, mode, idle_since)
                  WHERE l.seat_id = u.seat_id",
+            )?,
+            record_idle_periods: p(
+                "INSERT INTO idle_periods (license_id, seat_id, from_ms, to_ms)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])",
             )?,
         })
     }
@@ -245,12 +260,14 @@ impl BatchStatements {
 /// The usage history's statements: sessions, denials, pool sizes.
 pub(super) struct HistoryStatements {
     pub(super) record_sessions: Statement,
+    pub(super) ended_session: Statement,
     pub(super) count_denial: Statement,
     pub(super) current_pool_sizes: Statement,
     pub(super) record_pool_size: Statement,
     pub(super) prune_sessions: Statement,
     pub(super) prune_denials: Statement,
     pub(super) prune_pool_sizes: Statement,
+    pub(super) prune_idle_periods: Statement,
 }
 
 impl HistoryStatements {
@@ -264,6 +281,12 @@ impl HistoryStatements {
                                       $5::bigint[], $6::bigint[], $7::text[], $8::text[],
                                       $9::int[])",
             )?,
+            // A gone seat's recent end: the sessions that ended since `$3`
+            // (a ttl's worth, not the history), newest first, read by end
+            // (`sessions_by_end`, `sessions_by_license_end`).
+            ended_session: p("SELECT end_kind FROM sessions
+                 WHERE license_id = $1 AND ended_at >= $3 AND seat_id = $2
+                 ORDER BY ended_at DESC LIMIT 1")?,
             count_denial: p(
                 "INSERT INTO denials (license_id, second_ms, count) VALUES ($1, $2, 1)
                  ON CONFLICT (license_id, second_ms) DO UPDATE SET count = denials.count + 1",
@@ -287,6 +310,10 @@ impl HistoryStatements {
                          SELECT 1 FROM pool_sizes q
                          WHERE q.license_id = p.license_id AND q.at > p.at AND q.at <= $1)
                      LIMIT $2)")?,
+            // No key of its own: rows are never updated, so their ctids
+            // stay put while the statement deletes them (`idle_periods_by_end`).
+            prune_idle_periods: p("DELETE FROM idle_periods WHERE ctid = ANY(ARRAY(
+                     SELECT ctid FROM idle_periods WHERE to_ms < $1 LIMIT $2))")?,
         })
     }
 }

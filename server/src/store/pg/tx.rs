@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use leasehold_common::Timestamp;
+use leasehold_common::api::SessionEnd;
 use postgres::{Client, Row, Statement};
 
 use super::super::rules::{EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
@@ -78,28 +79,50 @@ impl PgTx<'_> {
 }
 
 impl LeaseTx for PgTx<'_> {
-    fn record_idle_periods(&mut self, _periods: &[IdlePeriod<'_>]) -> Result<()> {
-        todo!("idle reclaim: pg idle periods")
+    /// Kept and written with the batch's other ended periods, in one
+    /// statement, before the next statement or at the commit: a heartbeat
+    /// whose user came back sends none of its own.
+    fn record_idle_periods(&mut self, periods: &[IdlePeriod<'_>]) -> Result<()> {
+        self.state.idle_periods(periods);
+        Ok(())
     }
 
     fn idle_seats(
         &mut self,
-        _license_id: &str,
-        _kept: SeatMode,
-        _idle_before: Timestamp,
-        _threshold: Timestamp,
-        _limit: usize,
+        license_id: &str,
+        kept: SeatMode,
+        idle_before: Timestamp,
+        threshold: Timestamp,
+        limit: usize,
     ) -> Result<Vec<LeaseRow>> {
-        todo!("idle reclaim: pg idle seats")
+        self.ready()?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.client.query(
+            &self.statements.leases.idle_seats,
+            &[
+                &license_id,
+                &kept.code(),
+                &idle_before.as_millis(),
+                &threshold.as_millis(),
+                &limit,
+            ],
+        )?;
+        Ok(rows.iter().map(lease_from_row).collect())
     }
 
     fn ended_session(
         &mut self,
-        _license_id: &str,
-        _seat_id: &str,
-        _ended_since: Timestamp,
-    ) -> Result<Option<leasehold_common::api::SessionEnd>> {
-        todo!("idle reclaim: pg ended session")
+        license_id: &str,
+        seat_id: &str,
+        ended_since: Timestamp,
+    ) -> Result<Option<SessionEnd>> {
+        self.ready()?;
+        let row = self.client.query_opt(
+            &self.statements.history.ended_session,
+            &[&license_id, &seat_id, &ended_since.as_millis()],
+        )?;
+        // A kind this build does not know reads as no answer (a lapse).
+        Ok(row.and_then(|r| r.get::<_, Option<&str>>(0).and_then(SessionEnd::parse)))
     }
 
     fn block_until(
@@ -378,6 +401,7 @@ impl LeaseTx for PgTx<'_> {
             &self.statements.history.prune_sessions,
             &self.statements.history.prune_denials,
             &self.statements.history.prune_pool_sizes,
+            &self.statements.history.prune_idle_periods,
         ] {
             pruned += self.client.execute(statement, &[&cutoff, &limit])?;
         }
