@@ -7,6 +7,16 @@ release the seat on exit.
     python3 assets/examples/leasehold_client.py --server http://127.0.0.1:7400 \
         --license demo-cad --key demo-cad-key --holder alice --seconds 30
 
+Every heartbeat reports how long the user has been idle ({"idle_s": N},
+whole seconds since the last activity, on the local monotonic clock). A
+real application calls User.touch() from its input handlers; here the user
+is active all along unless --idle-after says when they walk away (and
+--back-after when they come back); Enter on a terminal counts as activity
+too. On a license with an idle_timeout the server reclaims the seat of a
+user away that long (410 seat_lost, reason idle): the example then takes no
+seat until the next activity, and checks out again (waiting if the pool is
+full). Any other 410 (revoked, lapsed, released) checks out again at once.
+
 Prints one line per step. Exits 0 after releasing the seat (at the end of
 --seconds, or on Ctrl-C / SIGTERM), 1 on an error the server will not change
 its mind about (wrong key, unknown license, blocked, not allowed by the
@@ -30,6 +40,7 @@ refused (400 too long, 403 not lent, 409 all borrowable seats out) exits 1.
 import argparse
 import signal
 import sys
+import threading
 import time
 import uuid
 from datetime import datetime, timezone
@@ -47,6 +58,74 @@ def parse_time(s):
 
 class Refused(Exception):
     """The server said no in a way retrying will not change."""
+
+
+class SeatLost(Exception):
+    """410 seat_lost: the server no longer holds the seat. reason: idle,
+    revoked, lapsed, released (None from an older server)."""
+
+    def __init__(self, reason, message):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class User:
+    """The idle clock: when the user last did something, on the monotonic
+    clock (so a change of the wall clock does not count as idleness). An
+    application calls touch() on every input; this example's simulated user
+    is active until idle_after seconds from the start, then away until
+    back_after seconds later (never back if None); tick() brings the clock
+    up to date with that plan."""
+
+    def __init__(self, idle_after=None, back_after=None):
+        self.start = time.monotonic()
+        self.last = self.start
+        self.idle_after = idle_after
+        self.back_after = back_after
+        self.lock = threading.Lock()
+
+    def touch(self, at=None):
+        with self.lock:
+            self.last = max(self.last, time.monotonic() if at is None else at)
+
+    def tick(self):
+        now = time.monotonic()
+        if self.idle_after is None:
+            self.touch(now)
+            return
+        away_from = self.start + self.idle_after
+        back = self.back_after is not None and now >= away_from + self.back_after
+        self.touch(now if back else min(now, away_from))
+
+    def latest(self):
+        self.tick()
+        with self.lock:
+            return self.last
+
+    def idle_s(self):
+        """Whole seconds since the last activity, as a heartbeat reports it."""
+        return int(time.monotonic() - self.latest())
+
+    def wait_for_activity(self, after, deadline):
+        """True once there is an activity later than `after` (at once if
+        after is None), False if the deadline comes first."""
+        while after is not None and self.latest() <= after:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+        return True
+
+    def watch_terminal(self):
+        """On a terminal, each Enter is an activity."""
+        if not sys.stdin.isatty():
+            return
+
+        def read():
+            for _ in sys.stdin:
+                self.touch()
+
+        threading.Thread(target=read, daemon=True).start()
 
 
 class Client:
@@ -133,12 +212,17 @@ class Client:
                 continue
             raise Refused(f"{resp.status_code} {error['error']}: {error['message']}")
 
-    def heartbeat(self, seat_id):
-        """The renewed lease, None if the seat is gone (410). Raises on a
-        network error or 5xx: the caller keeps its lease and retries."""
-        resp = self.http.post(self.seats_url(seat_id, "heartbeat"), timeout=TIMEOUT)
+    def heartbeat(self, seat_id, idle_s):
+        """The renewed lease, reporting idle_s. Raises SeatLost if the seat
+        is gone (410), requests' errors on a network error or 5xx: the
+        caller keeps its lease and retries."""
+        resp = self.http.post(self.seats_url(seat_id, "heartbeat"), json={"idle_s": idle_s}, timeout=TIMEOUT)
         if resp.status_code == 410:
-            return None
+            try:
+                error = resp.json()
+            except ValueError:
+                error = {}
+            raise SeatLost(error.get("reason"), error.get("message", "seat lost"))
         resp.raise_for_status()
         return resp.json()
 
@@ -189,10 +273,12 @@ def acquire(client, deadline):
     return lease, sent
 
 
-def run(client, seconds):
+def run(client, seconds, user):
     deadline = time.monotonic() + seconds
     client.fetch_jwks()
     lease, sent = acquire(client, deadline)
+    # The activity the last renewed heartbeat reported: what the server knows.
+    acknowledged = None
     try:
         while True:
             # Heartbeat at a third of the lease's own window, measured from
@@ -204,8 +290,10 @@ def run(client, seconds):
                 return
             time.sleep(max(0.0, next_beat - time.monotonic()))
             beat_sent = time.monotonic()
+            reported = user.latest()
+            idle_s = user.idle_s()
             try:
-                renewed = client.heartbeat(lease["seat_id"])
+                renewed = client.heartbeat(lease["seat_id"], idle_s)
             except requests.RequestException as e:
                 # Transient: the lease stays valid until its signed expiry.
                 if time.monotonic() > sent + window:
@@ -215,15 +303,27 @@ def run(client, seconds):
                     print(f"heartbeat: failed ({type(e).__name__}), keeping the lease", flush=True)
                     time.sleep(min(1.0, window / 10))
                 continue
-            if renewed is None:
-                print(f"heartbeat: seat {lease['seat_id']} lost, checking out again", flush=True)
+            except SeatLost as lost:
+                seat, lease = lease["seat_id"], None
+                if lost.reason == "idle":
+                    # The user is away: a seat taken now would only be
+                    # reclaimed again. Wait for them; an activity the server
+                    # never heard of (back just before the reclaim) counts.
+                    print(f"heartbeat: seat {seat} reclaimed, idle ({lost.message}); waiting for activity", flush=True)
+                    if not user.wait_for_activity(acknowledged, deadline):
+                        print("activity: none before the end", flush=True)
+                        return
+                    print("activity: the user is back, checking out again", flush=True)
+                else:
+                    print(f"heartbeat: seat {seat} lost ({lost.reason or 'no reason given'}), checking out again", flush=True)
                 lease, sent = acquire(client, deadline)
                 continue
-            print(f"heartbeat: seat {renewed['seat_id']} expires {renewed['expires_at']}", flush=True)
+            print(f"heartbeat: seat {renewed['seat_id']} expires {renewed['expires_at']} (idle_s {idle_s})", flush=True)
             client.verify(renewed)
-            lease, sent = renewed, beat_sent
+            lease, sent, acknowledged = renewed, beat_sent, reported
     finally:
-        client.release(lease["seat_id"])
+        if lease is not None:
+            client.release(lease["seat_id"])
 
 
 def parse_duration(text):
@@ -264,6 +364,8 @@ def main():
     p.add_argument("--holder", required=True)
     p.add_argument("--fingerprint", default=f"py-{uuid.getnode():x}", help="this machine (default: from its MAC)")
     p.add_argument("--seconds", type=float, default=None, help="hold the seat this long, then release (default: until stopped)")
+    p.add_argument("--idle-after", type=float, metavar="SECONDS", help="the simulated user walks away after this long (default: active all along)")
+    p.add_argument("--back-after", type=float, metavar="SECONDS", help="and comes back this long after walking away (default: never)")
     p.add_argument("--borrow", type=parse_duration, metavar="DURATION", help="borrow a seat for offline use this long (e.g. 3d), verify it and exit")
     p.add_argument("--return", dest="give_back", metavar="SEAT_ID", help="return a borrowed seat early and exit")
     args = p.parse_args()
@@ -277,7 +379,9 @@ def main():
         elif args.borrow is not None:
             borrow(client, args.borrow, args.seconds)
         else:
-            run(client, float("inf") if args.seconds is None else args.seconds)
+            user = User(args.idle_after, args.back_after)
+            user.watch_terminal()
+            run(client, float("inf") if args.seconds is None else args.seconds, user)
     except KeyboardInterrupt:
         pass
     except Refused as e:

@@ -1,8 +1,11 @@
 //! LeaseKeeper (common, feature "client") against the real `leaseholdd`, with
 //! the faults it exists for: the server paused or killed and restarted, an
 //! admin revoke (with and without a block), a real lapse, a client clock an
-//! hour off, more keepers than seats, shutdown, and borrowing (a seat held
-//! without heartbeats, its token verified offline, given back early).
+//! hour off, more keepers than seats, shutdown, borrowing (a seat held
+//! without heartbeats, its token verified offline, given back early), and
+//! idle reclaim (a keeper told of no activity is reclaimed, takes no seat
+//! until the next activity; one told of activity, or never told at all,
+//! keeps its seat).
 //!
 //! The licenses here have TTLs of a few seconds so each test runs in seconds.
 
@@ -66,6 +69,16 @@ reap_grace = "1s"
 [license.borrow]
 max = "1m"
 seats = 1
+
+# Idle reclaim: heartbeats every ~0.33 s, a seat idle 2 s is reclaimed.
+[[license]]
+id = "idle"
+key = "idle-key"
+seats = 3
+ttl = "1s"
+skew = "200ms"
+reap_grace = "500ms"
+idle_timeout = "2s"
 "#;
 
 fn config(s: &Server, license: &str, holder: &str, fingerprint: &str) -> KeeperConfig {
@@ -131,6 +144,7 @@ fn name(s: &KeeperState) -> &'static str {
         KeeperState::Held(_) => "held",
         KeeperState::Waiting { .. } => "waiting",
         KeeperState::Lapsed => "lapsed",
+        KeeperState::Reclaimed { .. } => "reclaimed",
         KeeperState::Blocked { .. } => "blocked",
         KeeperState::Failed(_) => "failed",
         KeeperState::Stopped => "stopped",
@@ -587,4 +601,136 @@ async fn a_keeper_without_a_fingerprint_cannot_borrow() {
     );
     assert!(!k.state().lease().unwrap().borrowed);
     k.shutdown().await;
+}
+
+/// The admin view of `seat`: its `idle_s` (None when null), or None once
+/// the seat is gone.
+async fn seat_idle_s(s: &Server, seat: &str) -> Option<Option<u64>> {
+    s.seats(None)
+        .await
+        .into_iter()
+        .find(|row| row["seat_id"] == seat)
+        .map(|row| row["idle_s"].as_u64())
+}
+
+#[tokio::test]
+async fn an_idle_keeper_is_reclaimed_and_takes_a_seat_again_at_the_next_activity() {
+    let s = Server::start(LICENSES).await;
+    let k = keeper(&s, "idle", "ida", "m-idle");
+    let rec = Recorder::of(&k);
+    let active_at = wall_now();
+    k.activity();
+    let first = held_seat(&k).await;
+
+    // No activity since: the heartbeats report it, the admin sees it.
+    eventually(Duration::from_secs(5), "idle_s reported", || async {
+        seat_idle_s(&s, &first)
+            .await
+            .flatten()
+            .filter(|idle| *idle >= 1)
+    })
+    .await;
+    let message = eventually(Duration::from_secs(8), "Reclaimed", || async {
+        match k.state() {
+            KeeperState::Reclaimed { message } => Some(message),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(message.contains("idle"), "{message}");
+    let reclaimed_at = rec
+        .log()
+        .into_iter()
+        .find(|(_, st)| matches!(st, KeeperState::Reclaimed { .. }))
+        .map(|(t, _)| t)
+        .expect("recorded");
+    assert!(
+        reclaimed_at.millis_since(active_at) >= 2_000,
+        "not before the 2 s idle timeout: {} ms",
+        reclaimed_at.millis_since(active_at)
+    );
+    let stats = k.stats();
+    assert_eq!(
+        (stats.reclaims, stats.seats_lost, stats.checkouts),
+        (1, 1, 1),
+        "{stats:?}"
+    );
+    // The server's side: the seat is gone, for idleness.
+    assert_eq!(seat_idle_s(&s, &first).await, None, "the seat is gone");
+    assert_eq!(s.live("idle").await, 0);
+    let reclaims: Vec<_> = s
+        .events_of("reclaim")
+        .await
+        .into_iter()
+        .filter(|e| e["seat_id"] == first.as_str())
+        .collect();
+    assert_eq!(reclaims.len(), 1, "{reclaims:?}");
+    assert!(
+        reclaims[0]["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("idle"),
+        "{reclaims:?}"
+    );
+
+    // While the user stays away: no seat, no checkout (six heartbeat rhythms).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(matches!(k.state(), KeeperState::Reclaimed { .. }));
+    assert_eq!(k.stats().checkouts, 1, "{:?}", k.stats());
+    assert_eq!(s.live("idle").await, 0);
+
+    // The user is back: a seat again, at once.
+    k.activity();
+    let second = held_seat(&k).await;
+    assert_ne!(second, first);
+    let names: Vec<&str> = rec.log().iter().map(|(_, st)| name(st)).collect();
+    let tail: Vec<&str> = names
+        .iter()
+        .copied()
+        .skip_while(|n| *n != "reclaimed")
+        .collect();
+    assert_eq!(tail, ["reclaimed", "acquiring", "held"], "{names:?}");
+    assert_eq!(s.live("idle").await, 1);
+    assert_eq!(k.shutdown().await, KeeperState::Stopped);
+    assert_eq!(s.live("idle").await, 0);
+}
+
+#[tokio::test]
+async fn an_active_keeper_and_one_that_never_reports_keep_their_seats() {
+    let s = Server::start(LICENSES).await;
+    let active = keeper(&s, "idle", "ada", "m-active");
+    let silent = keeper(&s, "idle", "sam", "m-silent");
+    active.activity();
+    let (a, b) = (held_seat(&active).await, held_seat(&silent).await);
+
+    // Two and a half idle timeouts: the user of `active` keeps working;
+    // `silent` never calls activity(), so it reports nothing at all.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < until {
+        active.activity();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (k, seat, label) in [(&active, &a, "active"), (&silent, &b, "silent")] {
+        let stats = k.stats();
+        assert!(stats.heartbeats >= 10, "{label}: {stats:?}");
+        assert_eq!(
+            (stats.checkouts, stats.seats_lost, stats.reclaims),
+            (1, 0, 0),
+            "{label}: {stats:?}"
+        );
+        assert_eq!(&k.state().lease().expect(label).seat_id, seat, "{label}");
+    }
+    assert!(
+        seat_idle_s(&s, &a).await.expect("held").unwrap_or(0) <= 1,
+        "reported active"
+    );
+    assert_eq!(
+        seat_idle_s(&s, &b).await,
+        Some(None),
+        "never reported: no idle_s"
+    );
+    assert!(s.events_of("reclaim").await.is_empty());
+    active.shutdown().await;
+    silent.shutdown().await;
+    assert_eq!(s.live("idle").await, 0);
 }

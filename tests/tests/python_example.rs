@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use leasehold_tests::{Server, license_toml, require_tool};
+use leasehold_tests::{Server, ServerOptions, license_toml, require_tool};
 use tokio::process::Command;
 
 const LICENSES: &str = license_toml!("py", seats = 2, ttl = "3s", skew = "1s", reap_grace = "2s");
@@ -74,6 +74,8 @@ async fn python_example_checks_out_verifies_heartbeats_and_releases() {
     );
     assert_eq!(done, lines.len() - 1, "done last:\n{stdout}");
     assert!(lines[checkout].contains("(window 3 s)"), "{stdout}");
+    // A user active all along: every heartbeat reports idle_s 0.
+    assert!(lines[heartbeat].ends_with("(idle_s 0)"), "{stdout}");
     assert!(lines[release].ends_with("(204)"), "{stdout}");
 
     // The seat it held is the one it released, and it is gone now.
@@ -329,4 +331,99 @@ async fn python_example_holds_a_borrow_without_heartbeats_then_returns_it() {
         "borrowed, then returned early"
     );
     assert_eq!(seat_state(&s, &seat).await, None);
+}
+
+/// A 2 s TTL (a heartbeat every ~0.7 s) and a 3 s idle timeout, reaped
+/// every 100 ms.
+const IDLE: &str = r#"
+[[license]]
+id = "py"
+key = "py-key"
+seats = 2
+ttl = "2s"
+skew = "500ms"
+reap_grace = "1s"
+idle_timeout = "3s"
+"#;
+
+/// The `idle_s` each renewing heartbeat line reports, in order, up to the
+/// first line starting with `until`.
+fn reported_idle(stdout: &str, until: &str) -> Vec<u64> {
+    stdout
+        .lines()
+        .take_while(|l| !l.starts_with(until))
+        .filter(|l| l.starts_with("heartbeat: seat ") && l.contains(" expires "))
+        .map(|l| {
+            let n = l.rsplit("(idle_s ").next().unwrap().trim_end_matches(')');
+            n.parse().unwrap_or_else(|e| panic!("{e}: {l}"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn python_example_reports_idleness_and_after_a_reclaim_waits_for_the_user() {
+    require_python_deps();
+    let s = Server::start_with(ServerOptions::new(IDLE).arg("--reap-interval").arg("100ms")).await;
+    // Active for 1 s, away for 5 s (reclaimed at about 4 s), back at 6 s.
+    #[rustfmt::skip]
+    let args = [
+        "--holder", "py-idle", "--fingerprint", "py-idle-1",
+        "--idle-after", "1", "--back-after", "5", "--seconds", "9",
+    ];
+    let (code, stdout) = run_script(&s, &args).await;
+    assert_eq!(code, Some(0), "{stdout}");
+    let first = seat_in(&stdout, "checkout: seat ");
+    let reclaimed = format!("heartbeat: seat {first} reclaimed, idle (");
+    // Growing idleness, each renewal below the timeout (a report of 3 s
+    // or more is answered 410, never renewed).
+    let idle = reported_idle(&stdout, &reclaimed);
+    assert_eq!(idle.first(), Some(&0), "{stdout}");
+    assert!(idle.iter().any(|s| *s >= 1), "{idle:?}\n{stdout}");
+    assert!(idle.windows(2).all(|w| w[0] <= w[1]), "{idle:?}");
+    assert!(idle.iter().all(|s| *s < 3), "{idle:?}\n{stdout}");
+
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{stdout}"))
+    };
+    let (lost, back) = (at(&reclaimed), at("activity: the user is back"));
+    assert!(
+        lines[lost].contains("3s") && lines[lost].ends_with("waiting for activity"),
+        "the server's message names the timeout:\n{stdout}"
+    );
+    // Nothing was tried while the user was away.
+    assert_eq!(back, lost + 1, "{stdout}");
+    let second = seat_in(&lines[back..].join("\n"), "checkout: seat ");
+    assert_ne!(second, first);
+    let after = reported_idle(&lines[back..].join("\n"), "release: ");
+    assert!(
+        !after.is_empty() && after.iter().all(|s| *s == 0),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("release: seat {second} (204)")),
+        "{stdout}"
+    );
+    assert_eq!(lines.last(), Some(&"done"), "{stdout}");
+
+    // The server's word: the first seat reclaimed for idleness.
+    let events = s.events().await;
+    let of_first: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["seat_id"] == first.as_str())
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap(),
+                e["detail"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(of_first.len(), 2, "{events:?}");
+    assert_eq!(of_first[0].0, "checkout");
+    assert_eq!(of_first[1].0, "reclaim");
+    assert!(of_first[1].1.contains("idle"), "{of_first:?}");
+    assert_eq!(s.live("py").await, 0, "the second seat was released");
 }

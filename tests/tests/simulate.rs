@@ -11,6 +11,11 @@
 //! first 80 ms and is out at least 1.2 s, a releaser works at least 0.4 s):
 //! on four seats, one is denied. Whether the late arrival then
 //! waits or finds a seat free is timing, so that is not asserted.
+//!
+//! On a pool with an `idle_timeout`, the plan gains an idle client (never
+//! back) and a returner (back after twice the timeout, pinned by
+//! `the_end_to_end_idle_plan_is_reclaimed_and_back_within_the_run`): both
+//! are reclaimed, and the returner takes a seat again.
 
 use std::process::{Output, Stdio};
 use std::sync::Arc;
@@ -330,4 +335,105 @@ async fn simulate_reads_the_token_from_the_data_dir() {
         stderr.contains("no admin token") && stderr.contains("/nonexistent/leasehold/admin.token"),
         "{stderr}"
     );
+}
+
+/// As `sim`, with room for everyone (no denial can delay a return) and a
+/// 3 s idle timeout.
+const IDLE_LICENSES: &str = r#"
+[[license]]
+id = "sim"
+key = "sim-key"
+seats = 8
+ttl = "2s"
+skew = "0s"
+reap_grace = "300ms"
+idle_timeout = "3s"
+"#;
+
+/// The event lines of `kind` by clients of `behaviour`.
+fn event_lines<'a>(stdout: &'a str, kind: &str, behaviour: &str) -> Vec<&'a str> {
+    stdout
+        .lines()
+        .filter(|l| {
+            l.split_whitespace().nth(1) == Some(kind) && l.contains(&format!(" {behaviour:<8}  "))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn simulate_on_an_idle_timeout_shows_a_reclaim_and_a_return() {
+    let s = Server::start_with(
+        ServerOptions::new(IDLE_LICENSES)
+            .arg("--reap-interval")
+            .arg("100ms"),
+    )
+    .await;
+    #[rustfmt::skip]
+    let out = simulate(&s, &[
+        "--token", &s.admin_token, "--license", "sim", "--key", "sim-key",
+        "--clients", "8", "--duration", "10s", "--seed", "1",
+    ])
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let ctx = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{ctx}");
+    assert!(
+        stdout
+            .lines()
+            .next()
+            .unwrap_or("")
+            .contains("idle timeout 3s")
+            && stdout.contains("idle 1")
+            && stdout.contains("returner 1"),
+        "the header names the timeout and the idle clients: {ctx}"
+    );
+    for b in ["idle", "returner"] {
+        assert_eq!(
+            event_lines(&stdout, "away", b).len(),
+            1,
+            "{b} walked away: {ctx}"
+        );
+        let reclaimed = event_lines(&stdout, "reclaimed", b);
+        assert!(!reclaimed.is_empty(), "{b} reclaimed: {ctx}");
+        assert!(
+            reclaimed
+                .iter()
+                .all(|l| l.contains("410 idle") && l.contains("3s")),
+            "{ctx}"
+        );
+    }
+    assert!(event_lines(&stdout, "back", "idle").is_empty(), "{ctx}");
+    // The returner came back after the reclaim and took a seat again.
+    let back = event_lines(&stdout, "back", "returner");
+    assert_eq!(back.len(), 1, "{ctx}");
+    assert!(back[0].contains("reclaimed: checking out again"), "{ctx}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let back_at = lines.iter().position(|l| *l == back[0]).unwrap();
+    assert!(
+        lines[back_at..]
+            .iter()
+            .any(|l| event_lines(l, "checkout", "returner").len() == 1),
+        "a seat after coming back: {ctx}"
+    );
+    assert!(lines.iter().all(|l| !l.contains(" error ")), "{ctx}");
+
+    // The server's side: both seats reclaimed for idleness, their sessions
+    // ended `idle`.
+    let reclaims = s.events_of("reclaim").await;
+    assert!(reclaims.len() >= 2, "{reclaims:?}\n{ctx}");
+    assert!(
+        reclaims
+            .iter()
+            .all(|e| e["detail"].as_str().unwrap_or("").contains("idle")),
+        "{reclaims:?}"
+    );
+    let sessions = s.admin_get("/v1/admin/sessions?license=sim").await;
+    let idle_ends = sessions["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter(|v| v["end"] == "idle")
+        .count();
+    assert_eq!(idle_ends, reclaims.len(), "{sessions}");
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::api::{ErrorBody, code};
+use crate::api::{ErrorBody, SeatLostReason, code};
 
 /// Why a call did not produce what was asked for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,9 +52,18 @@ pub enum ClientError {
     /// and is not renewed; it is held until its expiry or its early return.
     #[error("borrowed: {0}")]
     Borrowed(String),
-    /// 410 `seat_lost`: released, revoked, reaped or lapsed. Check out again.
-    #[error("seat lost: the server no longer holds this seat")]
-    SeatLost,
+    /// 410 `seat_lost`: the server no longer holds this seat. `reason`
+    /// says why (`None` from a server older than idle reclaim, or a 410
+    /// without a readable body): revoked, lapsed (reaped) or released, check
+    /// out again; `idle`, reclaimed because the user was away for the
+    /// license's `idle_timeout` (`message` names it), check out again when
+    /// the user is back.
+    #[error("seat lost: the server no longer holds this seat ({}): {message}",
+        reason_name(*reason))]
+    SeatLost {
+        reason: Option<SeatLostReason>,
+        message: String,
+    },
     /// The request may not have reached the server or the server could not
     /// answer now: timeout, connection refused or reset, 5xx, 429. A lease
     /// already held stays valid until its signed expiry.
@@ -80,6 +89,18 @@ impl ClientError {
         matches!(self, ClientError::Transient(_) | ClientError::Invalid(_))
     }
 
+    /// A 410 `seat_lost` with reason `idle`: the server reclaimed the seat
+    /// because its user was away for the license's `idle_timeout`.
+    pub fn is_idle_reclaim(&self) -> bool {
+        matches!(
+            self,
+            ClientError::SeatLost {
+                reason: Some(SeatLostReason::Idle),
+                ..
+            }
+        )
+    }
+
     /// A 409 of a checkout (`no_seats_available` or `limit_reached`): no
     /// seat for this holder now; `Some(retry_after)` says when to try
     /// again (the server's `Retry-After`, if it sent one).
@@ -89,6 +110,17 @@ impl ClientError {
             | ClientError::LimitReached { retry_after, .. } => Some(*retry_after),
             _ => None,
         }
+    }
+}
+
+/// A 410's `reason` as the contract spells it, for messages.
+fn reason_name(reason: Option<SeatLostReason>) -> &'static str {
+    match reason {
+        Some(SeatLostReason::Revoked) => "revoked",
+        Some(SeatLostReason::Lapsed) => "lapsed",
+        Some(SeatLostReason::Released) => "released",
+        Some(SeatLostReason::Idle) => "idle",
+        None => "no reason given",
     }
 }
 
@@ -118,7 +150,7 @@ pub(crate) fn classify(
         limit,
         max,
         group,
-        reason: _,
+        reason,
     } = body;
     match (status, error.as_str()) {
         (401, _) => ClientError::Unauthorized(message),
@@ -142,7 +174,7 @@ pub(crate) fn classify(
             retry_after,
             message,
         },
-        (410, _) => ClientError::SeatLost,
+        (410, _) => ClientError::SeatLost { reason, message },
         (408 | 429, _) | (500..=599, _) => {
             ClientError::Transient(format!("HTTP {status}: {message}"))
         }
@@ -204,7 +236,10 @@ mod tests {
         ));
         assert_eq!(
             classify(410, body("seat_lost"), None),
-            ClientError::SeatLost
+            ClientError::SeatLost {
+                reason: None,
+                message: "m".into()
+            }
         );
         for s in [500, 502, 503, 504, 429, 408] {
             assert!(classify(s, None, None).is_transient(), "{s}");
@@ -219,6 +254,47 @@ mod tests {
             ClientError::Rejected { status: 404, .. }
         ));
         assert!(matches!(classify(302, None, None), ClientError::Invalid(_)));
+    }
+
+    #[test]
+    fn a_seat_lost_carries_its_reason_and_message() {
+        let read = |json: &str| classify(410, serde_json::from_str(json).ok(), None);
+        let idle = read(
+            r#"{"error":"seat_lost","message":"idle for 30m (idle_timeout)","reason":"idle"}"#,
+        );
+        assert_eq!(
+            idle,
+            ClientError::SeatLost {
+                reason: Some(SeatLostReason::Idle),
+                message: "idle for 30m (idle_timeout)".into(),
+            }
+        );
+        assert!(idle.is_idle_reclaim());
+        assert!(!idle.is_transient() && idle.seat_wait().is_none());
+        assert!(idle.to_string().contains("(idle): idle for 30m"), "{idle}");
+        for (json, reason) in [
+            ("revoked", SeatLostReason::Revoked),
+            ("lapsed", SeatLostReason::Lapsed),
+            ("released", SeatLostReason::Released),
+        ] {
+            let e = read(&format!(
+                r#"{{"error":"seat_lost","message":"m","reason":"{json}"}}"#
+            ));
+            assert!(
+                matches!(e, ClientError::SeatLost { reason: Some(r), .. } if r == reason),
+                "{e:?}"
+            );
+            assert!(!e.is_idle_reclaim());
+            assert!(e.to_string().contains(&format!("({json})")), "{e}");
+        }
+        // An older server's 410 (no reason), or one without a body.
+        let old = read(r#"{"error":"seat_lost","message":"gone"}"#);
+        assert!(matches!(old, ClientError::SeatLost { reason: None, .. }));
+        assert!(!old.is_idle_reclaim());
+        assert!(matches!(
+            classify(410, None, None),
+            ClientError::SeatLost { reason: None, .. }
+        ));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! A typed client for the client endpoints of the HTTP contract
 //! (`assets/openapi.yaml`): checkout (optionally waiting in line), borrow,
-//! heartbeat, release (a borrow's early return) and the JWKS.
+//! heartbeat (optionally reporting idleness), release (a borrow's early return) and the JWKS.
 //!
 //! It does one request per call and no retries; what to retry is the
 //! caller's decision, made easy by [`ClientError`], which sorts every outcome
@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
 use super::error::{ClientError, classify};
-use crate::api::{CheckoutRequest, ErrorBody, Lease};
+use crate::api::{CheckoutRequest, ErrorBody, HeartbeatRequest, Lease, MAX_IDLE_S};
 use crate::token::Jwks;
 
 /// The longest `?wait=` the server honours (`assets/openapi.yaml`: values
@@ -142,16 +142,34 @@ impl Client {
         self.release(seat_id, timeout).await
     }
 
-    /// `POST /v1/licenses/{license}/seats/{seat_id}/heartbeat`.
+    /// `POST /v1/licenses/{license}/seats/{seat_id}/heartbeat`, reporting
+    /// nothing about idleness (the seat counts as active).
     pub async fn heartbeat(&self, seat_id: &str, timeout: Duration) -> Result<Lease, ClientError> {
-        let resp = self
+        self.heartbeat_idle(seat_id, None, timeout).await
+    }
+
+    /// A heartbeat that reports, with `Some(idle_s)`, the whole seconds
+    /// since the user last used the application (body `{"idle_s": N}`;
+    /// values above [`MAX_IDLE_S`] are sent as it). On a license with an
+    /// `idle_timeout` the answer may be [`ClientError::SeatLost`] with reason
+    /// `idle`. `None` sends no body, like [`Client::heartbeat`].
+    pub async fn heartbeat_idle(
+        &self,
+        seat_id: &str,
+        idle_s: Option<u64>,
+        timeout: Duration,
+    ) -> Result<Lease, ClientError> {
+        let mut req = self
             .http
             .post(format!("{}/{seat_id}/heartbeat", self.seats_url()))
             .bearer_auth(&self.key)
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(transport)?;
+            .timeout(timeout);
+        if let Some(idle_s) = idle_s {
+            req = req.json(&HeartbeatRequest {
+                idle_s: idle_s.min(MAX_IDLE_S),
+            });
+        }
+        let resp = req.send().await.map_err(transport)?;
         lease_or_error(resp, StatusCode::OK).await
     }
 

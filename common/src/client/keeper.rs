@@ -8,6 +8,8 @@
 //!     "http://127.0.0.1:7400", "demo-cad", "demo-cad-key", "alice", "machine-7f3a",
 //! ))
 //! .unwrap();
+//! // On every input of the user (opts in to idle reclaim; see below):
+//! keeper.activity();
 //! let mut state = keeper.subscribe();
 //! tokio::spawn(async move {
 //!     while state.changed().await.is_ok() {
@@ -39,103 +41,42 @@
 //! checkout, and holds it without heartbeats until its `expires_at` read on
 //! the local clock, as an offline JWT check would: that one case needs a
 //! clock that is about right); call `give_back` first to return it.
+//!
+//! **Idleness.** On a license with an `idle_timeout`, the server reclaims a
+//! seat whose user has been away that long, as its heartbeats report.
+//! Reporting is opt-in: call [`LeaseKeeper::activity`] whenever the user does
+//! something (a key, a click; it is an atomic store, no throttling needed).
+//! From the first call on, every heartbeat carries `{"idle_s": N}`, the
+//! whole seconds since the latest call, on the keeper's monotonic clock.
+//! An application that never calls it sends no body, exactly as before, and
+//! is never reclaimed for idleness (a 410 `idle` it gets anyway, for a seat
+//! an earlier process reported idle, is handled like a revoke: it checks out
+//! again at once). After a reclaim (410 `seat_lost`, reason `idle`) the
+//! state is [`KeeperState::Reclaimed`], with the server's message, and the
+//! keeper takes no seat until the next `activity()`: then `Acquiring`, and
+//! `Held` (or `Waiting`, polling, if the pool filled meanwhile). Tell the
+//! user on both changes. A user active again before the server heard of it
+//! (back just before the reaper freed the seat) is not made to act twice:
+//! the keeper checks out again at once.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use super::activity::Activity;
 use super::clock::{LocalClock, SystemClock};
+use super::config::KeeperConfig;
 use super::error::ClientError;
 use super::http::Client;
 use super::machine::{Action, Expected, Machine, check_lease};
 use super::state::KeeperState;
+use super::stats::{Counters, KeeperStats, bump};
 use crate::api::{CheckoutRequest, Lease};
 use crate::time::Timestamp;
 use crate::token::{Jwks, TokenError, verify};
-
-/// What a keeper needs to know.
-#[derive(Debug, Clone)]
-pub struct KeeperConfig {
-    /// Base URL, e.g. `http://127.0.0.1:7400`.
-    pub server: String,
-    pub license: String,
-    /// The license key (`Authorization: Bearer`).
-    pub key: String,
-    /// Who holds the seat, shown to admins (1–128 printable characters).
-    pub holder: String,
-    /// This machine's fingerprint. A re-sent checkout from the same machine
-    /// re-claims its live seat instead of taking a second one.
-    pub fingerprint: String,
-    /// Upper bound for one request (default 10 s); a request is also never
-    /// given longer than the held lease has left.
-    pub request_timeout: Duration,
-}
-
-impl KeeperConfig {
-    pub fn new(server: &str, license: &str, key: &str, holder: &str, fingerprint: &str) -> Self {
-        KeeperConfig {
-            server: server.to_string(),
-            license: license.to_string(),
-            key: key.to_string(),
-            holder: holder.to_string(),
-            fingerprint: fingerprint.to_string(),
-            request_timeout: Duration::from_secs(10),
-        }
-    }
-
-    pub fn request_timeout(mut self, d: Duration) -> Self {
-        self.request_timeout = d;
-        self
-    }
-}
-
-/// Counters since start, for metrics and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct KeeperStats {
-    /// Checkouts granted (first acquisition and every re-acquisition).
-    pub checkouts: u64,
-    /// Heartbeats that renewed the lease.
-    pub heartbeats: u64,
-    /// Requests that failed transiently or returned an invalid lease.
-    pub failures: u64,
-    /// 410s: the server no longer held the seat.
-    pub seats_lost: u64,
-    /// Transitions into `Lapsed`.
-    pub lapses: u64,
-    /// Borrows granted by [`LeaseKeeper::borrow`].
-    pub borrows: u64,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    checkouts: AtomicU64,
-    heartbeats: AtomicU64,
-    failures: AtomicU64,
-    seats_lost: AtomicU64,
-    lapses: AtomicU64,
-    borrows: AtomicU64,
-}
-
-impl Counters {
-    fn snapshot(&self) -> KeeperStats {
-        KeeperStats {
-            checkouts: self.checkouts.load(Ordering::Relaxed),
-            heartbeats: self.heartbeats.load(Ordering::Relaxed),
-            failures: self.failures.load(Ordering::Relaxed),
-            seats_lost: self.seats_lost.load(Ordering::Relaxed),
-            lapses: self.lapses.load(Ordering::Relaxed),
-            borrows: self.borrows.load(Ordering::Relaxed),
-        }
-    }
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
-}
 
 /// Why [`LeaseKeeper::borrow`] or [`LeaseKeeper::give_back`] did nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -170,6 +111,8 @@ pub struct LeaseKeeper {
     requests: mpsc::Sender<Request>,
     task: Option<JoinHandle<()>>,
     counters: Arc<Counters>,
+    clock: Arc<dyn LocalClock>,
+    activity: Arc<Activity>,
 }
 
 impl std::fmt::Debug for LeaseKeeper {
@@ -197,6 +140,7 @@ impl LeaseKeeper {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (requests_tx, requests_rx) = mpsc::channel(4);
         let counters = Arc::new(Counters::default());
+        let activity = Arc::new(Activity::new());
         let fingerprint = Some(config.fingerprint.clone()).filter(|f| !f.is_empty());
         let driver = Driver {
             expected: Expected {
@@ -211,13 +155,14 @@ impl LeaseKeeper {
             },
             config,
             client,
-            clock,
+            clock: clock.clone(),
             jwks: None,
             machine,
             state: state_tx,
             stop: stop_rx,
             requests: requests_rx,
             counters: counters.clone(),
+            activity: activity.clone(),
         };
         let task = tokio::spawn(driver.run());
         Ok(LeaseKeeper {
@@ -226,7 +171,18 @@ impl LeaseKeeper {
             requests: requests_tx,
             task: Some(task),
             counters,
+            clock,
+            activity,
         })
+    }
+
+    /// The user did something, now. From the first call on, heartbeats
+    /// report the whole seconds since the latest call (`idle_s`), and after
+    /// an idle reclaim ([`KeeperState::Reclaimed`]) the next call checks out
+    /// again. Cheap (an atomic store and a wake-up): call it on every input.
+    /// See the module doc.
+    pub fn activity(&self) {
+        self.activity.report(self.clock.now());
     }
 
     /// A receiver of state changes.
@@ -319,6 +275,7 @@ struct Driver {
     stop: watch::Receiver<bool>,
     requests: mpsc::Receiver<Request>,
     counters: Arc<Counters>,
+    activity: Arc<Activity>,
 }
 
 impl Driver {
@@ -330,6 +287,7 @@ impl Driver {
             // Borrow and give-back requests run between the machine's
             // actions, never during one.
             self.answer_pending_requests().await;
+            self.note_activity();
             let now = self.clock.now();
             match self.machine.next_action(now) {
                 Action::Finish => {
@@ -341,8 +299,13 @@ impl Driver {
                         break;
                     }
                 }
+                Action::AwaitActivity => {
+                    if self.await_activity().await.is_break() {
+                        break;
+                    }
+                }
                 Action::Checkout { idempotency_key } => self.checkout(&idempotency_key).await,
-                Action::Heartbeat { seat_id } => self.heartbeat(&seat_id).await,
+                Action::Heartbeat { seat_id, idle_s } => self.heartbeat(&seat_id, idle_s).await,
             }
         }
         self.release_unless_borrowed().await;
@@ -373,6 +336,29 @@ impl Driver {
                 Some(request) = self.requests.recv() => self.answer(request).await,
             }
         }
+    }
+
+    /// Hand the latest activity to the machine (it ignores one it has seen).
+    fn note_activity(&mut self) {
+        if let Some(at) = self.activity.latest() {
+            let change = self.machine.on_activity(at);
+            self.publish(change);
+        }
+    }
+
+    /// Reclaimed for idleness: wait for an activity, a stop or a request.
+    /// `Break` when the stop channel is gone (the keeper dropped).
+    async fn await_activity(&mut self) -> ControlFlow<()> {
+        tokio::select! {
+            _ = self.activity.reported() => {}
+            changed = self.stop.changed() => {
+                if changed.is_err() {
+                    return ControlFlow::Break(());
+                }
+            }
+            Some(request) = self.requests.recv() => self.answer(request).await,
+        }
+        ControlFlow::Continue(())
     }
 
     /// Sleep until the machine's next deadline, waking early for a stop or
@@ -430,19 +416,22 @@ impl Driver {
         self.publish(change);
     }
 
-    /// Renew the held seat, verify its lease and hand the answer to the
-    /// machine.
-    async fn heartbeat(&mut self, seat_id: &str) {
+    /// Renew the held seat (reporting `idle_s` if activity is reported),
+    /// verify its lease and hand the answer to the machine.
+    async fn heartbeat(&mut self, seat_id: &str, idle_s: Option<u64>) {
         let (sent, timeout) = self.start_request();
-        let result = match self.client.heartbeat(seat_id, timeout).await {
+        let result = match self.client.heartbeat_idle(seat_id, idle_s, timeout).await {
             Ok(lease) => self.verified(lease, Some(seat_id), timeout).await,
             Err(e) => Err(e),
         };
         match &result {
             Ok(_) => bump(&self.counters.heartbeats),
-            Err(ClientError::SeatLost) => {
+            Err(e @ ClientError::SeatLost { .. }) => {
                 bump(&self.counters.seats_lost);
-                tracing::warn!(seat = %seat_id, "leasehold: seat lost (revoked or reaped); checking out again");
+                if e.is_idle_reclaim() {
+                    bump(&self.counters.reclaims);
+                }
+                tracing::warn!(seat = %seat_id, "leasehold: {e}");
             }
             Err(e) => self.note_failure("heartbeat", e),
         }
@@ -535,9 +524,15 @@ impl Driver {
 
     fn publish(&mut self, change: Option<KeeperState>) {
         let Some(state) = change else { return };
-        if state == KeeperState::Lapsed {
-            bump(&self.counters.lapses);
-            tracing::warn!("leasehold: lease lapsed");
+        match &state {
+            KeeperState::Lapsed => {
+                bump(&self.counters.lapses);
+                tracing::warn!("leasehold: lease lapsed");
+            }
+            KeeperState::Reclaimed { .. } => {
+                tracing::info!("leasehold: no seat until the user is active again");
+            }
+            _ => {}
         }
         self.state.send_replace(state);
     }

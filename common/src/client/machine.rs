@@ -17,6 +17,23 @@
 //! issued long before the request, so its window says nothing about the
 //! time left: it is held until the earlier of `sent + window` and its
 //! `expires_at` read on the local clock, as an offline JWT check would.
+//!
+//! Idleness: from the first [`Machine::on_activity`] on, every heartbeat
+//! carries `idle_s`, the whole seconds from the last activity to the
+//! heartbeat (on the local clock: a duration, so no skew enters). Before
+//! it, heartbeats carry nothing, as before idle reclaim existed, and the
+//! server never finds the seat idle. A 410 with reason `idle` parks the
+//! machine in [`KeeperState::Reclaimed`] when the server knew everything:
+//! no activity since the one the last *renewed* heartbeat reported (taking
+//! the seat back for a user who is away would only have it reclaimed
+//! again). Then it checks out at the next activity. Any other 410 `idle`
+//! is a reclaim the user has already answered, or one this keeper never
+//! asked for, and is treated like any other 410 (check out again at once):
+//! an activity newer than the server heard of (the user came back just
+//! before the reaper freed the seat, or while the heartbeat reporting it
+//! was in flight), or no activity ever reported (a seat re-claimed by
+//! fingerprint from an earlier process that did report), so an application
+//! that never reports activity cannot end up parked.
 
 use std::time::Duration;
 
@@ -25,7 +42,7 @@ use rand::{Rng, SeedableRng};
 
 use super::error::ClientError;
 use super::state::KeeperState;
-use crate::api::Lease;
+use crate::api::{Lease, MAX_IDLE_S, SeatLostReason};
 use crate::time::{Timestamp, duration_millis};
 use crate::token::LeaseClaims;
 
@@ -151,8 +168,14 @@ pub enum Action {
     SleepUntil(Timestamp),
     /// `POST .../seats` with this `Idempotency-Key`.
     Checkout { idempotency_key: String },
-    /// `POST .../seats/{seat_id}/heartbeat`.
-    Heartbeat { seat_id: String },
+    /// `POST .../seats/{seat_id}/heartbeat`, with `{"idle_s": …}` as its
+    /// body when `Some` (activity has been reported), none when `None`.
+    Heartbeat {
+        seat_id: String,
+        idle_s: Option<u64>,
+    },
+    /// Reclaimed for idleness: nothing until the next activity (or shutdown).
+    AwaitActivity,
     /// A terminal state was reached: wait for shutdown.
     Finish,
 }
@@ -173,6 +196,14 @@ pub struct Machine {
     failures: u32,
     /// The loss in progress is a lapse (the held lease expired), not a 410.
     lapsed: bool,
+    /// The last activity reported (local time); `None` until the first,
+    /// and heartbeats carry no `idle_s` until then.
+    last_activity: Option<Timestamp>,
+    /// The activity the heartbeat in flight reports...
+    reporting: Option<Timestamp>,
+    /// ...and the one the last renewed heartbeat reported: what the server
+    /// knows of the user.
+    acknowledged: Option<Timestamp>,
     window: Duration,
     next_at: Timestamp,
     state: KeeperState,
@@ -190,6 +221,9 @@ impl Machine {
             attempt_key: None,
             failures: 0,
             lapsed: false,
+            last_activity: None,
+            reporting: None,
+            acknowledged: None,
             window: DEFAULT_WINDOW,
             next_at: now,
             state: KeeperState::Acquiring,
@@ -216,9 +250,37 @@ impl Machine {
         self.held.as_ref().is_some_and(|h| h.lease.borrowed)
     }
 
+    /// Whole seconds from the last activity to `now` (at most
+    /// [`MAX_IDLE_S`]), or `None` before the first activity.
+    pub fn idle_s(&self, now: Timestamp) -> Option<u64> {
+        let last = self.last_activity?;
+        let secs = now.millis_since(last).max(0) / 1000;
+        Some((secs as u64).min(MAX_IDLE_S))
+    }
+
+    /// The user did something at local time `at`. An activity no later
+    /// than the last one seen changes nothing; a newer one after an idle
+    /// reclaim checks out again at once. Returns the new state if it changed.
+    pub fn on_activity(&mut self, at: Timestamp) -> Option<KeeperState> {
+        if self.last_activity.is_some_and(|last| at <= last) {
+            return None;
+        }
+        self.last_activity = Some(at);
+        if !matches!(self.state, KeeperState::Reclaimed { .. }) {
+            return None;
+        }
+        self.attempt_key = None;
+        self.failures = 0;
+        self.next_at = at;
+        self.set(KeeperState::Acquiring)
+    }
+
     pub fn next_action(&mut self, now: Timestamp) -> Action {
         if self.state.is_terminal() {
             return Action::Finish;
+        }
+        if matches!(self.state, KeeperState::Reclaimed { .. }) {
+            return Action::AwaitActivity;
         }
         if now < self.next_at {
             return Action::SleepUntil(self.next_at);
@@ -231,8 +293,10 @@ impl Machine {
             self.set(KeeperState::Acquiring);
         }
         if let Some(h) = &self.held {
+            self.reporting = self.last_activity;
             return Action::Heartbeat {
                 seat_id: h.lease.seat_id.clone(),
+                idle_s: self.idle_s(now),
             };
         }
         let rng = &mut self.rng;
@@ -301,7 +365,7 @@ impl Machine {
             ) => self.set(KeeperState::Failed(e.to_string())),
             Err(
                 e @ (ClientError::Transient(_)
-                | ClientError::SeatLost
+                | ClientError::SeatLost { .. }
                 | ClientError::Borrowed(_)
                 | ClientError::Invalid(_)),
             ) => {
@@ -331,9 +395,25 @@ impl Machine {
             return None;
         };
         match result {
-            Ok(lease) if lease.seat_id == held.lease.seat_id => self.hold(lease, sent),
-            Err(ClientError::SeatLost) => {
-                // Revoked, reaped or released: check out again at once.
+            Ok(lease) if lease.seat_id == held.lease.seat_id => {
+                self.acknowledged = self.reporting;
+                self.hold(lease, sent)
+            }
+            Err(ClientError::SeatLost {
+                reason: Some(SeatLostReason::Idle),
+                message,
+            }) if self.last_activity.is_some() && self.acknowledged == self.last_activity => {
+                // The user is away: wait for them (see the module doc).
+                self.held = None;
+                self.attempt_key = None;
+                self.failures = 0;
+                self.lapsed = false;
+                self.set(KeeperState::Reclaimed { message })
+            }
+            Err(ClientError::SeatLost { .. }) => {
+                // Revoked, reaped or released (or idle, but the user is
+                // back or never reported: see the module doc): check out
+                // again at once.
                 self.held = None;
                 self.attempt_key = None;
                 self.failures = 0;

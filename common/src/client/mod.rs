@@ -9,6 +9,9 @@
 //!   lease's own window, rides out transient failures on the lease it holds,
 //!   re-acquires when the seat is lost, and reports its [`KeeperState`] on a
 //!   `tokio::sync::watch` channel. [`LeaseKeeper::shutdown`] releases the seat.
+//!   [`LeaseKeeper::activity`] opts in to reporting the user's idleness in
+//!   every heartbeat; after an idle reclaim the keeper waits for the next
+//!   activity before it takes a seat again ([`KeeperState::Reclaimed`]).
 //!   [`LeaseKeeper::borrow`] turns the seat into a borrow for offline use
 //!   (no heartbeats until it ends), [`LeaseKeeper::give_back`] returns it.
 //! - [`LocalClock`]: the keeper's clock, so tests can run it hours off.
@@ -19,15 +22,20 @@
 //! never by comparing the server's absolute times with the local clock: a
 //! client whose clock is an hour off keeps its seat like any other.
 
+mod activity;
 pub mod clock;
+pub mod config;
 pub mod error;
 pub mod http;
 pub mod keeper;
 pub mod machine;
 pub mod state;
+pub mod stats;
 
 pub use clock::{LocalClock, SystemClock};
+pub use config::KeeperConfig;
 pub use error::ClientError;
 pub use http::{Client, MAX_CHECKOUT_WAIT};
-pub use keeper::{KeeperConfig, KeeperError, KeeperStats, LeaseKeeper};
+pub use keeper::{KeeperError, LeaseKeeper};
 pub use state::KeeperState;
+pub use stats::KeeperStats;

@@ -8,7 +8,8 @@ use std::time::Duration;
 /// What the keeper is doing, as published on its watch channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeeperState {
-    /// No seat yet, or the seat was lost (410: revoked, reaped): checking out.
+    /// No seat yet, or the seat was lost (410: revoked, reaped), or the
+    /// user came back after an idle reclaim: checking out.
     Acquiring,
     /// Holding this verified lease. It stays `Held` through transient
     /// failures (server down, timeouts, 5xx) for as long as the lease is
@@ -21,6 +22,12 @@ pub enum KeeperState {
     /// The held lease has expired by the local clock and renewing or
     /// re-acquiring it failed. Still trying; this is when to degrade.
     Lapsed,
+    /// The server reclaimed the seat because the user was idle for the
+    /// license's `idle_timeout` (410 `seat_lost`, reason `idle`; `message`
+    /// is the server's, naming the timeout). No seat is taken again until
+    /// the next [`super::LeaseKeeper::activity`]: then `Acquiring` (and
+    /// `Waiting` if the pool filled meanwhile). Not terminal.
+    Reclaimed { message: String },
     /// An admin revoked the seat and blocked re-checkout (403). Stopped.
     Blocked {
         retry_after: Option<Duration>,

@@ -1,5 +1,5 @@
 //! What the simulator does with the admin API, when it has a token: learn
-//! the pool, sample the server's live count, report reaps of our clients'
+//! the pool (its idle timeout included), sample the server's live count, report reaps of our clients'
 //! seats from the event log, and revoke a seat now and then.
 
 use std::sync::{Arc, Mutex};
@@ -9,7 +9,7 @@ use leasehold_common::api::{EventKind, RevokeRequest};
 use tokio::task::JoinHandle;
 
 use super::context::{Ctx, sleep_until};
-use super::plan::{Plan, Rng};
+use super::plan::{Behaviour, Plan, Rng};
 use super::report::Kind;
 use super::slots::Slot;
 use super::target::Target;
@@ -40,6 +40,9 @@ pub(super) async fn connect(
                 target.seats = Some(l.seats);
                 target.ttl = Some(Duration::from_secs_f64(l.ttl_s.max(0.0)));
                 target.skew = Some(Duration::from_secs_f64(l.skew_s.max(0.0)));
+                target.idle_timeout = l
+                    .idle_timeout_s
+                    .map(|t| Duration::from_secs_f64(t.max(0.0)));
             }
             Ok(Some(admin))
         }
@@ -149,7 +152,8 @@ struct RevokeTarget {
 }
 
 /// A crashed client's stuck seat when there is one marked for it, else
-/// someone's held seat (preferring clients not revoked before).
+/// someone's held seat (preferring clients not revoked before; never an
+/// idle client's or a returner's).
 fn pick_target(slots: &[Arc<Slot>], rng: &mut Rng) -> Option<RevokeTarget> {
     let crashed = slots.iter().find_map(|s| {
         s.revocable_crash().map(|seat| RevokeTarget {
@@ -162,8 +166,11 @@ fn pick_target(slots: &[Arc<Slot>], rng: &mut Rng) -> Option<RevokeTarget> {
         return crashed;
     }
     let now = Instant::now();
+    // Idle seats are left to the server's idle timeout: that is what the
+    // idle clients are there to show.
     let mut held: Vec<(Arc<Slot>, String, bool)> = slots
         .iter()
+        .filter(|s| !matches!(s.plan.behaviour, Behaviour::Idle | Behaviour::Returner))
         .filter_map(|s| Some((s.clone(), s.keeper_seat(now)?, s.was_revoked())))
         .collect();
     // Spread the revokes: someone not revoked before, if possible.

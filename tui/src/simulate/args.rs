@@ -23,7 +23,10 @@ Behaviours: steady (holds all run), releaser (works a while, releases, comes \
 back; denied while the pool is full), crasher (stops heartbeating without \
 releasing: reaped, or revoked), flaky (network outages it rides out; in a \
 run of 3 x TTL or more, one outage outlasts the lease so it lapses), late (arrives mid-run and queues with \
-?wait=). With an admin token (--token, LEASEHOLD_ADMIN_TOKEN or admin.token in \
+?wait=). On a license with an idle_timeout (from the licenses file or the admin API): idle (reports its \
+user's activity, then walks away: its heartbeats report a growing idle_s until the seat is reclaimed) and \
+returner (walks away too, and comes back: after the reclaim, checking out again, when the run is long \
+enough, else before the timeout). With an admin token (--token, LEASEHOLD_ADMIN_TOKEN or admin.token in \
 --data-dir/LEASEHOLD_DATA_DIR, default ./data) it also revokes a stuck seat now and then and reports reaps.
 
 Same --seed, same plan (who does what, when, under which name); the \

@@ -5,7 +5,9 @@
 //! Each client is one task running its behaviour (`behaviours`): steady,
 //! releaser and flaky clients hold their seat with the real `LeaseKeeper`
 //! (a flaky one through a [`proxy::FlakyProxy`] that goes down now and
-//! then); crashers and late arrivals use the typed `Client`.
+//! then); crashers and late arrivals use the typed `Client`. On a license
+//! with an `idle_timeout`, an idle client and a returner report their
+//! user's activity through the keeper and walk away, to be reclaimed.
 //!
 //! With an admin token (`admin`), the simulator also revokes a stuck seat
 //! now and then, reports reaps from the event log, and samples the server's
@@ -65,7 +67,11 @@ pub async fn run(conn: &ConnArgs, args: SimulateArgs) -> anyhow::Result<()> {
         .map(|c| c as usize)
         .unwrap_or_else(|| target.seats.map_or(15, |s| s as usize + 5));
     let seed = args.seed.unwrap_or_else(random_seed);
-    let plan = plan::plan(n, args.duration, seed);
+    let plan = plan::with_idle_clients(
+        plan::plan(n, args.duration, seed),
+        args.duration,
+        target.idle_timeout,
+    );
     let quiet = args.quiet || args.json;
     if !quiet {
         println!("{}", header(&server, &target, &plan, args.duration, seed));
@@ -167,9 +173,13 @@ fn random_seed() -> u64 {
 }
 
 fn header(server: &str, target: &Target, plan: &Plan, duration: Duration, seed: u64) -> String {
+    let idle = target
+        .idle_timeout
+        .map(|t| format!(", idle timeout {}", format_duration(t)))
+        .unwrap_or_default();
     let pool = match (target.seats, target.ttl) {
-        (Some(s), Some(t)) => format!(" ({s} seats, ttl {})", format_duration(t)),
-        (Some(s), None) => format!(" ({s} seats)"),
+        (Some(s), Some(t)) => format!(" ({s} seats, ttl {}{idle})", format_duration(t)),
+        (Some(s), None) => format!(" ({s} seats{idle})"),
         _ => String::new(),
     };
     let mix: Vec<String> = Behaviour::ALL

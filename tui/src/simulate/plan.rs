@@ -85,16 +85,27 @@ pub enum Behaviour {
     /// A laptop that borrows its seat for a few minutes (no heartbeats),
     /// comes back early and returns it (the typed client).
     Borrower,
+    /// Works a while with a LeaseKeeper that reports the user's activity,
+    /// then leaves the application open and walks away: its heartbeats
+    /// report a growing `idle_s` until the server reclaims the seat. Never
+    /// comes back. Only on a license with an `idle_timeout`.
+    Idle,
+    /// Like `Idle`, but comes back: after the reclaim (its keeper checks
+    /// out again) when the run leaves time for it, else before the timeout
+    /// (the same seat, kept). Only on a license with an `idle_timeout`.
+    Returner,
 }
 
 impl Behaviour {
-    pub const ALL: [Behaviour; 6] = [
+    pub const ALL: [Behaviour; 8] = [
         Behaviour::Steady,
         Behaviour::Releaser,
         Behaviour::Crasher,
         Behaviour::Flaky,
         Behaviour::Late,
         Behaviour::Borrower,
+        Behaviour::Idle,
+        Behaviour::Returner,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -105,6 +116,8 @@ impl Behaviour {
             Behaviour::Flaky => "flaky",
             Behaviour::Late => "late",
             Behaviour::Borrower => "borrower",
+            Behaviour::Idle => "idle",
+            Behaviour::Returner => "returner",
         }
     }
 }
@@ -124,7 +137,9 @@ pub fn mix(n: usize, rng: &mut Rng) -> Vec<Behaviour> {
         return Vec::new();
     }
     let mut out = Vec::with_capacity(n);
-    if n < Behaviour::ALL.len() {
+    // Six: the behaviours `mix` draws, plus the releaser `plan` may turn
+    // into the borrower (idle ones are turned later, only with a timeout).
+    if n < 6 {
         let mut rest = vec![
             Behaviour::Steady,
             Behaviour::Releaser,
@@ -274,6 +289,11 @@ pub struct ClientPlan {
     pub revocable: bool,
     /// Flaky: one outage longer than the lease window, so it lapses.
     pub long_outage: bool,
+    /// Idle and returner: how long after its first seat the user stops
+    /// using the application.
+    pub idle_after: Duration,
+    /// Returner: how long the user stays away before using it again.
+    pub away_for: Duration,
     /// The client's own generator (sessions, outages), derived from the seed.
     pub seed: u64,
 }
@@ -324,8 +344,9 @@ pub fn plan(n: usize, duration: Duration, seed: u64) -> Plan {
                 Behaviour::Flaky => (0.01, 0.06),
                 Behaviour::Releaser => (0.02, 0.20),
                 Behaviour::Late => (0.25, 0.35),
-                // Not drawn by `mix`: `with_a_borrower` turns a releaser.
-                Behaviour::Borrower => (0.0, 0.02),
+                // Not drawn by `mix`: `with_a_borrower` turns a releaser,
+                // `with_idle_clients` a steady one and a releaser.
+                Behaviour::Borrower | Behaviour::Idle | Behaviour::Returner => (0.0, 0.02),
             };
             let start = rng.part_of(duration, lo, hi);
             let crash_after = rng.part_of(duration, 0.05, 0.15);
@@ -351,6 +372,8 @@ pub fn plan(n: usize, duration: Duration, seed: u64) -> Plan {
                 crash_after,
                 revocable,
                 long_outage,
+                idle_after: Duration::ZERO,
+                away_for: Duration::ZERO,
                 seed: rng.next_u64(),
             }
         })
@@ -386,6 +409,47 @@ fn with_a_borrower(mut clients: Vec<ClientPlan>, duration: Duration) -> Vec<Clie
         c.start = Rng::new(c.seed).part_of(duration, 0.0, 0.02);
     }
     clients
+}
+
+/// On a license with an `idle_timeout`, one steady client (a person, if
+/// there is one) becomes `Idle` and one releaser (not the borrower) the
+/// `Returner`; without one, the plan is left as it is. Both show up in the
+/// first 5 % of the run and work 5–10 % of it before walking away. The
+/// returner stays away twice the timeout (reclaimed, then back) when that
+/// ends by 80 % of the run, else half of it (back before the timeout).
+/// Drawn from each client's own seed, so the rest of the plan stays what it
+/// was.
+pub fn with_idle_clients(
+    mut plan: Plan,
+    duration: Duration,
+    idle_timeout: Option<Duration>,
+) -> Plan {
+    let Some(timeout) = idle_timeout else {
+        return plan;
+    };
+    for (from, to) in [
+        (Behaviour::Steady, Behaviour::Idle),
+        (Behaviour::Releaser, Behaviour::Returner),
+    ] {
+        let of_kind = || plan.clients.iter().filter(|c| c.behaviour == from);
+        let pick = of_kind()
+            .find(|c| c.fingerprint.starts_with("wks-"))
+            .or_else(|| of_kind().next())
+            .map(|c| c.index);
+        let Some(i) = pick else { continue };
+        let c = &mut plan.clients[i];
+        let mut rng = Rng::new(c.seed ^ 0x1d1e);
+        c.behaviour = to;
+        c.start = rng.part_of(duration, 0.0, 0.05);
+        c.idle_after = rng.part_of(duration, 0.05, 0.10);
+        let reclaimed_and_back = timeout.saturating_mul(2);
+        c.away_for = if c.start + c.idle_after + reclaimed_and_back <= duration.mul_f64(0.8) {
+            reclaimed_and_back
+        } else {
+            timeout / 2
+        };
+    }
+    plan
 }
 
 #[cfg(test)]
@@ -424,8 +488,12 @@ mod tests {
             let mix = mix(n, &mut Rng::new(n as u64));
             assert_eq!(mix.len(), n);
             for b in Behaviour::ALL {
-                // The borrower is a releaser turned by `plan`.
-                if b != Behaviour::Borrower {
+                // The borrower is a releaser turned by `plan`, the idle
+                // ones are turned by `with_idle_clients`.
+                if !matches!(
+                    b,
+                    Behaviour::Borrower | Behaviour::Idle | Behaviour::Returner
+                ) {
                     assert!(mix.contains(&b), "{n} clients: no {b}");
                 }
             }
@@ -446,8 +514,8 @@ mod tests {
     fn eight_clients_is_the_documented_mix() {
         let p = plan(8, Duration::from_secs(4), 1);
         let counts: Vec<usize> = Behaviour::ALL.iter().map(|b| p.count(*b)).collect();
-        // steady, releaser, crasher, flaky, late, borrower
-        assert_eq!(counts, vec![1, 3, 1, 1, 1, 1]);
+        // steady, releaser, crasher, flaky, late, borrower, idle, returner
+        assert_eq!(counts, vec![1, 3, 1, 1, 1, 1, 0, 0]);
     }
 
     #[test]
@@ -561,5 +629,71 @@ mod tests {
         }
         let mut r = Rng::new(5);
         assert_eq!(identity(6, true, &mut r).0, "ci-runner-07");
+    }
+
+    #[test]
+    fn without_an_idle_timeout_no_client_goes_idle() {
+        let d = Duration::from_secs(60);
+        for seed in 0..20 {
+            let p = plan(15, d, seed);
+            assert_eq!(with_idle_clients(p.clone(), d, None), p);
+        }
+    }
+
+    #[test]
+    fn an_idle_timeout_turns_a_steady_client_idle_and_a_releaser_into_a_returner() {
+        let d = Duration::from_secs(60);
+        let t = Duration::from_secs(10);
+        for seed in 0..20 {
+            for n in [8, 15, 40] {
+                let before = plan(n, d, seed);
+                let after = with_idle_clients(before.clone(), d, Some(t));
+                assert_eq!(after.count(Behaviour::Idle), 1, "{n}, seed {seed}");
+                assert_eq!(after.count(Behaviour::Returner), 1, "{n}, seed {seed}");
+                assert_eq!(after.count(Behaviour::Borrower), 1, "the borrower stays");
+                for (b, a) in before.clients.iter().zip(&after.clients) {
+                    match a.behaviour {
+                        Behaviour::Idle => assert_eq!(b.behaviour, Behaviour::Steady),
+                        Behaviour::Returner => assert_eq!(b.behaviour, Behaviour::Releaser),
+                        _ => assert_eq!(a, b, "everyone else as planned"),
+                    }
+                    if matches!(a.behaviour, Behaviour::Idle | Behaviour::Returner) {
+                        assert!(a.start <= d.mul_f64(0.05), "{a:?}");
+                        assert!(a.idle_after >= d.mul_f64(0.05), "{a:?}");
+                        assert!(a.idle_after <= d.mul_f64(0.10), "{a:?}");
+                    }
+                    if a.behaviour == Behaviour::Returner {
+                        assert_eq!(a.away_for, t * 2, "reclaimed, then back: {a:?}");
+                        assert!(a.start + a.idle_after + a.away_for <= d.mul_f64(0.8));
+                    }
+                }
+            }
+        }
+        // A timeout too long for the run: back before it.
+        let p = with_idle_clients(plan(8, d, 1), d, Some(Duration::from_secs(1800)));
+        let r = p
+            .clients
+            .iter()
+            .find(|c| c.behaviour == Behaviour::Returner);
+        assert_eq!(r.unwrap().away_for, Duration::from_secs(900));
+    }
+
+    #[test]
+    fn the_end_to_end_idle_plan_is_reclaimed_and_back_within_the_run() {
+        // tests/tests/simulate.rs: 8 clients, 10 s, idle_timeout 3 s.
+        let d = Duration::from_secs(10);
+        let t = Duration::from_secs(3);
+        let p = with_idle_clients(plan(8, d, 1), d, Some(t));
+        let idle = p.clients.iter().find(|c| c.behaviour == Behaviour::Idle);
+        let idle = idle.expect("an idle client");
+        // Reclaimed by about start + idle_after + timeout + a heartbeat.
+        assert!(idle.start + idle.idle_after + t + Duration::from_secs(1) < d.mul_f64(0.7));
+        let r = p
+            .clients
+            .iter()
+            .find(|c| c.behaviour == Behaviour::Returner);
+        let r = r.expect("a returner");
+        assert_eq!(r.away_for, t * 2);
+        assert!(r.start + r.idle_after + r.away_for + Duration::from_secs(1) < d);
     }
 }

@@ -43,11 +43,19 @@ pub enum Kind {
     Borrow,
     /// Returned a borrowed seat early.
     Return,
+    /// Its user walked away with the application open (the keeper reports
+    /// a growing `idle_s`).
+    Away,
+    /// Its user came back and used the application again.
+    Back,
+    /// 410 with reason `idle`: the server reclaimed its seat; no seat
+    /// until the user is back.
+    Reclaimed,
     Error,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Checkout,
         Kind::Denied,
         Kind::Queued,
@@ -63,6 +71,9 @@ impl Kind {
         Kind::Reaped,
         Kind::Borrow,
         Kind::Return,
+        Kind::Away,
+        Kind::Back,
+        Kind::Reclaimed,
         Kind::Error,
     ];
 
@@ -83,6 +94,9 @@ impl Kind {
             Kind::Reaped => "reaped",
             Kind::Borrow => "borrow",
             Kind::Return => "return",
+            Kind::Away => "away",
+            Kind::Back => "back",
+            Kind::Reclaimed => "reclaimed",
             Kind::Error => "error",
         }
     }

@@ -19,6 +19,9 @@ pub struct Target {
     pub seats: Option<u32>,
     pub ttl: Option<Duration>,
     pub skew: Option<Duration>,
+    /// The license's `idle_timeout`, when known and set: idle clients are
+    /// planned only then.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// Pick the license (pure): the one asked for, else the shortest TTL in the
@@ -54,6 +57,7 @@ pub fn choose_target(
         seats: entry.map(|e| e.policy.seats),
         ttl: entry.map(|e| e.policy.ttl),
         skew: entry.map(|e| e.policy.skew),
+        idle_timeout: entry.and_then(|e| e.policy.idle_timeout),
     })
 }
 
@@ -106,6 +110,7 @@ seats = 10
 ttl = "60s"
 skew = "5s"
 reap_grace = "15s"
+idle_timeout = "30m"
 
 [[license]]
 id = "demo-ide"
@@ -129,10 +134,12 @@ reap_grace = "10s"
                 seats: Some(3),
                 ttl: Some(Duration::from_secs(30)),
                 skew: Some(Duration::from_secs(2)),
+                idle_timeout: None,
             }
         );
         let t = choose_target(Some("demo-cad"), None, Some(&f), p).unwrap();
         assert_eq!((t.key.as_str(), t.seats), ("demo-cad-key", Some(10)));
+        assert_eq!(t.idle_timeout, Some(Duration::from_secs(1800)));
         let t = choose_target(Some("demo-cad"), Some("k2"), Some(&f), p).unwrap();
         assert_eq!(t.key, "k2");
         // No file: the shipped demo pool.

@@ -24,6 +24,13 @@ fn machine() -> Machine {
     Machine::with_rng(at(0), StdRng::seed_from_u64(7))
 }
 
+fn lost(reason: Option<SeatLostReason>) -> ClientError {
+    ClientError::SeatLost {
+        reason,
+        message: "m".into(),
+    }
+}
+
 fn transient() -> ClientError {
     ClientError::Transient("connection refused".into())
 }
@@ -103,7 +110,8 @@ fn checkout_then_heartbeats_keep_the_same_seat() {
     assert_eq!(
         m.next_action(hb),
         Action::Heartbeat {
-            seat_id: "a".into()
+            seat_id: "a".into(),
+            idle_s: None,
         }
     );
     let renewed = lease("a", 1_000, 3_000);
@@ -145,7 +153,7 @@ fn a_transient_retry_reuses_the_idempotency_key_and_a_new_attempt_does_not() {
     m.on_checkout(wake, wake, Ok(lease("a", 0, 3_000)));
     // After losing the seat, another new key.
     let hb = sleep_until(&mut m, wake);
-    m.on_heartbeat(hb, hb, Err(ClientError::SeatLost));
+    m.on_heartbeat(hb, hb, Err(lost(None)));
     assert_ne!(checkout_key(&mut m, hb), k2);
 }
 
@@ -161,7 +169,8 @@ fn transient_heartbeat_failures_keep_the_lease_until_its_deadline() {
         assert_eq!(
             m.next_action(now),
             Action::Heartbeat {
-                seat_id: "a".into()
+                seat_id: "a".into(),
+                idle_s: None,
             }
         );
         assert_eq!(
@@ -186,7 +195,8 @@ fn transient_heartbeat_failures_keep_the_lease_until_its_deadline() {
     assert_eq!(
         m.next_action(next),
         Action::Heartbeat {
-            seat_id: "a".into()
+            seat_id: "a".into(),
+            idle_s: None,
         }
     );
     // The server is back and still has the seat.
@@ -207,7 +217,7 @@ fn a_lapsed_seat_that_is_gone_is_checked_out_again_and_stays_lapsed_until_then()
         Some(KeeperState::Lapsed)
     );
     let t = sleep_until(&mut m, at(1_200));
-    assert_eq!(m.on_heartbeat(t, t, Err(ClientError::SeatLost)), None);
+    assert_eq!(m.on_heartbeat(t, t, Err(lost(None))), None);
     assert_eq!(m.state(), &KeeperState::Lapsed);
     checkout_key(&mut m, t);
     assert_eq!(m.on_checkout(t, t, Err(transient())), None, "still lapsed");
@@ -223,7 +233,7 @@ fn seat_lost_checks_out_again_at_once() {
     m.on_checkout(at(0), at(0), Ok(lease("a", 0, 60_000)));
     let hb = sleep_until(&mut m, at(0));
     assert_eq!(
-        m.on_heartbeat(hb, hb, Err(ClientError::SeatLost)),
+        m.on_heartbeat(hb, hb, Err(lost(None))),
         Some(KeeperState::Acquiring)
     );
     assert_eq!(m.seat_id(), None);
@@ -445,7 +455,10 @@ fn a_heartbeat_told_borrowed_checks_out_to_learn_the_borrow() {
     checkout_key(&mut m, at(0));
     m.on_checkout(at(0), at(10), Ok(lease("a", 0, 3_000)));
     let hb = match m.next_action(at(1_100)) {
-        Action::Heartbeat { seat_id } => seat_id,
+        Action::Heartbeat { seat_id, idle_s } => {
+            assert_eq!(idle_s, None, "no activity reported");
+            seat_id
+        }
         other => panic!("{other:?}"),
     };
     assert_eq!(hb, "a");
@@ -458,4 +471,191 @@ fn a_heartbeat_told_borrowed_checks_out_to_learn_the_borrow() {
         Some(KeeperState::Held(b))
     );
     assert!(m.holds_borrow());
+}
+
+fn heartbeat_idle(m: &mut Machine, now: Timestamp) -> Option<u64> {
+    match m.next_action(now) {
+        Action::Heartbeat { idle_s, .. } => idle_s,
+        other => panic!("expected a heartbeat, got {other:?}"),
+    }
+}
+
+#[test]
+fn heartbeats_report_whole_idle_seconds_from_the_first_activity_on() {
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(0), Ok(lease("a", 0, 60_000)));
+    // No activity reported yet: heartbeats carry nothing, as before.
+    let hb = sleep_until(&mut m, at(0));
+    assert_eq!(heartbeat_idle(&mut m, hb), None);
+    assert_eq!(m.idle_s(at(3_600_000)), None);
+
+    // Reporting starts at the first activity; it changes no state.
+    assert_eq!(m.on_activity(hb), None);
+    assert_eq!(
+        heartbeat_idle(&mut m, hb),
+        Some(0),
+        "0 right after activity"
+    );
+    m.on_heartbeat(hb, hb, Ok(lease("a", hb.millis_since(at(0)), 60_000)));
+    // Whole seconds, rounded down, growing while the user is away.
+    let next = sleep_until(&mut m, hb);
+    let idle_ms = next.millis_since(hb);
+    assert_eq!(heartbeat_idle(&mut m, next), Some(idle_ms as u64 / 1000));
+    assert!(idle_ms >= 18_000, "{idle_ms}");
+    assert_eq!(
+        m.idle_s(hb.saturating_add(Duration::from_millis(2_999))),
+        Some(2)
+    );
+    // An activity no later than the last one seen changes nothing...
+    assert_eq!(m.on_activity(at(5)), None);
+    assert_eq!(heartbeat_idle(&mut m, next), Some(idle_ms as u64 / 1000));
+    // ...a later one starts the count again.
+    m.on_activity(next);
+    assert_eq!(heartbeat_idle(&mut m, next), Some(0));
+    // At most a year, the contract's bound.
+    let far = next.saturating_add(Duration::from_secs(MAX_IDLE_S + 100));
+    assert_eq!(m.idle_s(far), Some(MAX_IDLE_S));
+}
+
+fn reclaimed(m: &mut Machine, now: Timestamp) -> Option<KeeperState> {
+    m.on_heartbeat(now, now, Err(lost(Some(SeatLostReason::Idle))))
+}
+
+/// Activity at 0, a seat, and one renewed heartbeat that reported it (the
+/// server knows the user was last active at 0); the next heartbeat is due.
+fn idle_after_a_renewal(window_ms: i64) -> (Machine, Timestamp) {
+    let mut m = machine();
+    m.on_activity(at(0));
+    checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(0), Ok(lease("a", 0, window_ms)));
+    let hb = sleep_until(&mut m, at(0));
+    assert_eq!(
+        heartbeat_idle(&mut m, hb),
+        Some(hb.millis_since(at(0)) as u64 / 1000)
+    );
+    m.on_heartbeat(hb, hb, Ok(lease("a", hb.millis_since(at(0)), window_ms)));
+    let next = sleep_until(&mut m, hb);
+    assert!(heartbeat_idle(&mut m, next).is_some());
+    (m, next)
+}
+
+#[test]
+fn an_idle_reclaim_takes_no_seat_until_the_next_activity() {
+    let (mut m, hb) = idle_after_a_renewal(3_000);
+    assert_eq!(
+        reclaimed(&mut m, hb),
+        Some(KeeperState::Reclaimed {
+            message: "m".into()
+        })
+    );
+    assert_eq!(m.seat_id(), None);
+    assert!(!m.state().is_terminal() && !m.state().is_held());
+    // However long the user stays away: no checkout, no heartbeat.
+    for t in [0, 1, 60_000, 3_600_000] {
+        let now = hb.saturating_add(Duration::from_millis(t));
+        assert_eq!(m.next_action(now), Action::AwaitActivity, "{t}");
+    }
+    // The activity it already reported is not a new one.
+    assert_eq!(m.on_activity(at(0)), None);
+    assert_eq!(m.next_action(at(3_600_000)), Action::AwaitActivity);
+
+    // The user is back: a new checkout at once.
+    let back = at(3_600_000);
+    assert_eq!(m.on_activity(back), Some(KeeperState::Acquiring));
+    checkout_key(&mut m, back);
+    // The pool filled meanwhile: wait in line as usual (polling).
+    let full = Err(ClientError::NoSeats {
+        retry_after: Some(Duration::from_secs(2)),
+        seats: Some(1),
+        live: Some(1),
+        reserved: None,
+    });
+    assert!(matches!(
+        m.on_checkout(back, back, full),
+        Some(KeeperState::Waiting { .. })
+    ));
+    let wake = sleep_until(&mut m, back);
+    checkout_key(&mut m, wake);
+    let s = m.on_checkout(wake, wake, Ok(lease("b", 0, 3_000)));
+    assert!(matches!(s, Some(KeeperState::Held(ref l)) if l.seat_id == "b"));
+    // Idle counted from the activity that brought it back.
+    let hb2 = sleep_until(&mut m, wake);
+    let expected = hb2.millis_since(back) as u64 / 1000;
+    assert_eq!(heartbeat_idle(&mut m, hb2), Some(expected));
+}
+
+#[test]
+fn other_seat_lost_reasons_check_out_again_at_once() {
+    for reason in [
+        Some(SeatLostReason::Revoked),
+        Some(SeatLostReason::Lapsed),
+        Some(SeatLostReason::Released),
+        None,
+    ] {
+        let mut m = machine();
+        m.on_activity(at(0));
+        checkout_key(&mut m, at(0));
+        m.on_checkout(at(0), at(0), Ok(lease("a", 0, 3_000)));
+        let hb = sleep_until(&mut m, at(0));
+        assert_eq!(
+            m.on_heartbeat(hb, hb, Err(lost(reason))),
+            Some(KeeperState::Acquiring),
+            "{reason:?}"
+        );
+        checkout_key(&mut m, hb);
+    }
+}
+
+#[test]
+fn an_idle_reclaim_without_reported_activity_checks_out_again_at_once() {
+    // A seat re-claimed by fingerprint from an earlier process that did
+    // report idleness: this application never reports, so it must never
+    // wait for an activity that will not come.
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(0), Ok(lease("a", 0, 3_000)));
+    let hb = sleep_until(&mut m, at(0));
+    assert_eq!(reclaimed(&mut m, hb), Some(KeeperState::Acquiring));
+    checkout_key(&mut m, hb);
+}
+
+#[test]
+fn a_reclaim_the_user_already_answered_checks_out_again_at_once() {
+    // Back before the reaper freed the seat: the heartbeat reporting it
+    // (idle 0) is told the seat is gone.
+    let (mut m, hb) = idle_after_a_renewal(3_000);
+    m.on_activity(hb);
+    assert_eq!(heartbeat_idle(&mut m, hb), Some(0));
+    assert_eq!(reclaimed(&mut m, hb), Some(KeeperState::Acquiring));
+    checkout_key(&mut m, hb);
+    // Back while the heartbeat that reports the old activity is in flight.
+    let (mut m, hb) = idle_after_a_renewal(3_000);
+    m.on_activity(hb.saturating_add(Duration::from_millis(10)));
+    assert_eq!(reclaimed(&mut m, hb), Some(KeeperState::Acquiring));
+    checkout_key(&mut m, hb);
+}
+
+#[test]
+fn a_lapsed_seat_reclaimed_for_idleness_waits_and_a_borrow_still_works() {
+    let (mut m, hb) = idle_after_a_renewal(1_500);
+    let deadline = m.timing().unwrap().deadline();
+    assert_eq!(
+        m.on_heartbeat(hb, deadline, Err(transient())),
+        Some(KeeperState::Lapsed)
+    );
+    let t = sleep_until(&mut m, deadline);
+    assert!(matches!(
+        reclaimed(&mut m, t),
+        Some(KeeperState::Reclaimed { .. })
+    ));
+    assert_eq!(m.next_action(t), Action::AwaitActivity);
+    // Borrowing is the user's own act: it is held as asked.
+    let b = borrowed("z", 0, 60_000);
+    assert_eq!(m.on_borrow(t, &Ok(b.clone())), Some(KeeperState::Held(b)));
+    assert_eq!(
+        sleep_until(&mut m, t),
+        t.saturating_add(Duration::from_secs(60)),
+        "held to the borrow's end"
+    );
 }

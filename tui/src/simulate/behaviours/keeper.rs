@@ -94,6 +94,18 @@ pub(super) fn watch_keeper(ctx: Arc<Ctx>, slot: Arc<Slot>, keeper: &LeaseKeeper)
                     }
                     lapsed = true;
                 }
+                KeeperState::Reclaimed { message } => {
+                    slot.clear();
+                    let gone = seat.take().map(|s| short_id(&s).to_string());
+                    r.event(
+                        &slot.plan,
+                        Kind::Reclaimed,
+                        &format!(
+                            "seat {} reclaimed (410 idle: {message}); no seat until the user is back",
+                            gone.as_deref().unwrap_or("?")
+                        ),
+                    );
+                }
                 KeeperState::Blocked { message, .. } => {
                     slot.clear();
                     r.event(&slot.plan, Kind::Error, &format!("blocked: {message}"));

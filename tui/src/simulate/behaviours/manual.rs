@@ -62,7 +62,7 @@ pub(super) async fn hold_manually(
                 sent = now;
                 next = sent + window(&lease) / 3;
             }
-            Err(ClientError::SeatLost) => return HoldEnd::Lost,
+            Err(ClientError::SeatLost { .. }) => return HoldEnd::Lost,
             _ => next = Instant::now() + (w / 10).max(Duration::from_millis(50)),
         }
     }

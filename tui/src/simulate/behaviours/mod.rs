@@ -1,7 +1,8 @@
-//! The six client behaviours, one file each, and what they share:
-//! [`keeper`] for the ones that hold their seat with the real
+//! The client behaviours, one file each (idle and returner share
+//! [`idle`]), and what they share: [`keeper`] for the ones that hold their
+//! seat with the real
 //! [`LeaseKeeper`](leasehold_common::client::LeaseKeeper) (steady, releaser,
-//! flaky), [`manual`] for the ones on the typed `Client` (crasher, late),
+//! flaky, idle, returner), [`manual`] for the ones on the typed `Client` (crasher, late),
 //! where the keeper cannot express them: a crash must stop heartbeating
 //! *without* the release that dropping or shutting down a keeper does, and a
 //! late arrival waits in line with `?wait=` while the keeper polls. The
@@ -11,6 +12,7 @@
 mod borrower;
 mod crasher;
 mod flaky;
+mod idle;
 mod keeper;
 mod late;
 mod manual;
@@ -36,5 +38,7 @@ pub(super) async fn run_client(ctx: Arc<Ctx>, slot: Arc<Slot>, upstream: Option<
         Behaviour::Flaky => flaky::flaky(&ctx, &slot, upstream).await,
         Behaviour::Late => late::late(&ctx, &slot).await,
         Behaviour::Borrower => borrower::borrower(&ctx, &slot).await,
+        Behaviour::Idle => idle::idle(&ctx, &slot).await,
+        Behaviour::Returner => idle::returner(&ctx, &slot).await,
     }
 }

@@ -1,0 +1,53 @@
+//! [`KeeperStats`]: what a [`super::LeaseKeeper`] has done since it started,
+//! counted by its task and read by the application.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters since start, for metrics and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeeperStats {
+    /// Checkouts granted (first acquisition and every re-acquisition).
+    pub checkouts: u64,
+    /// Heartbeats that renewed the lease.
+    pub heartbeats: u64,
+    /// Requests that failed transiently or returned an invalid lease.
+    pub failures: u64,
+    /// 410s: the server no longer held the seat (idle reclaims included).
+    pub seats_lost: u64,
+    /// Of those, reclaims for idleness (410 reason `idle`).
+    pub reclaims: u64,
+    /// Transitions into `Lapsed`.
+    pub lapses: u64,
+    /// Borrows granted by [`super::LeaseKeeper::borrow`].
+    pub borrows: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub checkouts: AtomicU64,
+    pub heartbeats: AtomicU64,
+    pub failures: AtomicU64,
+    pub seats_lost: AtomicU64,
+    pub reclaims: AtomicU64,
+    pub lapses: AtomicU64,
+    pub borrows: AtomicU64,
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> KeeperStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        KeeperStats {
+            checkouts: get(&self.checkouts),
+            heartbeats: get(&self.heartbeats),
+            failures: get(&self.failures),
+            seats_lost: get(&self.seats_lost),
+            reclaims: get(&self.reclaims),
+            lapses: get(&self.lapses),
+            borrows: get(&self.borrows),
+        }
+    }
+}
+
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
