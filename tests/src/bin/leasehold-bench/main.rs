@@ -22,6 +22,8 @@
 //! - `healthz`: `GET /healthz`.
 //! - `checkout`: checkouts into the huge pool, unique holders.
 //! - `heartbeat`: `--held` seats checked out first, then heartbeated round-robin.
+//! - `heartbeat-idle`: the same heartbeats, each reporting `{"idle_s": N}` (the
+//!   seconds since the run began) on a pool without `idle_timeout`.
 //! - `mixed`: ~90% heartbeats, 5% checkouts, 4% releases, 1% checkouts into the
 //!   small pool that is kept full (409, counted as "denied", not errors).
 //!

@@ -9,6 +9,9 @@ pub enum Scenario {
     /// Checkouts of a pool with eight groups and a per-holder cap.
     CheckoutPolicy,
     Heartbeat,
+    /// Heartbeats that report an idle user (`{"idle_s": N}`, N growing), on
+    /// the same pool, which has no `idle_timeout`: the cost of the report.
+    HeartbeatIdle,
     Mixed,
 }
 
@@ -19,6 +22,7 @@ impl Scenario {
             Scenario::Checkout => "checkout",
             Scenario::CheckoutPolicy => "checkout-policy",
             Scenario::Heartbeat => "heartbeat",
+            Scenario::HeartbeatIdle => "heartbeat-idle",
             Scenario::Mixed => "mixed",
         }
     }
@@ -37,11 +41,12 @@ impl Scenario {
                 "checkout" => out.push(Scenario::Checkout),
                 "checkout-policy" => out.push(Scenario::CheckoutPolicy),
                 "heartbeat" => out.push(Scenario::Heartbeat),
+                "heartbeat-idle" => out.push(Scenario::HeartbeatIdle),
                 "mixed" => out.push(Scenario::Mixed),
                 other => {
                     bail!(
                         "unknown scenario {other:?} (healthz, checkout, checkout-policy, \
-                         heartbeat, mixed, all)"
+                         heartbeat, heartbeat-idle, mixed, all)"
                     )
                 }
             }

@@ -66,6 +66,8 @@ pub struct Worker {
     pub keep_checkouts: bool,
     /// Keep them in every scenario (scale: released after the window).
     pub keep_always: bool,
+    /// When the worker started: an idle-reporting heartbeat's `idle_s`.
+    started: std::time::Instant,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +78,8 @@ pub enum Op {
     CheckoutFullish,
     CheckoutPolicy,
     Heartbeat(usize),
+    /// A heartbeat reporting the user idle since the worker started.
+    HeartbeatIdle(usize),
     Release(usize),
 }
 
@@ -100,6 +104,7 @@ impl Worker {
             fixed: None,
             keep_checkouts: false,
             keep_always: false,
+            started: std::time::Instant::now(),
         })
     }
 
@@ -112,6 +117,10 @@ impl Worker {
             Scenario::Checkout => Op::CheckoutBig,
             Scenario::CheckoutPolicy => Op::CheckoutPolicy,
             Scenario::Heartbeat => self.next_heartbeat(),
+            Scenario::HeartbeatIdle => match self.next_heartbeat() {
+                Op::Heartbeat(i) => Op::HeartbeatIdle(i),
+                other => other,
+            },
             Scenario::Mixed => {
                 let r = self.rng.gen_range(0..100u32);
                 if self.held.is_empty() || (90..95).contains(&r) {
@@ -165,6 +174,15 @@ impl Worker {
                 Some(ctx.big_auth.as_str()),
                 None,
             ),
+            Op::HeartbeatIdle(i) => (
+                Method::POST,
+                format!("/v1/licenses/{BIG}/seats/{}/heartbeat", self.held[i]),
+                Some(ctx.big_auth.as_str()),
+                Some(Bytes::from(format!(
+                    r#"{{"idle_s":{}}}"#,
+                    self.started.elapsed().as_secs()
+                ))),
+            ),
             Op::Release(i) => (
                 Method::DELETE,
                 format!("/v1/licenses/{BIG}/seats/{}", self.held[i]),
@@ -177,7 +195,7 @@ impl Worker {
             .send(&self.host, method, &path, auth, body)
             .await?;
         let outcome = match (op, status.as_u16()) {
-            (Op::Healthz, 200) | (Op::Heartbeat(_), 200) => Outcome::Ok,
+            (Op::Healthz, 200) | (Op::Heartbeat(_) | Op::HeartbeatIdle(_), 200) => Outcome::Ok,
             (Op::CheckoutBig, 201) => {
                 if self.keep_checkouts
                     && let Some(id) = seat_id(&body)

@@ -21,7 +21,10 @@ pub async fn run_scenarios(args: CommonArgs, scenarios: &str, held: usize) -> an
     let mut workers = connect_all(args.connections, &target.endpoints).await?;
     let mut results = Vec::new();
     for scenario in scenarios {
-        if matches!(scenario, Scenario::Heartbeat | Scenario::Mixed) {
+        if matches!(
+            scenario,
+            Scenario::Heartbeat | Scenario::HeartbeatIdle | Scenario::Mixed
+        ) {
             let t = Instant::now();
             workers = top_up_all(workers, &ctx, held).await?;
             eprintln!(
