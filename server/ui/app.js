@@ -27,6 +27,8 @@ const S = {
   lastGood: null, // when data last arrived (local ms)
   retry: null,
   tick: null,
+  poll: null,
+  polling: false,
 };
 
 const table = () => $('#holders');
@@ -95,6 +97,23 @@ const refreshSoon = throttle(() => {
 const historySoon = throttle(() => {
   if (!S.paused && S.view.pool) showHistory(S.view.pool, S.view.range, { refresh: true, background: true });
 }, 2000, 5000);
+
+// Heartbeats are not events: a renewed expiry or a seat's report of
+// idleness reaches the page by this quiet refetch of the holders page (as
+// in the console), skipped while paused, retrying or already fetching.
+const POLL_MS = 5000;
+
+async function pollHolders() {
+  if (S.paused || S.retry || S.polling) return;
+  S.polling = true;
+  try {
+    await refreshHolders(BACKGROUND);
+  } catch (e) {
+    if (!(e instanceof NetworkError)) console.warn('refresh failed:', e.message);
+  } finally {
+    S.polling = false;
+  }
+}
 
 function onEvent(ev) {
   refreshSoon();
@@ -231,6 +250,8 @@ function startDashboard(session) {
   S.feed.start().catch(() => S.feed.open());
   showConnection();
   scheduleTick();
+  clearInterval(S.poll);
+  S.poll = setInterval(pollHolders, POLL_MS);
   table().focus({ preventScroll: true });
 }
 
@@ -240,6 +261,8 @@ function stopDashboard() {
   S.session = null;
   setCsrf('');
   clearTimeout(S.tick);
+  clearInterval(S.poll);
+  S.poll = null;
   clearInterval(S.retry);
   S.retry = null;
   holders.clearHolders();

@@ -84,13 +84,14 @@ function renderSummary(s) {
     ...item('Peak', `${fmtCount(s.peak)} of ${fmtCount(s.seats)}`, peakAt ? `first at ${fmtDateTime(peakAt)} · ${utcTitle(peakAt)}` : null),
     ...item('Utilization', `${(s.utilization * 100).toFixed(1)} %`),
     ...item('Seat-hours', s.seat_hours.toFixed(1)),
+    ...item('Idle seat-hours', (s.idle_hours ?? 0).toFixed(1), 'Seat-hours inside recorded idle periods (of at least 60 s)'),
     ...item('Time full', fmtDuration(s.full_s * 1000)),
     ...item('Denials', fmtCount(s.denials)),
     ...item('Holders', fmtCount(s.holders)),
   );
 }
 
-const END_TEXT = { release: '− release', revoke: '✗ revoke', lapse: '† lapse' };
+const END_TEXT = { release: '− release', revoke: '✗ revoke', lapse: '† lapse', idle: 'z idle' };
 
 function sessionRow(s) {
   const started = Date.parse(s.started_at);

@@ -2,6 +2,8 @@
 // only the rows of this page exist in the DOM, so 100,000 holders cost what
 // 100 do). Rows are keyed by seat id and updated in place; the once-a-second
 // tick touches only the time cells (and a state cell when the state changes).
+// The Idle column is there only while some seat of the page reports its user
+// idle (as in `leasehold seats` and the console).
 
 import { getJson, withQuery } from './api.js';
 import { el, setText, setAttr } from './dom.js';
@@ -70,6 +72,7 @@ function makeRow(seat, isAdmin, onRevoke) {
     stateWord: el('span', { 'data-field': 'state' }),
     // When a borrowed seat comes back (empty for any other seat).
     backAt: el('span', { class: 'back-at', 'data-field': 'back-at' }),
+    idle: el('td', { class: 'num tick idle', 'data-field': 'idle' }),
     group: el('td', { class: 'group' }),
     actions: el('td', { class: 'actions' }),
   };
@@ -113,6 +116,7 @@ function tickRow(row, now) {
   const s = row.seat;
   setText(row.cells.held, fmtDuration(now - s.checkedMs));
   setText(row.cells.expires, fmtDuration(s.expiresMs - now));
+  setText(row.cells.idle, s.idleSinceMs === null ? '—' : fmtDuration(now - s.idleSinceMs));
   const st = rowState(s, now);
   if (st !== row.state) {
     row.state = st;
@@ -129,11 +133,19 @@ function tickRow(row, now) {
  * update never rebuilds the table. Returns the seat ids in order.
  */
 export function renderHolders(tbody, seats, { isAdmin, onRevoke }) {
+  // Just synced to the page's `now`: its `idle_s` are as of this instant,
+  // and run on with the countdowns until the next fetch.
   const now = clock.now();
   const keep = new Set();
   let prev = null;
+  tbody.closest('table').classList.toggle('has-idle', seats.some((s) => typeof s.idle_s === 'number'));
   for (const raw of seats) {
-    const seat = { ...raw, expiresMs: Date.parse(raw.expires_at), checkedMs: Date.parse(raw.checked_out_at) };
+    const seat = {
+      ...raw,
+      expiresMs: Date.parse(raw.expires_at),
+      checkedMs: Date.parse(raw.checked_out_at),
+      idleSinceMs: typeof raw.idle_s === 'number' ? now - raw.idle_s * 1000 : null,
+    };
     keep.add(seat.seat_id);
     let row = rows.get(seat.seat_id);
     if (!row) {

@@ -616,3 +616,98 @@ async fn console_revokes_with_a_block() {
     })
     .await;
 }
+
+/// `desk` reclaims a seat idle for 30 minutes.
+const IDLE_DESK: &str = concat!(
+    "\n[[license]]\nid = \"desk\"\nkey = \"desk-key\"\nseats = 3\n",
+    "ttl = \"60s\"\nskew = \"5s\"\nreap_grace = \"15s\"\nidle_timeout = \"30m\"\n",
+);
+
+/// A heartbeat of `seat` (of `desk`) whose client reports its user idle.
+async fn report_idle(server: &Server, seat: &str, idle_s: u64) {
+    let resp = server
+        .client()
+        .post(server.url(&format!("/v1/licenses/desk/seats/{seat}/heartbeat")))
+        .bearer_auth("desk-key")
+        .json(&json!({ "idle_s": idle_s }))
+        .send()
+        .await
+        .expect("heartbeat");
+    assert_eq!(resp.status(), 200, "heartbeat idle_s {idle_s}");
+}
+
+/// A seat whose client reports its user idle: `seats` gains an IDLE column
+/// (`-` for the active seat) and `--json` the seat's `idle_s`; the console
+/// shows IDLE too, and the idle time with the timeout under the table.
+/// When the user is back, both drop the column.
+#[tokio::test]
+async fn an_idle_seat_in_seats_and_the_console() {
+    require_tmux();
+    let server = Server::start(IDLE_DESK).await;
+    let take = |holder: &'static str| {
+        let server = &server;
+        async move {
+            let body = json!({ "holder": holder, "fingerprint": format!("fp-{holder}") });
+            server.take_seat("desk", "desk-key", body).await.seat_id
+        }
+    };
+    let (grace, henry) = (take("grace-e2e").await, take("henry-e2e").await);
+    let out = ok(&leasehold(&server, &["seats"]).await, "seats");
+    assert!(!out.contains("IDLE"), "no seat reports idleness:\n{out}");
+
+    report_idle(&server, &grace, 120).await;
+    let out = ok(&leasehold(&server, &["seats"]).await, "seats");
+    assert!(out.lines().next().unwrap().ends_with("IDLE"), "{out}");
+    let last_cell = |seat: &str| {
+        let row = out.lines().find(|l| l.contains(seat)).expect(&out);
+        row.split_whitespace().last().unwrap().to_string()
+    };
+    assert!(
+        last_cell(&grace).ends_with('s'),
+        "grace's idle time:\n{out}"
+    );
+    assert_eq!(last_cell(&henry), "-", "{out}");
+    let v = ok_json(&server, &["seats", "--json"], "seats --json").await;
+    let idle_of = |seat: &str| {
+        v["seats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["seat_id"] == seat)
+            .map(|s| s["idle_s"].clone())
+            .unwrap()
+    };
+    assert!(idle_of(&grace).is_u64(), "{v}");
+    assert_eq!(idle_of(&henry), Value::Null, "{v}");
+
+    let logs = tempfile::tempdir().unwrap();
+    let tmux = Tmux::start(
+        "idle",
+        &console_command(&server, &logs.path().join("console.log"), ""),
+    );
+    tmux.wait_for("the IDLE column", Duration::from_secs(20), |s| {
+        s.lines()
+            .any(|l| l.contains("HOLDER") && l.contains("IDLE"))
+            && s.contains("henry-e2e")
+    })
+    .await;
+    tmux.keys(&["/"]);
+    tmux.type_text("grace-e2e");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("grace's idle time", Duration::from_secs(10), |s| {
+        s.contains("Holders 1 of 2") && s.contains("reclaimed at 30m00s")
+    })
+    .await;
+
+    // grace is back: the next refresh has no idle seat.
+    report_idle(&server, &grace, 0).await;
+    tmux.wait_for("no IDLE column", Duration::from_secs(20), |s| {
+        s.contains("grace-e2e") && !s.contains("IDLE") && !s.contains("reclaimed at")
+    })
+    .await;
+    tmux.keys(&["q"]);
+    eventually(Duration::from_secs(10), "the console to exit", || async {
+        (!tmux.alive()).then_some(())
+    })
+    .await;
+}

@@ -1027,3 +1027,129 @@ async fn a_tab_left_open_goes_idle_though_it_refreshes_itself() {
     b.assert_clean().await;
     b.close().await;
 }
+
+/// `cad` reclaims a seat idle for 30 minutes; `quick` (1 s TTL, a long
+/// skew so it is not reaped meanwhile) after 2 seconds.
+const IDLE_LICENSES: &str = concat!(
+    "\n[[license]]\nid = \"cad\"\nkey = \"cad-key\"\nseats = 3\n",
+    "ttl = \"60s\"\nskew = \"5s\"\nreap_grace = \"15s\"\nidle_timeout = \"30m\"\n",
+    "\n[[license]]\nid = \"quick\"\nkey = \"quick-key\"\nseats = 2\n",
+    "ttl = \"1s\"\nskew = \"10s\"\nreap_grace = \"15s\"\nidle_timeout = \"2s\"\n",
+);
+
+/// A heartbeat of `seat` whose client reports its user idle `idle_s`.
+async fn report_idle(server: &Server, license: &str, seat: &str, idle_s: u64) -> u16 {
+    server
+        .client()
+        .post(server.url(&format!("/v1/licenses/{license}/seats/{seat}/heartbeat")))
+        .bearer_auth(format!("{license}-key"))
+        .json(&json!({ "idle_s": idle_s }))
+        .send()
+        .await
+        .expect("heartbeat")
+        .status()
+        .as_u16()
+}
+
+/// `12s`, `2m05s` → seconds (the dashboard's durations under an hour).
+fn secs_of(text: &str) -> Option<u64> {
+    let (m, s) = match text.split_once('m') {
+        Some((m, s)) => (m.parse::<u64>().ok()?, s),
+        None => (0, text),
+    };
+    Some(m * 60 + s.strip_suffix('s')?.parse::<u64>().ok()?)
+}
+
+/// The Idle column is there only while a seat reports its user idle: it
+/// appears with that seat's idle time (the server's `idle_s`, running on)
+/// after the heartbeat that reports it, with no reload and no event, and
+/// goes when the user is back.
+#[tokio::test]
+async fn the_idle_column_shows_only_while_a_seat_reports_idleness() {
+    let server = Server::start(IDLE_LICENSES).await;
+    let alice = seat(&server, "cad", "alice", "alice-laptop").await;
+    let bob = seat(&server, "cad", "bob", "bob-pc").await;
+    let b = Browser::start().await;
+    b.sign_in(&server.base, &server.admin_token).await;
+    b.wait_text(&row(&bob), SOON, "bob's row", |t| t.contains("bob"))
+        .await;
+    let idle_th = "#holders th[data-col=idle]";
+    let idle_of = |id: &str| format!("{} td[data-field=idle]", row(id));
+    assert_eq!(b.text(idle_th).await, "", "no Idle column: no seat is idle");
+    assert_eq!(b.text(&idle_of(&alice)).await, "");
+
+    assert_eq!(report_idle(&server, "cad", &alice, 120).await, 200);
+    let listed = server.seats(Some("cad")).await;
+    let reported = listed
+        .iter()
+        .find(|s| s["seat_id"] == alice.as_str())
+        .and_then(|s| s["idle_s"].as_u64())
+        .expect("alice's idle_s");
+    b.eval("window.__same_document = true").await;
+    b.wait_text(idle_th, SOON, "the Idle column", |t| t == "Idle")
+        .await;
+    let shown = b
+        .wait_text(&idle_of(&alice), SOON, "alice's idle time", |t| {
+            secs_of(t).is_some()
+        })
+        .await;
+    let shown = secs_of(&shown).unwrap();
+    assert!(
+        (reported..=reported + 15).contains(&shown),
+        "alice idle {shown}s on the page, {reported}s by the server"
+    );
+    assert_eq!(b.text(&idle_of(&bob)).await, "—", "bob is active");
+    assert_eq!(b.eval("return window.__same_document === true").await, true);
+
+    // alice is back: the column goes.
+    assert_eq!(report_idle(&server, "cad", &alice, 0).await, 200);
+    b.wait_text(idle_th, SOON, "no Idle column", |t| t.is_empty())
+        .await;
+    assert_eq!(b.text(&idle_of(&alice)).await, "");
+    b.assert_clean().await;
+    b.close().await;
+}
+
+/// A seat reclaimed for idleness: the heartbeat that shows it gets 410
+/// `idle`, the row goes, and the live feed shows the `reclaim` (glyph,
+/// word, colour of its own) with the server's detail.
+#[tokio::test]
+async fn an_idle_reclaim_is_in_the_live_feed() {
+    let server = Server::start(IDLE_LICENSES).await;
+    let b = Browser::start().await;
+    b.sign_in(&server.base, &server.admin_token).await;
+    b.wait_text("[data-connection]", SOON, "the stream up", |t| {
+        t.contains("connected") && !t.contains("disconnected")
+    })
+    .await;
+    let carol = seat(&server, "quick", "carol", "carol-mac").await;
+    b.wait_for(&row(&carol), LIVE).await;
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    assert_eq!(report_idle(&server, "quick", &carol, 5).await, 410);
+
+    let ev = b
+        .wait_text("[data-events] [data-event-id]", LIVE, "the reclaim", |t| {
+            t.contains("reclaim")
+        })
+        .await;
+    assert!(ev.contains("z reclaim") && ev.contains("carol"), "{ev}");
+    assert!(ev.contains("idle") && ev.contains("2s"), "the detail: {ev}");
+    let colour = |class: &str| {
+        format!(
+            "const e = document.querySelector('[data-events] {class}');
+             return e && getComputedStyle(e).color;"
+        )
+    };
+    let reclaim = b.eval(&colour(".k-reclaim")).await;
+    let checkout = b.eval(&colour(".k-checkout")).await;
+    assert!(
+        reclaim.is_string() && reclaim != checkout,
+        "{reclaim} vs {checkout}"
+    );
+    b.wait_until(LIVE, "carol's row gone", || async {
+        (b.count(&row(&carol)).await == 0).then_some(())
+    })
+    .await;
+    b.assert_clean().await;
+    b.close().await;
+}

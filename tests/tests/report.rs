@@ -257,9 +257,14 @@ async fn idle_hours_and_idle_seconds_from_a_reported_idle_minute() {
         .expect(&table)
         .split_whitespace()
         .collect();
-    // PEAK AT is one cell in the row, two words in the header.
-    let col = header.iter().position(|h| *h == "IDLE-HOURS").expect(&table) - 1;
-    assert_eq!(row[col], "0.02", "{table}");
+    // Counted from the end: PEAK AT and FULL FOR are one cell each in the
+    // row but two words in the header.
+    let from_end = header.len()
+        - header
+            .iter()
+            .position(|h| *h == "IDLE-HOURS")
+            .expect(&table);
+    assert_eq!(row[row.len() - from_end], "0.02", "{table}");
 
     let csv = report(&s, &["--license", "desk", "--from", "1h", "--csv"])
         .await

@@ -179,7 +179,7 @@ fn loaded(n: usize) -> (App, Terminal<TestBackend>) {
         })),
         now,
     );
-    let (h, e) = ui::page_rows(Rect::new(0, 0, W, H), &app);
+    let (h, e) = ui::page_rows(Rect::new(0, 0, W, H), &app, now);
     app.set_page_rows(h, e);
     let cmds = app.update(AppEvent::Tick, now);
     answer(&mut app, cmds, window(n, 0), now);

@@ -306,13 +306,16 @@ pub fn format_status(resp: &LicensesResponse, server: &str) -> String {
 }
 
 /// The seats as a table. When any is borrowed, a BACK AT column says when
-/// each borrowed seat comes back (its expiry; `-` for the others).
+/// each borrowed seat comes back (its expiry; `-` for the others); when any
+/// reports its user idle, an IDLE column says for how long (`-` for the
+/// active ones).
 pub fn format_seats(resp: &SeatsResponse) -> String {
     if resp.seats.is_empty() {
         return "no seats held\n".to_string();
     }
     let now: Timestamp = resp.now;
     let any_borrowed = resp.seats.iter().any(|s| s.state == SeatState::Borrowed);
+    let any_idle = resp.seats.iter().any(|s| s.idle_s.is_some());
     let rows: Vec<Vec<String>> = resp
         .seats
         .iter()
@@ -339,6 +342,9 @@ pub fn format_seats(resp: &SeatsResponse) -> String {
             if any_borrowed {
                 row.push(back_at(s));
             }
+            if any_idle {
+                row.push(s.idle_s.map_or_else(|| "-".into(), idle));
+            }
             row
         })
         .collect();
@@ -355,7 +361,15 @@ pub fn format_seats(resp: &SeatsResponse) -> String {
     if any_borrowed {
         header.push("BACK AT");
     }
+    if any_idle {
+        header.push("IDLE");
+    }
     table(&header, &rows)
+}
+
+/// Seconds idle, as the other durations (`12m00s`).
+fn idle(s: u64) -> String {
+    fmt_duration_ms(i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX))
 }
 
 /// When a borrowed seat comes back (its expiry, RFC 3339 UTC), else `-`.
@@ -579,6 +593,25 @@ mod tests {
         assert_eq!(
             (&v["seats"][2]["state"], &v["seats"][2]["expires_at"]),
             (&"borrowed".into(), &"2026-12-01T04:00:00.000Z".into())
+        );
+        assert_eq!(v["seats"][0]["idle_s"], serde_json::Value::Null);
+
+        // IDLE only when some seat reports its user idle, as BACK AT.
+        let mut alice = seat("alice", SeatState::Live, None, 55);
+        alice.idle_s = Some(725);
+        let idle = SeatsResponse {
+            now: t(0),
+            seats: vec![alice, seat("bob", SeatState::Live, None, 40)],
+        };
+        insta::assert_snapshot!(format_seats(&idle), @r"
+        LICENSE   SEAT        HOLDER  FINGERPRINT  HELD FOR  EXPIRES IN  STATE  GROUP  IDLE
+        demo-cad  alice-seat  alice   fp-alice     1m00s     55s         live   -      12m05s
+        demo-cad  bob-seat    bob     fp-bob       1m00s     40s         live   -      -
+        ");
+        let v: serde_json::Value = serde_json::from_str(&to_json(&idle).unwrap()).unwrap();
+        assert_eq!(
+            (&v["seats"][0]["idle_s"], &v["seats"][1]["idle_s"]),
+            (&725.into(), &serde_json::Value::Null)
         );
     }
 

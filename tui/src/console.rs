@@ -73,9 +73,10 @@ async fn event_loop(
 
     loop {
         let size = terminal.size()?;
-        let (holders, events) = ui::page_rows(Rect::new(0, 0, size.width, size.height), &app);
-        app.set_page_rows(holders, events);
         let now = local_now();
+        let area = Rect::new(0, 0, size.width, size.height);
+        let (holders, events) = ui::page_rows(area, &app, now);
+        app.set_page_rows(holders, events);
         terminal.draw(|frame| ui::draw(frame, &app, now))?;
 
         // Wait for one event, then take whatever else is already queued so

@@ -52,13 +52,15 @@ struct Areas {
     status: Rect,
 }
 
-fn areas(area: Rect, app: &App) -> Areas {
+/// At server time `server_now` (the detail bar's idle time).
+fn areas(area: Rect, app: &App, server_now: Timestamp) -> Areas {
     let banner_h = if app.poll.is_down() { 2 } else { 0 };
     let pool_rows = app.licenses.len().clamp(1, 6) as u16;
     let events_h = (area.height / 4).clamp(5, 12);
     // The selected seat's details: one line, more when they wrap, at most
     // a third of the screen.
-    let detail_lines = detail_lines(app, Theme::new(app.no_color), area.width as usize).len();
+    let theme = Theme::new(app.no_color);
+    let detail_lines = detail_lines(app, theme, area.width as usize, server_now).len();
     let detail_h = (detail_lines as u16).clamp(1, (area.height / 3).max(1));
     let [banner, pools, holders, detail, events, status] = area.layout(&Layout::vertical([
         Constraint::Length(banner_h),
@@ -79,9 +81,10 @@ fn areas(area: Rect, app: &App) -> Areas {
 }
 
 /// Rows visible in the holders table and in the event feed for a screen
-/// of `area`: the event loop hands these to [`App::set_page_rows`].
-pub fn page_rows(area: Rect, app: &App) -> (usize, usize) {
-    let a = areas(area, app);
+/// of `area` at local time `now`: the event loop hands these to
+/// [`App::set_page_rows`].
+pub fn page_rows(area: Rect, app: &App, now: Timestamp) -> (usize, usize) {
+    let a = areas(area, app, app.server_now(now));
     (body_rows(a.holders), event_rows(a.events))
 }
 
@@ -89,13 +92,13 @@ pub fn page_rows(area: Rect, app: &App) -> (usize, usize) {
 pub fn draw(frame: &mut Frame, app: &App, now: Timestamp) {
     let theme = Theme::new(app.no_color);
     let server_now = app.server_now(now);
-    let a = areas(frame.area(), app);
+    let a = areas(frame.area(), app, server_now);
     if app.poll.is_down() {
         draw_banner(frame, a.banner, app, theme);
     }
     draw_pools(frame, a.pools, app, theme);
     draw_holders(frame, a.holders, app, theme, server_now);
-    draw_detail(frame, a.detail, app, theme);
+    draw_detail(frame, a.detail, app, theme, server_now);
     draw_events(frame, a.events, app, theme);
     draw_status(frame, a.status, app, theme, now);
     match &app.modal {

@@ -112,6 +112,8 @@ impl RowState {
 pub struct PoolPolicy {
     pub ttl: Duration,
     pub skew: Duration,
+    /// A seat idle this long is reclaimed; `None`: never.
+    pub idle_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,6 +158,12 @@ pub struct App {
     /// Longest license id, holder and fingerprint (in chars) among `view`,
     /// kept with it so a frame does not walk every row.
     view_widths: [usize; 3],
+    /// Whether some seat of `view` reports its user idle (the IDLE column
+    /// is shown), kept with it for the same reason.
+    view_idle: bool,
+    /// The server's time when the window was fetched: a seat's `idle_s`
+    /// is as of then.
+    seats_at: Timestamp,
     /// Which pages the window holds and what is being fetched.
     paging: Paging,
     /// Newest first, at most [`EVENT_CAP`].
@@ -214,6 +222,8 @@ impl App {
             seats: Vec::new(),
             view: Vec::new(),
             view_widths: [0; 3],
+            view_idle: false,
+            seats_at: Timestamp::from_millis(0),
             paging: Paging::default(),
             events: VecDeque::new(),
             last_event_id: None,
@@ -257,6 +267,23 @@ impl App {
     /// the filtered rows, in characters (0 when there are none).
     pub fn column_widths(&self) -> [usize; 3] {
         self.view_widths
+    }
+
+    /// Whether the holders table has an IDLE column: some seat of the
+    /// window reports its user idle (as `leasehold seats` shows BACK AT
+    /// only when some seat is borrowed).
+    pub fn shows_idle(&self) -> bool {
+        self.view_idle
+    }
+
+    /// How long `seat`'s user has been idle at `server_now`, in
+    /// milliseconds: the server's `idle_s` (as of the window's fetch) run
+    /// on like the other clocks until the next refresh; `None` when the
+    /// seat is active or its client never reported.
+    pub fn idle_ms(&self, seat: &SeatView, server_now: Timestamp) -> Option<i64> {
+        let idle_s = i64::try_from(seat.idle_s?).unwrap_or(i64::MAX);
+        let since_fetch = server_now.millis_since(self.seats_at).max(0);
+        Some(idle_s.saturating_mul(1000).saturating_add(since_fetch))
     }
 
     /// The seat under the cursor, if any.
@@ -371,6 +398,7 @@ impl App {
                 let policy = PoolPolicy {
                     ttl: secs(l.ttl_s),
                     skew: secs(l.skew_s),
+                    idle_timeout: l.idle_timeout_s.map(secs),
                 };
                 (l.id.clone(), policy)
             })
@@ -639,6 +667,20 @@ mod tests {
         // bob is still live inside the skew window, lapsed after it.
         assert_eq!(app.row_state(bob, ts(16)), RowState::Expiring);
         assert_eq!(app.row_state(bob, ts(18)), RowState::Lapsed);
+    }
+
+    #[test]
+    fn idle_time_runs_on_from_the_fetch_and_the_column_follows_the_window() {
+        let mut app = App::new("s", false, false);
+        let mut seats = sample_seats();
+        seats[1].idle_s = Some(90);
+        load(&mut app, seats, vec![], ts(0), ts(0));
+        assert!(app.shows_idle());
+        assert_eq!(app.idle_ms(&app.seats[1], ts(5)), Some(95_000));
+        assert_eq!(app.idle_ms(&app.seats[0], ts(5)), None);
+        // The next window has no idle seat: no column.
+        load(&mut app, sample_seats(), vec![], ts(10), ts(10));
+        assert!(!app.shows_idle());
     }
 
     #[test]

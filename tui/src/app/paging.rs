@@ -412,6 +412,7 @@ impl App {
             return;
         }
         let first = load.first.take().expect("first page");
+        let fetched_at = first.now;
         let second = load.second.take();
         let goal = load.goal;
         let anchors = std::mem::take(&mut load.anchors);
@@ -436,6 +437,8 @@ impl App {
         self.seats = rows.into_iter().map(sanitize_seat).collect();
         self.view = (0..self.seats.len()).collect();
         self.view_widths = widths(&self.seats);
+        self.view_idle = self.seats.iter().any(|s| s.idle_s.is_some());
+        self.seats_at = fetched_at;
         let found = self
             .selected_seat
             .as_ref()

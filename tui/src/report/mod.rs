@@ -138,7 +138,7 @@ mod tests {
             borrowed_hours: 0.0,
             utilization: 0.5,
             holders: 1,
-            idle_hours: 0.0,
+            idle_hours: 0.25,
         };
         let usage = UsageResponse {
             license_id: "demo\u{1b}".into(),
@@ -170,6 +170,7 @@ mod tests {
         // Still a valid UsageResponse, the escape intact as data.
         let back: UsageResponse = serde_json::from_value(entry.clone()).unwrap();
         assert_eq!(back, usage);
+        assert_eq!(entry["summary"]["idle_hours"], 0.25);
         assert_eq!(entry["verdict"], "short_of_seats");
         assert_eq!(entry["verdict_reason"], "1 denial");
         assert_eq!(

@@ -80,6 +80,7 @@ fn summary_row(r: &LicenseReport) -> Vec<String> {
         pct(s.utilization),
         format!("{:.2}", s.seat_hours),
         format!("{:.2}", s.borrowed_hours),
+        format!("{:.2}", s.idle_hours),
         s.holders.to_string(),
     ]
 }
@@ -111,6 +112,7 @@ pub fn format_report(range: Range, reports: &[LicenseReport]) -> String {
             ("UTILIZATION", Right),
             ("SEAT-HOURS", Right),
             ("BORROWED", Right),
+            ("IDLE-HOURS", Right),
             ("HOLDERS", Right),
         ],
         &rows,
@@ -190,7 +192,7 @@ mod tests {
                     borrowed_hours: 96.5,
                     utilization: 0.612,
                     holders: 14,
-                    idle_hours: 0.0,
+                    idle_hours: 120.25,
                 },
                 &[("alice", 40.2), ("bob\u{1b}[2J", 38.0), ("carol", 0.25)],
             ),
@@ -257,11 +259,11 @@ mod tests {
         insta::assert_snapshot!(format_report(range, &fixture()), @r"
         usage from 2026-11-23T04:00:00.000Z to 2026-11-30T04:00:00.000Z (7d00h)
 
-        LICENSE               SEATS  PEAK  PEAK AT                    FULL  FULL FOR  DENIALS  UTILIZATION    SEAT-HOURS  BORROWED  HOLDERS
-        demo-cad                 10    11  2026-11-28T05:00:00.000Z  12.5%    21h00m        3        61.2%       1028.40     96.50       14
-        render-farm-eu-west  100000     2  2026-11-25T04:00:00.000Z   0.0%        0s        0         0.0%  123456789.50      0.00        3
-        build                     4     4  2026-11-29T04:00:00.000Z   0.6%     1h00m        0        46.1%        310.00      0.00        2
-        spare                     2     0  -                          0.0%        0s        0         0.0%          0.00      0.00        0
+        LICENSE               SEATS  PEAK  PEAK AT                    FULL  FULL FOR  DENIALS  UTILIZATION    SEAT-HOURS  BORROWED  IDLE-HOURS  HOLDERS
+        demo-cad                 10    11  2026-11-28T05:00:00.000Z  12.5%    21h00m        3        61.2%       1028.40     96.50      120.25       14
+        render-farm-eu-west  100000     2  2026-11-25T04:00:00.000Z   0.0%        0s        0         0.0%  123456789.50      0.00        0.00        3
+        build                     4     4  2026-11-29T04:00:00.000Z   0.6%     1h00m        0        46.1%        310.00      0.00        0.00        2
+        spare                     2     0  -                          0.0%        0s        0         0.0%          0.00      0.00        0.00        0
 
         demo-cad: short of seats — more seats in use than sold for 12m00s; 3 denials; every seat in use 12.5% of the range (>= 10%)
           TOP HOLDERS  HOURS

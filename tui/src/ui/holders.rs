@@ -3,8 +3,10 @@
 //! they always add up to the width (the layout solver would cut cells
 //! silently): the times and the short seat id keep their width, and the
 //! text columns (license, holder, fingerprint) give way, ending in `…`.
-//! Under the table, the detail bar shows the selected seat's holder,
-//! fingerprint and seat id whole, wrapped when long, for copying.
+//! An IDLE column comes last when some seat of the window reports its user
+//! idle, and only then. Under the table, the detail bar shows the selected
+//! seat's holder, fingerprint and seat id whole, wrapped when long, for
+//! copying.
 
 use std::ops::Range;
 
@@ -24,6 +26,9 @@ use crate::format::{cells, ellipsize, fmt_duration_ms, short_id, wrap_cells};
 /// The highlight symbol's cells, and the space between columns.
 const MARK: usize = 2;
 const GAP: usize = 2;
+/// Columns, the last (IDLE) shown only when some seat reports idleness.
+const COLS: usize = 8;
+const IDLE: usize = 7;
 
 /// Rows of `area` that are not borders (2) or the header row (1).
 pub fn body_rows(area: Rect) -> usize {
@@ -44,6 +49,8 @@ struct RowText<'a> {
     held: String,
     expires: String,
     state: RowState,
+    /// `—` when the seat is active.
+    idle: String,
 }
 
 pub fn draw_holders(frame: &mut Frame, area: Rect, app: &App, theme: Theme, server_now: Timestamp) {
@@ -58,17 +65,22 @@ pub fn draw_holders(frame: &mut Frame, area: Rect, app: &App, theme: Theme, serv
                 held: fmt_duration_ms(server_now.millis_since(seat.checked_out_at)),
                 expires: fmt_duration_ms(seat.expires_at.millis_since(server_now)),
                 state: app.row_state(seat, server_now),
+                idle: app
+                    .idle_ms(seat, server_now)
+                    .map_or_else(|| "—".to_string(), fmt_duration_ms),
             }
         })
         .collect();
     let inner = area.width.saturating_sub(2) as usize;
     let labels = labels(app);
-    let widths = fit_columns(app, &labels, &texts, inner);
-    let rows = texts.into_iter().map(|t| seat_row(t, &widths, theme));
+    let n = if app.shows_idle() { COLS } else { IDLE };
+    let widths = fit_columns(app, &labels[..n], &texts, inner);
+    let widths = &widths[..n];
+    let rows = texts.into_iter().map(|t| seat_row(t, widths, theme));
     let focused = app.pane == Pane::Holders;
-    let constraints = widths.map(|w| Constraint::Length(w as u16));
+    let constraints = widths.iter().map(|&w| Constraint::Length(w as u16));
     let table = Table::new(rows, constraints)
-        .header(header(&labels, &widths))
+        .header(header(&labels[..n], widths))
         .block(pane_block(title(app, theme, inner), focused, theme))
         .column_spacing(GAP as u16)
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
@@ -89,7 +101,7 @@ fn sort_arrow(app: &App) -> &'static str {
 }
 
 /// Column titles, the sorted one with its arrow, and whether it is sorted.
-fn labels(app: &App) -> [(String, bool); 7] {
+fn labels(app: &App) -> [(String, bool); COLS] {
     let arrow = sort_arrow(app);
     let head = |label: &str, key: Option<SortKey>| {
         if key == Some(app.sort) {
@@ -106,11 +118,12 @@ fn labels(app: &App) -> [(String, bool); 7] {
         head("HELD FOR", Some(SortKey::HeldFor)),
         head("EXPIRES IN", Some(SortKey::ExpiresIn)),
         head("STATE", None),
+        head("IDLE", None),
     ]
 }
 
 /// The sorted column is underlined.
-fn header(labels: &[(String, bool); 7], widths: &[usize; 7]) -> Row<'static> {
+fn header(labels: &[(String, bool)], widths: &[usize]) -> Row<'static> {
     Row::new(labels.iter().zip(widths).map(|((label, sorted), &w)| {
         let style = if *sorted {
             Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
@@ -121,12 +134,13 @@ fn header(labels: &[(String, bool); 7], widths: &[usize; 7]) -> Row<'static> {
     }))
 }
 
-fn seat_row(t: RowText, widths: &[usize; 7], theme: Theme) -> Row<'static> {
+/// One row, as many cells as `widths` has columns.
+fn seat_row(t: RowText, widths: &[usize], theme: Theme) -> Row<'static> {
     let s = t.seat;
     let state = t.state;
     let st = theme.state(state);
     let text = |v: &str, w: usize| Cell::from(ellipsize(v, w).into_owned());
-    Row::new([
+    let cells = [
         text(&s.license_id, widths[0]),
         text(&s.holder, widths[1]),
         text(s.fingerprint.as_deref().unwrap_or("—"), widths[2]),
@@ -134,7 +148,9 @@ fn seat_row(t: RowText, widths: &[usize; 7], theme: Theme) -> Row<'static> {
         Cell::from(t.held),
         Cell::from(t.expires).style(st),
         Cell::from(state_text(state)).style(st),
-    ])
+        Cell::from(t.idle),
+    ];
+    Row::new(cells.into_iter().take(widths.len()))
 }
 
 /// A state as the STATE column shows it: glyph and word.
@@ -170,16 +186,17 @@ fn title(app: &App, theme: Theme, width: usize) -> Line<'static> {
 /// wide as the filtered rows need (within bounds; the app keeps the longest
 /// with the view, so a frame never walks all rows; wide characters are
 /// measured on the rows shown); the times, seat and state as their widest
-/// value or title. When that is too wide, the widest text column gives a
-/// cell at a time; width to spare first lets cut text columns grow whole,
-/// and the rest stays at the end (easier to read across than a stretched
-/// table).
+/// value or title (IDLE too, when `labels` has it). When that is too
+/// wide, the widest text column gives a cell at a time; width to spare
+/// first lets cut text columns grow whole, and the rest stays at the end
+/// (easier to read across than a stretched table). Columns past those of
+/// `labels` are 0.
 fn fit_columns(
     app: &App,
-    labels: &[(String, bool); 7],
+    labels: &[(String, bool)],
     rows: &[RowText],
     inner: usize,
-) -> [usize; 7] {
+) -> [usize; COLS] {
     let label = |i: usize| cells(&labels[i].0);
     let shown = |f: &dyn Fn(&RowText) -> usize| rows.iter().map(f).max().unwrap_or(0);
     let [license_w, holder_w, fingerprint_w] = app.column_widths();
@@ -203,8 +220,13 @@ fn fit_columns(
         label(6)
             .max("▲ expiring".chars().count())
             .max(shown(&|r| cells(&state_text(r.state)))),
+        0,
     ];
-    let total = |w: &[usize; 7]| MARK + w.iter().sum::<usize>() + GAP * (w.len() - 1);
+    if labels.len() > IDLE {
+        w[IDLE] = label(IDLE).max(shown(&|r| cells(&r.idle)));
+    }
+    let n = labels.len();
+    let total = |w: &[usize; COLS]| MARK + w[..n].iter().sum::<usize>() + GAP * (n - 1);
     while total(&w) > inner {
         let Some(widest) = (0..3).filter(|&i| w[i] > 1).max_by_key(|&i| w[i]) else {
             break; // only on a screen narrower than the times and the seat
@@ -221,11 +243,18 @@ fn fit_columns(
 }
 
 /// The selected seat whole, for copying into a ticket: holder, fingerprint,
-/// seat id, license, the group it counts for (when it has one) and, for a
-/// borrowed seat, when it comes back; as many to a line as fit in `width`; a value too
-/// long for a line of its own is wrapped, never cut. One line saying so when
-/// nothing is selected.
-pub fn detail_lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
+/// seat id, license, the group it counts for (when it has one), for a
+/// borrowed seat when it comes back, and for an idle one how long it has
+/// been idle at `server_now` (and when it is reclaimed, if its license
+/// does); as many to a line as fit in `width`; a value too long for a line
+/// of its own is wrapped, never cut. One line saying so when nothing is
+/// selected.
+pub fn detail_lines(
+    app: &App,
+    theme: Theme,
+    width: usize,
+    server_now: Timestamp,
+) -> Vec<Line<'static>> {
     let Some(s) = app.selected_seat() else {
         return vec![Line::styled(" no seat selected", theme.dim())];
     };
@@ -244,7 +273,9 @@ pub fn detail_lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>>
         )
     });
     let back = back.as_deref().map(|b| ("borrowed, back at", b));
-    let fields = fields.into_iter().chain(group).chain(back);
+    let idle = idle_text(app, s, server_now);
+    let idle = idle.as_deref().map(|i| ("idle", i));
+    let fields = fields.into_iter().chain(group).chain(back).chain(idle);
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let mut lines: Vec<Vec<Span<'static>>> = Vec::new();
     let mut used = 0;
@@ -275,10 +306,30 @@ pub fn detail_lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>>
     lines.into_iter().map(Line::from).collect()
 }
 
+/// How long the seat's user has been idle, and when the seat is reclaimed
+/// (`12m00s, reclaimed at 30m00s`); `None` when it is active.
+fn idle_text(app: &App, s: &SeatView, server_now: Timestamp) -> Option<String> {
+    let idle = fmt_duration_ms(app.idle_ms(s, server_now)?);
+    let timeout = app.policy(&s.license_id).and_then(|p| p.idle_timeout);
+    Some(match timeout {
+        Some(t) => format!(
+            "{idle}, reclaimed at {}",
+            fmt_duration_ms(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))
+        ),
+        None => idle,
+    })
+}
+
 /// [`detail_lines`] in at most `max` lines: when they do not all fit, the
 /// last line says so instead of the rest being cut unseen.
-pub fn detail_fitted(app: &App, theme: Theme, width: usize, max: usize) -> Vec<Line<'static>> {
-    let mut lines = detail_lines(app, theme, width);
+pub fn detail_fitted(
+    app: &App,
+    theme: Theme,
+    width: usize,
+    max: usize,
+    server_now: Timestamp,
+) -> Vec<Line<'static>> {
+    let mut lines = detail_lines(app, theme, width, server_now);
     if lines.len() > max {
         lines.truncate(max.saturating_sub(1));
         lines.push(fit_line(
@@ -292,8 +343,14 @@ pub fn detail_fitted(app: &App, theme: Theme, width: usize, max: usize) -> Vec<L
     lines
 }
 
-pub fn draw_detail(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
-    let lines = detail_fitted(app, theme, area.width as usize, area.height as usize);
+pub fn draw_detail(frame: &mut Frame, area: Rect, app: &App, theme: Theme, server_now: Timestamp) {
+    let lines = detail_fitted(
+        app,
+        theme,
+        area.width as usize,
+        area.height as usize,
+        server_now,
+    );
     frame.render_widget(Paragraph::new(lines), area);
 }
 

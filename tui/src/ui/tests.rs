@@ -18,7 +18,7 @@ fn render(app: &mut App, now: Timestamp) -> Terminal<TestBackend> {
 
 fn render_at(app: &mut App, now: Timestamp, w: u16, h: u16) -> Terminal<TestBackend> {
     let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
-    let (rows, events) = page_rows(Rect::new(0, 0, w, h), app);
+    let (rows, events) = page_rows(Rect::new(0, 0, w, h), app, now);
     app.set_page_rows(rows, events);
     term.draw(|f| draw(f, app, now)).unwrap();
     term
@@ -575,6 +575,82 @@ fn detail_bar_says_when_it_is_cut() {
     let screen = render_at(&mut app, ts(1), 60, 60).backend().to_string();
     assert!(!screen.contains("more than fits"), "{screen}");
     assert!(screen.contains(&"ab".repeat(16)), "{screen}");
+}
+
+/// Seats whose clients report idleness: alice's (selected) idle 12
+/// minutes on demo-cad, which reclaims after 30m; dave's an hour on
+/// render, which never reclaims; and a reclaim in the feed.
+fn idle_app() -> App {
+    let mut app = App::new("http://127.0.0.1:7400", false, false);
+    let mut cad = pool("demo-cad", 3, 3);
+    cad.idle_timeout_s = Some(1800.0);
+    let mut seats = sample_seats();
+    seats[0].idle_s = Some(725);
+    seats[3].idle_s = Some(3900);
+    load(
+        &mut app,
+        seats,
+        vec![cad, pool("render", 5, 1)],
+        ts(0),
+        ts(0),
+    );
+    let reclaim = Event {
+        id: 1,
+        at: ts(-30),
+        kind: EventKind::Reclaim,
+        license_id: Some("demo-cad".into()),
+        seat_id: Some("e5".repeat(16)),
+        holder: Some("erin".into()),
+        detail: Some("idle since 2026-11-30T03:29:30.000Z: idle_timeout 30m".into()),
+    };
+    app.update(AppEvent::StreamEvent(Box::new(reclaim)), ts(0));
+    app.update(AppEvent::StreamUp, ts(0));
+    app
+}
+
+/// Two seconds after the fetch: the idle times have run on by two.
+#[test]
+fn idle_80_columns() {
+    let mut app = idle_app();
+    let term = render_at(&mut app, ts(2), 80, 24);
+    let screen = term.backend().to_string();
+    for whole in ["IDLE", "12m07s", "1h05m", "z reclaim"] {
+        assert!(screen.contains(whole), "{whole}:\n{screen}");
+    }
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn idle_160_columns() {
+    let mut app = idle_app();
+    let term = render_at(&mut app, ts(2), 160, 24);
+    let screen = term.backend().to_string();
+    for whole in [
+        "idle 12m07s, reclaimed at 30m00s",
+        "z reclaim  demo-cad  erin  seat e5e5e5e5  idle since 2026-11-30T03:29:30.000Z: idle_timeout 30m",
+    ] {
+        assert!(screen.contains(whole), "{whole}:\n{screen}");
+    }
+    insta::assert_snapshot!(term.backend());
+}
+
+/// No seat reports idleness: no IDLE column, nothing about idleness
+/// under the table.
+#[test]
+fn no_idle_column_when_no_seat_is_idle() {
+    let mut app = App::new("s", false, false);
+    let mut seats = sample_seats();
+    seats[0].idle_s = Some(61);
+    load(&mut app, seats.clone(), vec![], ts(5), ts(5));
+    let screen = render_at(&mut app, ts(6), 160, 24).backend().to_string();
+    assert!(screen.contains("IDLE"), "{screen}");
+    assert!(screen.contains("idle 1m02s"), "{screen}");
+    // The next refresh: alice is back.
+    seats[0].idle_s = None;
+    load(&mut app, seats, vec![], ts(10), ts(10));
+    let screen = render_at(&mut app, ts(11), 160, 24).backend().to_string();
+    assert!(!screen.contains("IDLE"), "{screen}");
+    assert!(!screen.contains("idle "), "{screen}");
 }
 
 /// SplitMix64: a fixed-seed generator, so a failure replays.
