@@ -5,9 +5,10 @@
 //!
 //! The property test drives the rules directly (no writer thread, no
 //! database), so 1,000 sequences of up to 60 operations run in a few
-//! seconds in a debug build (with the seat policies: ~1.9 s CPU, 1.3-4.4 s
-//! wall for `rules_match_the_model` on a 2-core box at load 1-7). The real stores are held to the same answers by the slower
-//! model test in `server/tests/model.rs`.
+//! seconds in a debug build (with the seat policies and idle reclaim:
+//! ~2.2 s CPU, 2.5 s wall for `rules_match_the_model` on a 2-core box at
+//! load 4; 1.7 s CPU before idle reclaim). The real stores are held to the
+//! same answers by the slower model test in `server/tests/model.rs`.
 //!
 //! The model restates each rule from the one predicate
 //! (`leasehold_common::liveness`), never by calling the rules; after every
@@ -50,13 +51,40 @@
 //! `overage`, allow/deny and `linger`; a `Repolicy` step reloads the file
 //! with a group's max lowered, a group dropped, linger dropped or added,
 //! a holder cap or a deny added.
+//!
+//! Idle reclaim: some licenses have an `idle_timeout` (from 1 ms to 80 s
+//! longer than the ttl), and heartbeats carry an idle report (none, 0, a
+//! few seconds, the seat's idle time so far ± jitter, around the timeout,
+//! or long). The model keeps each seat's `idle_since` by the brief's rule
+//! (its own restatement, not `idle::after_report`): `now − idle_s`, not
+//! before checkout; a start more than 2 s later than the last one's means
+//! the user came back; 0 or none is activity. It says when a heartbeat
+//! renews (with the new `idle_since`) or reclaims (410 `idle`, the seat
+//! gone, session `Idle` at `idle_since + timeout`, a `reclaim` event, no
+//! linger), which seats the reaper reclaims (live, kept by heartbeats,
+//! idle past the timeout; within its limit, before lapsed seats), which
+//! idle periods (≥ 60 s) are recorded and when (came back; the session
+//! ended; released into linger; taken back by a checkout; turned into a
+//! borrow), and the exact 410 reason for a seat that is not in the table.
+//! A `Clients` step runs the clients of one license's seats for a while:
+//! heartbeats every ttl (or half) reporting activity or an honest idle
+//! time, with or without a reaper sweep between rounds, and may end with
+//! the idle machines borrowing their seats. Explicit checks
+//! on the store's own state, besides the model, for the four properties
+//! of issue 30: (1) a seat whose client reports activity at least every
+//! ttl is never reclaimed; (2) after a sweep with room in its limit no
+//! live seat is idle past its timeout, and the live count dropped in that
+//! same command; (3) a borrowed seat is never reclaimed; (4) a reclaim
+//! ends its session `Idle` at `idle_since + timeout`, never as a lapse,
+//! and a license without `idle_timeout` never reclaims.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::time::Duration;
 
-use leasehold_common::api::{Event, EventKind, SeatLostReason, SessionEnd};
+use leasehold_common::api::{Event, EventKind, MAX_IDLE_S, SeatLostReason, SessionEnd};
 use leasehold_common::liveness::{lapses_at, live_until};
+use leasehold_common::policy::format_duration;
 use leasehold_common::{Licenses, Timestamp, is_live, is_reapable};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -466,14 +494,15 @@ fn granted(outcome: CheckoutOutcome) -> (LeaseRow, bool) {
 /// License ids, in the order the rules iterate them (id order).
 const LICENSE_IDS: [&str; 2] = ["a", "b"];
 
-/// One license's policy in milliseconds (reap_grace > skew, as validation
-/// demands).
+/// One license's policy in milliseconds (reap_grace > skew and
+/// idle_timeout > ttl, as validation demands).
 #[derive(Debug, Clone, Copy)]
 struct Pol {
     seats: u32,
     ttl_ms: u64,
     skew_ms: u64,
     grace_ms: u64,
+    idle_ms: Option<u64>,
 }
 
 impl Pol {
@@ -485,6 +514,15 @@ impl Pol {
     }
     fn grace(&self) -> Duration {
         ms(self.grace_ms)
+    }
+    fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_ms.map(ms)
+    }
+    /// The license's `idle_timeout` line, if it has one.
+    fn idle_toml(&self) -> String {
+        self.idle_ms
+            .map(|t| format!("idle_timeout = \"{t}ms\"\n"))
+            .unwrap_or_default()
     }
 }
 
@@ -499,12 +537,22 @@ fn pol() -> impl Strategy<Value = Pol> {
             2 => (1u64..=5).prop_map(|s| s * 1000),
             2 => 1u64..=5_000,
         ],
+        // idle_timeout - ttl: none (half the licenses), 1 ms (the tightest
+        // legal policy), up to 20 s, or 50-80 s (periods past a minute).
+        prop_oneof![
+            4 => Just(None),
+            1 => Just(Some(1u64)),
+            2 => (1u64..=20).prop_map(|s| Some(s * 1000)),
+            1 => (1u64..=20_000).prop_map(Some),
+            1 => (50u64..=80).prop_map(|s| Some(s * 1000)),
+        ],
     )
-        .prop_map(|(seats, ttl_ms, skew_ms, extra)| Pol {
+        .prop_map(|(seats, ttl_ms, skew_ms, extra, idle_extra)| Pol {
             seats,
             ttl_ms,
             skew_ms,
             grace_ms: skew_ms + extra,
+            idle_ms: idle_extra.map(|e| ttl_ms + e),
         })
 }
 
@@ -555,6 +603,25 @@ enum Edge {
     FirstReapable,
 }
 
+/// The idle report a heartbeat carries (`idle_s`, whole seconds).
+#[derive(Debug, Clone, Copy)]
+enum Report {
+    /// No report: active.
+    Absent,
+    /// `idle_s: 0`: active.
+    Zero,
+    /// A few seconds.
+    Secs(u64),
+    /// The seat's idle time so far (whole seconds, 0 if active), off by
+    /// this many seconds: still idle with jitter, or back a moment ago.
+    Continue(i64),
+    /// The license's timeout (whole seconds, rounded up; 60 s for a license
+    /// without one), off by this many seconds.
+    NearTimeout(i64),
+    /// Ten minutes, an hour, or the most HTTP accepts.
+    Large(u64),
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Checkout {
@@ -568,7 +635,7 @@ enum Op {
         /// `borrow_s` (a fingerprint is then always sent, as HTTP requires).
         borrow_s: Option<u64>,
     },
-    Heartbeat(Target),
+    Heartbeat(Target, Report),
     Release(Target),
     Revoke {
         target: Target,
@@ -605,6 +672,37 @@ enum Op {
         license: usize,
         change: Change,
     },
+    /// The clients of the n-th (mod) license's live seats kept by
+    /// heartbeats run for `rounds`: each round each client heartbeats (until
+    /// told its seat is lost), then the clock moves by the ttl (or half)
+    /// and the reaper sweeps (with `sweep`). A client whose bit is set in
+    /// `idle` (by its seat's issue number, mod 8) reports its user idle
+    /// since the seat's idle start (or, if none, the run's start; for an
+    /// odd issue number its checkout), in whole seconds rounded down, or
+    /// (odd rounds) a second more; the others report activity (0, then
+    /// none, in turn). First, holders `h0`.. (on machines `f0`..) ask
+    /// for `checkouts` seats of the license; last, with `lend`, each idle
+    /// client still holding its seat asks to borrow it for 60 s.
+    Clients {
+        license: usize,
+        checkouts: u8,
+        rounds: u8,
+        half: bool,
+        idle: u8,
+        sweep: bool,
+        lend: bool,
+    },
+}
+
+fn report() -> impl Strategy<Value = Report> {
+    prop_oneof![
+        3 => Just(Report::Absent),
+        1 => Just(Report::Zero),
+        2 => (1u64..=5).prop_map(Report::Secs),
+        3 => (-3i64..=3).prop_map(Report::Continue),
+        3 => (-2i64..=2).prop_map(Report::NearTimeout),
+        1 => prop_oneof![Just(600u64), Just(3_600), Just(MAX_IDLE_S)].prop_map(Report::Large),
+    ]
 }
 
 fn target() -> impl Strategy<Value = Target> {
@@ -655,7 +753,7 @@ fn op() -> impl Strategy<Value = Op> {
                     borrow_s,
                 },
             ),
-        5 => target().prop_map(Op::Heartbeat),
+        5 => (target(), report()).prop_map(|(t, r)| Op::Heartbeat(t, r)),
         3 => target().prop_map(Op::Release),
         2 => (
             (target(), any::<bool>()),
@@ -700,6 +798,24 @@ fn op() -> impl Strategy<Value = Op> {
             ],
         )
             .prop_map(|(license, change)| Op::Repolicy { license, change }),
+        1 => (
+            (0usize..2, 0u8..=2),
+            1u8..=24,
+            any::<bool>(),
+            any::<u8>(),
+            (any::<bool>(), any::<bool>()),
+        )
+            .prop_map(
+                |((license, checkouts), rounds, half, idle, (sweep, lend))| Op::Clients {
+                    license,
+                    checkouts,
+                    rounds,
+                    half,
+                    idle,
+                    sweep,
+                    lend,
+                }
+            ),
     ]
 }
 
@@ -793,6 +909,32 @@ struct Model {
     gone: BTreeSet<String>,
     /// Throttle key → when an event for it was last logged.
     logged: HashMap<String, i64>,
+    /// How each gone seat's session ended: seat → (license, end, at).
+    ended: BTreeMap<String, (String, SessionEnd, Timestamp)>,
+    /// Every idle period recorded, in order: (license, seat, from, to).
+    periods: Vec<IdlePeriodRow>,
+}
+
+type IdlePeriodRow = (String, String, Timestamp, Timestamp);
+
+/// Shorter idle periods are not history (the brief: "at least 60 s").
+const MIN_IDLE_MS: i64 = 60_000;
+/// A report whose idle start is more than this later than the last one's
+/// means the user came back (the brief: "more than 2 s").
+const CAME_BACK_MS: i64 = 2_000;
+
+/// What an idle report does to a live seat kept by heartbeats.
+#[derive(Debug)]
+enum Verdict {
+    /// Its user had been idle for the timeout since `since` (the seat's
+    /// idle start after this report) at `at`: reclaimed as of `at`.
+    Reclaim { since: Timestamp, at: Timestamp },
+    /// Renewed with this idle start; `ended`: the period its user came
+    /// back from.
+    Renew {
+        idle_since: Option<Timestamp>,
+        ended: Option<(Timestamp, Timestamp)>,
+    },
 }
 
 impl Model {
@@ -965,14 +1107,129 @@ impl Model {
         }
     }
 
-    fn renew(&mut self, seat: &str) -> LeaseRow {
+    fn renew(&mut self, seat: &str, idle_since: Option<Timestamp>) -> LeaseRow {
         let ttl = self.pol(&self.leases[seat].lease.license_id).unwrap().ttl();
         let now = self.now;
         let s = self.leases.get_mut(seat).unwrap();
         s.lease.issued_at = now;
         s.lease.expires_at = now.saturating_add(ttl);
         s.lease.mode = SeatMode::Heartbeat;
+        s.lease.idle_since = idle_since;
         s.lease.clone()
+    }
+
+    /// The seat's idle period (if any) ends at `to`: recorded if a minute
+    /// or longer.
+    fn close(&mut self, lease: &LeaseRow, to: Timestamp) {
+        if let Some(from) = lease.idle_since
+            && to.millis_since(from) >= MIN_IDLE_MS
+        {
+            self.periods
+                .push((lease.license_id.clone(), lease.seat_id.clone(), from, to));
+        }
+    }
+
+    /// The `idle_s` a report sends for the seat (`None`: no report).
+    fn idle_secs(&self, seat: &str, report: Report) -> Option<u64> {
+        let row = self.leases.get(seat).map(|s| &s.lease);
+        let idle_so_far = row
+            .and_then(|l| l.idle_since)
+            .map_or(0, |since| self.now.millis_since(since) / 1000);
+        let timeout_s = row
+            .and_then(|l| self.pol(&l.license_id))
+            .and_then(|p| p.idle_ms)
+            .map_or(60, |t| t.div_ceil(1000) as i64);
+        match report {
+            Report::Absent => None,
+            Report::Zero => Some(0),
+            Report::Secs(s) | Report::Large(s) => Some(s),
+            Report::Continue(d) => Some((idle_so_far + d).max(0) as u64),
+            Report::NearTimeout(d) => Some((timeout_s + d).max(0) as u64),
+        }
+    }
+
+    /// The brief's rule for a report on a live seat kept by heartbeats:
+    /// `idle_since = now − idle_s`, not before checkout; a start more than
+    /// 2 s later than the last one's ends the last period (the user came
+    /// back); 0 or none is activity; reclaimed once `now − idle_since`
+    /// reaches the timeout (the period in force first: a report cannot
+    /// undo a timeout already reached).
+    fn after_report(&self, row: &LeaseRow, idle_s: Option<u64>) -> Verdict {
+        let timeout = self.pol(&row.license_id).unwrap().idle_timeout();
+        let reached = |since: Timestamp| {
+            let at = since.saturating_add(timeout?);
+            (at <= self.now).then_some(Verdict::Reclaim { since, at })
+        };
+        if let Some(verdict) = row.idle_since.and_then(reached) {
+            return verdict;
+        }
+        let reported = idle_s.filter(|&s| s > 0).map(|s| {
+            self.now
+                .saturating_sub(Duration::from_secs(s))
+                .max(row.checked_out_at)
+        });
+        let (idle_since, ended) = match (row.idle_since, reported) {
+            (None, new) => (new, None),
+            (Some(last), Some(new)) if new.millis_since(last) <= CAME_BACK_MS => {
+                (Some(last.min(new)), None)
+            }
+            // Back: the last period ended when the user last used the
+            // application (now, if active now).
+            (Some(last), new) => (new, Some((last, new.unwrap_or(self.now)))),
+        };
+        match idle_since.and_then(reached) {
+            Some(verdict) => verdict,
+            None => Verdict::Renew { idle_since, ended },
+        }
+    }
+
+    /// The 410 reason for a seat not in the table (under this license):
+    /// how its session ended, if within a ttl + skew; else lapsed.
+    fn gone_because(&self, license: &str, seat: &str) -> SeatLostReason {
+        let Some(pol) = self.pol(license) else {
+            return SeatLostReason::Lapsed;
+        };
+        let since = self
+            .now
+            .saturating_sub(pol.ttl())
+            .saturating_sub(pol.skew());
+        match self.ended.get(seat) {
+            Some((lic, end, at)) if lic == license && *at >= since => match end {
+                SessionEnd::Release => SeatLostReason::Released,
+                SessionEnd::Revoke => SeatLostReason::Revoked,
+                SessionEnd::Idle => SeatLostReason::Idle,
+                SessionEnd::Lapse => SeatLostReason::Lapsed,
+            },
+            _ => SeatLostReason::Lapsed,
+        }
+    }
+
+    /// The seats a sweep with `limit` reclaims, in the order taken, with
+    /// the instant each reached its timeout: live, kept by heartbeats,
+    /// idle that long; licenses in id order, the longest idle first (then
+    /// seat id).
+    fn reclaimable(&self, limit: usize) -> Vec<(LeaseRow, Timestamp)> {
+        let mut out = Vec::new();
+        for (id, pol) in &self.pols {
+            let Some(timeout) = pol.idle_timeout() else {
+                continue;
+            };
+            let mut mine: Vec<(LeaseRow, Timestamp)> = self
+                .leases
+                .values()
+                .map(|s| &s.lease)
+                .filter(|l| &l.license_id == id && l.mode == SeatMode::Heartbeat && self.live(l))
+                .filter_map(|l| {
+                    let at = l.idle_since?.saturating_add(timeout);
+                    (at <= self.now).then(|| (l.clone(), at))
+                })
+                .collect();
+            mine.sort_by(|(a, _), (b, _)| {
+                (a.idle_since, &a.seat_id).cmp(&(b.idle_since, &b.seat_id))
+            });
+            out.extend(mine.into_iter().take(limit.saturating_sub(out.len())));
+        }
+        out
     }
 
     /// The live seat this request's machine may take back (as the store's
@@ -1000,11 +1257,16 @@ impl Model {
         (!self.lingering_for_another(&self.leases[&seat].lease, req)).then_some(seat)
     }
 
-    /// A seat asked for again: renewed, but a borrowed one as stored.
+    /// A seat asked for again: renewed, its user active (an idle period
+    /// ends now), but a borrowed one as stored.
     fn take_back(&mut self, seat: &str) -> LeaseRow {
-        match self.leases[seat].lease.mode {
-            SeatMode::Borrow => self.leases[seat].lease.clone(),
-            SeatMode::Heartbeat | SeatMode::Linger => self.renew(seat),
+        let row = self.leases[seat].lease.clone();
+        match row.mode {
+            SeatMode::Borrow => row,
+            SeatMode::Heartbeat | SeatMode::Linger => {
+                self.close(&row, self.now);
+                self.renew(seat, None)
+            }
         }
     }
 
@@ -1081,7 +1343,11 @@ impl Model {
             }
             if let Some(seat) = own {
                 let now = self.now;
+                // Out on loan: no heartbeats report idleness until it is back.
+                let row = self.leases[&seat].lease.clone();
+                self.close(&row, now);
                 let s = &mut self.leases.get_mut(&seat).unwrap().lease;
+                s.idle_since = None;
                 let until = now.saturating_add(b);
                 s.expires_at = match s.mode {
                     SeatMode::Borrow => s.expires_at.max(until),
@@ -1246,7 +1512,9 @@ impl Run {
         lics.iter()
             .zip(LICENSE_IDS)
             .map(|((p, sp), id)| {
-                license_toml(id, p.seats, p.ttl_ms, p.skew_ms, p.grace_ms) + &sp.toml()
+                license_toml(id, p.seats, p.ttl_ms, p.skew_ms, p.grace_ms)
+                    + &p.idle_toml()
+                    + &sp.toml()
             })
             .collect()
     }
@@ -1274,6 +1542,8 @@ impl Run {
                 issued: Vec::new(),
                 gone: BTreeSet::new(),
                 logged: HashMap::new(),
+                ended: BTreeMap::new(),
+                periods: Vec::new(),
             },
         }
     }
@@ -1288,6 +1558,48 @@ impl Run {
         self.w.now = t;
     }
 
+    /// A seat left the table: its session, which also ends its idle
+    /// period (recorded if a minute or longer).
+    fn end_session(&mut self, fx: &mut Effects, s: StoredSession) {
+        self.m.close(&s.lease, s.at);
+        let how = (s.lease.license_id.clone(), s.end, s.at);
+        self.m.ended.insert(s.lease.seat_id.clone(), how);
+        fx.sessions.push(s);
+    }
+
+    /// A reclaim, as the model says it: the seat gone, its session ended
+    /// `Idle` at `at` (its idle start + the timeout), a `reclaim` event;
+    /// the seat's idle start as recorded with it (and so the idle period's
+    /// `from`) is `recorded`.
+    fn reclaimed(
+        &mut self,
+        fx: &mut Effects,
+        seat: &str,
+        recorded: Option<Timestamp>,
+        at: Timestamp,
+    ) {
+        let row = self.m.remove(seat);
+        let timeout = self.m.pol(&row.license_id).unwrap().idle_timeout();
+        let timeout = timeout.map(format_duration).unwrap_or_default();
+        let detail = match recorded {
+            Some(since) => format!("idle since {since}: idle_timeout {timeout}"),
+            None => format!("idle: idle_timeout {timeout}"),
+        };
+        fx.events.push(WantEvent {
+            kind: EventKind::Reclaim,
+            license: Some(row.license_id.clone()),
+            seat: Some(row.seat_id.clone()),
+            holder: Some(row.holder.clone()),
+            detail: Some(Some(detail)),
+        });
+        let lease = LeaseRow {
+            idle_since: recorded,
+            ..row
+        };
+        let end = SessionEnd::Idle;
+        self.end_session(fx, StoredSession { lease, end, at });
+    }
+
     /// Live leases of a license in the store, by the one predicate.
     fn stored_live(&self, license: &str) -> Vec<&LeaseRow> {
         let skew = self.m.pol(license).unwrap().skew();
@@ -1300,12 +1612,94 @@ impl Run {
             .collect()
     }
 
+    /// One operation, then every check of what it left behind and the
+    /// invariants.
     fn step(&mut self, op: &Op) -> std::result::Result<(), String> {
+        if let Op::Clients {
+            license,
+            checkouts,
+            rounds,
+            half,
+            idle,
+            sweep,
+            lend,
+        } = *op
+        {
+            for holder in 0..checkouts {
+                let who = (holder, Some(holder), None, None);
+                self.checked(|run, fx| run.checkout(Lic::Known(license), who, &[], true, fx))?;
+            }
+            return self.clients(license, (rounds, half), idle, (sweep, lend));
+        }
+        self.checked(|run, fx| run.act(op, fx))
+    }
+
+    /// One command (`f`, which says in `fx` what it must leave behind),
+    /// then the checks of its effects and the invariants.
+    fn checked(
+        &mut self,
+        f: impl FnOnce(&mut Self, &mut Effects) -> std::result::Result<Vec<Event>, String>,
+    ) -> std::result::Result<(), String> {
         let events_before = self.w.store.events.len();
         let sessions_before = self.w.store.sessions.len();
         let denials_before: u32 = self.w.store.denials.values().sum();
+        let leases_before = self.w.store.leases.clone();
+        let periods_before = self.m.periods.len();
         let mut fx = Effects::default();
-        let returned = match *op {
+        let returned = f(self, &mut fx)?;
+        for _ in periods_before..self.m.periods.len() {
+            self.note("idle period recorded");
+        }
+
+        // The events: what the store appended is what the rules returned,
+        // and what the model expects.
+        let appended = &self.w.store.events[events_before..];
+        ensure_eq!(appended, returned.as_slice(), "events appended vs returned");
+        ensure!(
+            appended.len() == fx.events.len()
+                && appended
+                    .iter()
+                    .zip(&fx.events)
+                    .all(|(e, want)| want.matches(e, self.m.now)),
+            "events at {}\n  rules: {appended:#?}\n  model: {:#?}",
+            Rel(self.m.now),
+            fx.events
+        );
+        ensure_eq!(
+            &self.w.store.sessions[sessions_before..],
+            fx.sessions.as_slice(),
+            "sessions recorded"
+        );
+        let denials: u32 = self.w.store.denials.values().sum();
+        ensure_eq!(denials - denials_before, fx.denials, "denials counted");
+        for e in &fx.events {
+            self.note(match e.kind {
+                EventKind::Checkout => "event: checkout",
+                EventKind::Release => "event: release",
+                EventKind::Revoke => "event: revoke",
+                EventKind::Reap => "event: reap",
+                EventKind::Denied => "event: denied",
+                EventKind::Lost => "event: lost",
+                EventKind::Config => "event: config",
+                EventKind::Reclaim => "event: reclaim",
+            });
+        }
+        for s in &fx.sessions {
+            self.note(match s.end {
+                SessionEnd::Release => "session: release",
+                SessionEnd::Revoke => "session: revoke",
+                SessionEnd::Lapse => "session: lapse",
+                SessionEnd::Idle => "session: idle",
+            });
+        }
+        self.idle_properties(&leases_before, sessions_before, events_before)?;
+        self.invariants()
+    }
+
+    /// What one operation (other than `Clients`) does to the rules and the
+    /// model.
+    fn act(&mut self, op: &Op, fx: &mut Effects) -> std::result::Result<Vec<Event>, String> {
+        Ok(match *op {
             Op::Checkout {
                 license,
                 holder,
@@ -1316,9 +1710,9 @@ impl Run {
                 borrow_s,
             } => {
                 let who = (holder, fingerprint, key, borrow_s);
-                self.checkout(license, who, ahead, counted, &mut fx)?
+                self.checkout(license, who, ahead, counted, fx)?
             }
-            Op::Heartbeat(target) => self.heartbeat(target, &mut fx)?,
+            Op::Heartbeat(target, report) => self.heartbeat(target, report, fx)?,
             Op::Release(target) => {
                 let (license, seat) = self.m.resolve(target);
                 let (got, events) = self.w.run(|r| r.release(&license, &seat));
@@ -1350,8 +1744,12 @@ impl Run {
                         None => self.note("release: again while lingering"),
                         Some(linger) => {
                             let now = self.m.now;
+                            // Released: its user is done, idle or not.
+                            let row = self.m.leases[&seat].lease.clone();
+                            self.m.close(&row, now);
                             let s = self.m.leases.get_mut(&seat).unwrap();
                             s.lease.mode = SeatMode::Linger;
+                            s.lease.idle_since = None;
                             s.lease.expires_at = now.saturating_add(ms(linger));
                             let detail = format!("lingering until {}", s.lease.expires_at);
                             let holder = s.lease.holder.clone();
@@ -1374,7 +1772,8 @@ impl Run {
                         holder: Some(row.holder.clone()),
                         detail: Some(None),
                     });
-                    fx.sessions.push(self.m.ended(row, SessionEnd::Release));
+                    let ended = self.m.ended(row, SessionEnd::Release);
+                    self.end_session(fx, ended);
                 }
                 events
             }
@@ -1440,47 +1839,12 @@ impl Run {
                         holder: Some(row.holder.clone()),
                         detail: Some((!detail.is_empty()).then_some(detail)),
                     });
-                    fx.sessions.push(self.m.ended(row, SessionEnd::Revoke));
+                    let ended = self.m.ended(row, SessionEnd::Revoke);
+                    self.end_session(fx, ended);
                 }
                 events
             }
-            Op::Reap { limit } => {
-                let want = self.m.reapable(limit);
-                let (got, events) = self.w.run(|r| r.reap(limit, RETENTION));
-                let got = got.map_err(|e| e.to_string())?;
-                ensure_eq!(got, want.len(), "reap({limit}) count");
-                for row in want {
-                    let pol = self.m.pol(&row.license_id).unwrap();
-                    ensure!(
-                        !is_live(row.expires_at, self.m.now, pol.skew()),
-                        "a reapable lease is live: {row:?}"
-                    );
-                    self.m.remove(&row.seat_id);
-                    fx.events.push(WantEvent {
-                        kind: EventKind::Reap,
-                        license: Some(row.license_id.clone()),
-                        seat: Some(row.seat_id.clone()),
-                        holder: Some(row.holder.clone()),
-                        detail: Some(Some(reap_detail(row.expires_at))),
-                    });
-                    let at = live_until(row.expires_at, pol.skew());
-                    let end = if row.mode == SeatMode::Linger {
-                        self.note("reap: lingering");
-                        SessionEnd::Release
-                    } else {
-                        SessionEnd::Lapse
-                    };
-                    fx.sessions.push(StoredSession {
-                        lease: row,
-                        end,
-                        at,
-                    });
-                }
-                // The prune drops blocks that ended.
-                let now = self.m.now;
-                self.m.blocks.retain(|_, until| *until > now);
-                events
-            }
+            Op::Reap { limit } => self.reap(limit, fx)?,
             Op::Advance { ms: d } => {
                 self.set_now(self.m.now.saturating_add(ms(d)));
                 Vec::new()
@@ -1549,50 +1913,8 @@ impl Run {
                 self.note("policy change");
                 Vec::new()
             }
-        };
-
-        // The events: what the store appended is what the rules returned,
-        // and what the model expects.
-        let appended = &self.w.store.events[events_before..];
-        ensure_eq!(appended, returned.as_slice(), "events appended vs returned");
-        ensure!(
-            appended.len() == fx.events.len()
-                && appended
-                    .iter()
-                    .zip(&fx.events)
-                    .all(|(e, want)| want.matches(e, self.m.now)),
-            "events at {}\n  rules: {appended:#?}\n  model: {:#?}",
-            Rel(self.m.now),
-            fx.events
-        );
-        ensure_eq!(
-            &self.w.store.sessions[sessions_before..],
-            fx.sessions.as_slice(),
-            "sessions recorded"
-        );
-        let denials: u32 = self.w.store.denials.values().sum();
-        ensure_eq!(denials - denials_before, fx.denials, "denials counted");
-        for e in &fx.events {
-            self.note(match e.kind {
-                EventKind::Checkout => "event: checkout",
-                EventKind::Release => "event: release",
-                EventKind::Revoke => "event: revoke",
-                EventKind::Reap => "event: reap",
-                EventKind::Denied => "event: denied",
-                EventKind::Lost => "event: lost",
-                EventKind::Config => "event: config",
-                EventKind::Reclaim => "event: reclaim",
-            });
-        }
-        for s in &fx.sessions {
-            self.note(match s.end {
-                SessionEnd::Release => "session: release",
-                SessionEnd::Revoke => "session: revoke",
-                SessionEnd::Lapse => "session: lapse",
-                SessionEnd::Idle => "session: idle",
-            });
-        }
-        self.invariants()
+            Op::Clients { .. } => unreachable!("run by step"),
+        })
     }
 
     fn checkout(
@@ -1997,24 +2319,37 @@ impl Run {
     fn heartbeat(
         &mut self,
         target: Target,
+        report: Report,
         fx: &mut Effects,
     ) -> std::result::Result<Vec<Event>, String> {
         let (license, seat) = self.m.resolve(target);
-        let live_before: Vec<usize> = self
-            .m
-            .pols
-            .iter()
-            .map(|(id, _)| self.stored_live(id).len())
-            .collect();
-        let (got, events) = self.w.run(|r| r.heartbeat(&license, &seat, None));
+        let idle_s = self.m.idle_secs(&seat, report);
+        self.heartbeat_seat(&license, &seat, idle_s, fx)
+            .map(|(_, events)| events)
+    }
+
+    /// A heartbeat reporting `idle_s` (`None`: no report) on the seat, as
+    /// the model says; its answer and the events the rules returned.
+    fn heartbeat_seat(
+        &mut self,
+        license: &str,
+        seat: &str,
+        idle_s: Option<u64>,
+        fx: &mut Effects,
+    ) -> std::result::Result<(HeartbeatOutcome, Vec<Event>), String> {
+        let live_before = self.live_by_license();
+        let stored_before = self.w.store.leases.get(seat).map(|s| s.lease.clone());
+        let idle = idle_s.map(Duration::from_secs);
+        let (got, events) = self.w.run(|r| r.heartbeat(license, seat, idle));
         let got = got.map_err(|e| e.to_string())?;
-        let ctx = format!("heartbeat {license}/{seat}");
+        let ctx = format!("heartbeat {license}/{seat} idle_s {idle_s:?}");
         let here = self
             .m
             .leases
-            .get(&seat)
-            .filter(|s| s.lease.license_id == license && self.m.pol(&license).is_some())
+            .get(seat)
+            .filter(|s| s.lease.license_id == license && self.m.pol(license).is_some())
             .map(|s| s.lease.clone());
+        let mut reclaimed = None;
         match here {
             Some(row) if row.mode == SeatMode::Linger => {
                 ensure_eq!(
@@ -2029,17 +2364,50 @@ impl Run {
                 ensure_eq!(got, HeartbeatOutcome::Borrowed { expires_at }, "{ctx}");
                 self.note("heartbeat: borrowed");
             }
-            Some(row) if self.m.live(&row) => {
-                let want = self.m.renew(&seat);
-                let ttl = self.m.pol(&license).unwrap().ttl();
-                ensure_eq!(
-                    want.expires_at,
-                    self.m.now.saturating_add(ttl),
-                    "{ctx}: renewed expiry"
-                );
-                ensure_eq!(got, HeartbeatOutcome::Renewed(want), "{ctx}");
-                self.note("heartbeat: renewed");
-            }
+            Some(row) if self.m.live(&row) => match self.m.after_report(&row, idle_s) {
+                Verdict::Reclaim { since, at } => {
+                    ensure_eq!(
+                        got,
+                        HeartbeatOutcome::Lost(SeatLostReason::Idle),
+                        "{ctx}: reclaimed (idle since {}, at {})",
+                        Rel(since),
+                        Rel(at)
+                    );
+                    // As of this report: it may have set or moved the idle
+                    // start (`a_report_that_reaches_the_timeout_records_its_idle_start`).
+                    self.reclaimed(fx, seat, Some(since), at);
+                    reclaimed = Some(license.to_string());
+                    self.note(if row.idle_since == Some(since) {
+                        "heartbeat: reclaimed"
+                    } else {
+                        "heartbeat: reclaimed by its report"
+                    });
+                }
+                Verdict::Renew { idle_since, ended } => {
+                    if let Some((from, to)) = ended {
+                        let back = LeaseRow {
+                            idle_since: Some(from),
+                            ..row.clone()
+                        };
+                        self.m.close(&back, to);
+                        self.note("heartbeat: came back");
+                    }
+                    match (row.idle_since, idle_since) {
+                        (Some(a), Some(b)) if a == b => self.note("heartbeat: still idle"),
+                        (_, Some(_)) => self.note("heartbeat: idle"),
+                        _ => {}
+                    }
+                    let want = self.m.renew(seat, idle_since);
+                    let ttl = self.m.pol(license).unwrap().ttl();
+                    ensure_eq!(
+                        want.expires_at,
+                        self.m.now.saturating_add(ttl),
+                        "{ctx}: renewed expiry"
+                    );
+                    ensure_eq!(got, HeartbeatOutcome::Renewed(want), "{ctx}");
+                    self.note("heartbeat: renewed");
+                }
+            },
             Some(row) => {
                 ensure_eq!(
                     got,
@@ -2050,26 +2418,330 @@ impl Run {
                 if self.m.first_in_window(format!("lost {seat}")) {
                     fx.events.push(WantEvent {
                         kind: EventKind::Lost,
-                        license: Some(license),
-                        seat: Some(seat),
+                        license: Some(license.to_string()),
+                        seat: Some(seat.to_string()),
                         holder: Some(row.holder),
                         detail: None,
                     });
                 }
             }
-            None => ensure!(
-                matches!(got, HeartbeatOutcome::Lost(_)),
-                "{ctx} (not here): {got:?}"
-            ),
+            None => {
+                let want = self.m.gone_because(license, seat);
+                ensure_eq!(
+                    got,
+                    HeartbeatOutcome::Lost(want),
+                    "{ctx} (not here; its session: {:?})",
+                    self.m.ended.get(seat)
+                );
+                self.note(match want {
+                    SeatLostReason::Released => "heartbeat (not here): released",
+                    SeatLostReason::Revoked => "heartbeat (not here): revoked",
+                    SeatLostReason::Idle => "heartbeat (not here): idle",
+                    SeatLostReason::Lapsed => "heartbeat (not here): lapsed",
+                });
+            }
         }
-        let live_after: Vec<usize> = self
+        // (1) Activity reported on a seat (in the table) that was not idle
+        // never reclaims it; (4) nor does any report on a license without
+        // a timeout (nor a seat's earlier reclaim: the 410 of a seat gone).
+        if got == HeartbeatOutcome::Lost(SeatLostReason::Idle) {
+            let timeout = self.m.pol(license).and_then(|p| p.idle_timeout());
+            ensure!(timeout.is_some(), "{ctx}: reclaimed without idle_timeout");
+            ensure!(
+                idle_s.unwrap_or(0) > 0
+                    || stored_before
+                        .as_ref()
+                        .is_none_or(|l| l.idle_since.is_some()),
+                "{ctx}: an active seat reclaimed: {stored_before:?}"
+            );
+        }
+        // (2) A reclaimed seat is free at once: one live seat fewer in this
+        // same command; nothing else changes the live counts.
+        let mut want_live = live_before;
+        if let Some(lic) = reclaimed {
+            let i = self.m.pols.iter().position(|(id, _)| *id == lic).unwrap();
+            want_live[i] -= 1;
+        }
+        ensure_eq!(self.live_by_license(), want_live, "{ctx}: the live counts");
+        Ok((got, events))
+    }
+
+    /// A reaper sweep with `limit`: idle seats reclaimed first, then lapsed
+    /// ones reaped, within the one limit.
+    fn reap(&mut self, limit: usize, fx: &mut Effects) -> std::result::Result<Vec<Event>, String> {
+        let over = self.idle_past_timeout();
+        let live_before = self.live_by_license();
+        let sessions_before = self.w.store.sessions.len();
+        let reclaim = self.m.reclaimable(limit);
+        let (got, events) = self.w.run(|r| r.reap(limit, RETENTION));
+        let got = got.map_err(|e| e.to_string())?;
+        let want = self.m.reapable(limit - reclaim.len());
+        ensure_eq!(
+            got,
+            reclaim.len() + want.len(),
+            "reap({limit}) count: {} idle, {} lapsed",
+            reclaim.len(),
+            want.len()
+        );
+        for (row, at) in reclaim {
+            self.reclaimed(fx, &row.seat_id, row.idle_since, at);
+            self.note("reap: reclaimed");
+        }
+        for row in want {
+            let pol = self.m.pol(&row.license_id).unwrap();
+            ensure!(
+                !is_live(row.expires_at, self.m.now, pol.skew()),
+                "a reapable lease is live: {row:?}"
+            );
+            self.m.remove(&row.seat_id);
+            fx.events.push(WantEvent {
+                kind: EventKind::Reap,
+                license: Some(row.license_id.clone()),
+                seat: Some(row.seat_id.clone()),
+                holder: Some(row.holder.clone()),
+                detail: Some(Some(reap_detail(row.expires_at))),
+            });
+            let at = live_until(row.expires_at, pol.skew());
+            let end = if row.mode == SeatMode::Linger {
+                self.note("reap: lingering");
+                SessionEnd::Release
+            } else {
+                SessionEnd::Lapse
+            };
+            self.end_session(
+                fx,
+                StoredSession {
+                    lease: row,
+                    end,
+                    at,
+                },
+            );
+        }
+        // The prune drops blocks that ended.
+        let now = self.m.now;
+        self.m.blocks.retain(|_, until| *until > now);
+
+        // (2) Directly on the store: every seat idle past its timeout is
+        // gone within this sweep (room permitting: idle ones first), and
+        // its seat is free at once.
+        let idle_ended: Vec<&StoredSession> = self.w.store.sessions[sessions_before..]
+            .iter()
+            .filter(|s| s.end == SessionEnd::Idle)
+            .collect();
+        ensure_eq!(
+            idle_ended.len(),
+            over.len().min(limit),
+            "reap({limit}): sessions ended idle, of {over:?} idle past their timeout"
+        );
+        if over.len() <= limit {
+            let left = self.idle_past_timeout();
+            ensure!(
+                left.is_empty(),
+                "reap({limit}) left {left:?} idle past the timeout"
+            );
+        } else {
+            ensure_eq!(got, limit, "reap({limit}) with {} idle", over.len());
+        }
+        let live_after = self.live_by_license();
+        for (i, (id, _)) in self.m.pols.iter().enumerate() {
+            let freed = idle_ended.iter().filter(|s| s.lease.license_id == *id);
+            ensure_eq!(
+                live_before[i] - live_after[i],
+                freed.count(),
+                "reap({limit}): live seats of {id} freed"
+            );
+        }
+        Ok(events)
+    }
+
+    /// `Op::Clients`: see there. Each sweep and each heartbeat is one
+    /// command, checked as any other.
+    fn clients(
+        &mut self,
+        nth: usize,
+        (rounds, half): (u8, bool),
+        idle: u8,
+        (sweep, lend): (bool, bool),
+    ) -> std::result::Result<(), String> {
+        let (license, pol) = self.m.pols[nth % self.m.pols.len()].clone();
+        let step = if half { pol.ttl_ms / 2 } else { pol.ttl_ms }.max(1);
+        // The clients: the license's live seats kept by heartbeats, each
+        // with the instant its user last used the application (`None`:
+        // active); each heartbeats until told its seat is lost.
+        let now = self.m.now;
+        let mut clients: Vec<(String, Option<Timestamp>)> = self
             .m
+            .issued
+            .iter()
+            .enumerate()
+            .filter_map(|(n, (_, seat))| Some((n, &self.m.leases.get(seat)?.lease)))
+            .filter(|(_, l)| {
+                l.license_id == license && l.mode == SeatMode::Heartbeat && self.m.live(l)
+            })
+            .map(|(n, l)| {
+                let is_idle = idle & (1 << (n % 8)) != 0;
+                // Idle from now on, or (odd seats) since the checkout: an
+                // application left open at once.
+                let from = if n % 2 == 0 { now } else { l.checked_out_at };
+                (
+                    l.seat_id.clone(),
+                    is_idle.then(|| l.idle_since.unwrap_or(from)),
+                )
+            })
+            .collect();
+        // Active clients whose seat a heartbeat renewed: they keep it.
+        let mut kept: BTreeSet<String> = BTreeSet::new();
+        for round in 0..rounds {
+            if clients.is_empty() {
+                break;
+            }
+            let mut lost = BTreeSet::new();
+            for (seat, last_used) in &clients {
+                // An idle client's own clock rounds up every other round.
+                let idle_s = match last_used {
+                    Some(t) => {
+                        Some((self.m.now.millis_since(*t) / 1000) as u64 + u64::from(round % 2))
+                    }
+                    None if round % 2 == 0 => Some(0),
+                    None => None,
+                };
+                let mut answer = None;
+                self.checked(|run, fx| {
+                    let (got, events) = run.heartbeat_seat(&license, seat, idle_s, fx)?;
+                    answer = Some(got);
+                    Ok(events)
+                })?;
+                match answer {
+                    Some(HeartbeatOutcome::Renewed(_)) => {
+                        if last_used.is_none() {
+                            kept.insert(seat.clone());
+                        }
+                    }
+                    other => {
+                        // (1) A client that reports activity at least every
+                        // ttl keeps its seat.
+                        ensure!(
+                            !kept.contains(seat),
+                            "clients: active seat {seat} lost: {other:?}"
+                        );
+                        if other == Some(HeartbeatOutcome::Lost(SeatLostReason::Idle)) {
+                            self.note("clients: told idle");
+                        }
+                        lost.insert(seat.clone());
+                    }
+                }
+            }
+            clients.retain(|(seat, _)| !lost.contains(seat));
+            self.set_now(self.m.now.saturating_add(ms(step)));
+            if sweep {
+                self.checked(|run, fx| run.reap(100, fx))?;
+            }
+        }
+        for seat in &kept {
+            let row = self.w.store.leases.get(seat).map(|s| &s.lease);
+            ensure!(
+                row.is_some_and(|l| self.m.live(l) && l.idle_since.is_none()),
+                "clients: active seat {seat} not kept: {row:?}"
+            );
+            self.note("clients: active seat kept");
+        }
+        // The idle machines ask for their seats on loan (the generated
+        // holders and machines are `h<n>` and `f<n>`).
+        let number = |s: Option<&str>, p: char| s?.strip_prefix(p)?.parse::<u8>().ok();
+        for (seat, last_used) in clients.iter().filter(|_| lend) {
+            let row = self.m.leases.get(seat).map(|s| &s.lease);
+            let holder = number(row.map(|l| l.holder.as_str()), 'h');
+            let fp = number(row.and_then(|l| l.fingerprint.as_deref()), 'f');
+            if let (Some(_), Some(h), Some(f)) = (last_used, holder, fp) {
+                let who = (h, Some(f), None, Some(60));
+                self.checked(|run, fx| run.checkout(Lic::Known(nth), who, &[], true, fx))?;
+                self.note("clients: idle seat lent");
+            }
+        }
+        Ok(())
+    }
+
+    /// Directly on the store: live seats kept by heartbeats whose user has
+    /// been idle for their license's timeout.
+    fn idle_past_timeout(&self) -> Vec<String> {
+        let now = self.m.now;
+        self.w
+            .store
+            .leases
+            .values()
+            .map(|s| &s.lease)
+            .filter(|l| {
+                let pol = self.m.pol(&l.license_id).unwrap();
+                l.mode == SeatMode::Heartbeat
+                    && is_live(l.expires_at, now, pol.skew())
+                    && pol
+                        .idle_timeout()
+                        .zip(l.idle_since)
+                        .is_some_and(|(t, since)| since.saturating_add(t) <= now)
+            })
+            .map(|l| l.seat_id.clone())
+            .collect()
+    }
+
+    /// The live seats of each license in the store (licenses in id order).
+    fn live_by_license(&self) -> Vec<usize> {
+        self.m
             .pols
             .iter()
             .map(|(id, _)| self.stored_live(id).len())
-            .collect();
-        ensure_eq!(live_after, live_before, "{ctx}: changed the live counts");
-        Ok(events)
+            .collect()
+    }
+
+    /// (3), (4), on the store's own records of one command: only a seat
+    /// kept by heartbeats is reclaimed (never a borrowed or lingering one),
+    /// on a license with `idle_timeout`, while live; its session ends
+    /// `Idle` at its idle start + the timeout; every `reclaim` event has
+    /// that session (never a lapse).
+    fn idle_properties(
+        &self,
+        before: &BTreeMap<String, StoredLease>,
+        sessions_before: usize,
+        events_before: usize,
+    ) -> std::result::Result<(), String> {
+        let sessions = &self.w.store.sessions[sessions_before..];
+        for s in sessions.iter().filter(|s| s.end == SessionEnd::Idle) {
+            let pol = self.m.pol(&s.lease.license_id).unwrap();
+            let Some(timeout) = pol.idle_timeout() else {
+                return Err(format!("reclaimed without idle_timeout: {s:?}"));
+            };
+            let was = before.get(&s.lease.seat_id).map(|b| &b.lease);
+            ensure!(
+                was.is_some_and(
+                    |l| l.mode == SeatMode::Heartbeat && is_live(l.expires_at, s.at, pol.skew())
+                ),
+                "reclaimed {was:?}: not a live seat kept by heartbeats at {}",
+                Rel(s.at)
+            );
+            // At the instant the timeout was reached (the model checks it
+            // exactly): not before checkout + the timeout (an idle start is
+            // never before checkout), not after now, nor after the recorded
+            // idle start + the timeout.
+            ensure!(
+                s.lease.checked_out_at.saturating_add(timeout) <= s.at
+                    && s.at <= self.m.now
+                    && s.lease
+                        .idle_since
+                        .is_none_or(|since| s.at <= since.saturating_add(timeout)),
+                "session {s:?} ended idle, but not at its idle start + {timeout:?}"
+            );
+        }
+        for e in &self.w.store.events[events_before..] {
+            if e.kind == EventKind::Reclaim {
+                let ended = sessions
+                    .iter()
+                    .find(|s| Some(&s.lease.seat_id) == e.seat_id.as_ref());
+                ensure!(
+                    ended.is_some_and(|s| s.end == SessionEnd::Idle),
+                    "reclaim {e:?} ended its session {ended:?}"
+                );
+            }
+        }
+        Ok(())
     }
 
     fn outage(&mut self, gap_ms: u64) -> std::result::Result<Vec<Event>, String> {
@@ -2114,6 +2786,27 @@ impl Run {
         let now = self.m.now;
         // Field for field, the store is the model.
         ensure_eq!(self.w.store.leases, self.m.leases, "leases table");
+        ensure_eq!(self.w.store.idle_periods, self.m.periods, "idle periods");
+        // Idle starts: only on seats kept by heartbeats, between checkout
+        // and now; recorded periods a minute or longer.
+        for l in self.w.store.leases.values().map(|s| &s.lease) {
+            ensure!(
+                l.idle_since
+                    .is_none_or(|since| l.mode == SeatMode::Heartbeat
+                        && l.checked_out_at <= since
+                        && since <= now),
+                "idle start of {l:?} at {}",
+                Rel(now)
+            );
+        }
+        for (_, _, from, to) in &self.w.store.idle_periods {
+            ensure!(
+                to.millis_since(*from) >= MIN_IDLE_MS && *to <= now,
+                "idle period {} .. {}",
+                Rel(*from),
+                Rel(*to)
+            );
+        }
         let blocks: BTreeMap<_, _> = self
             .w
             .store
@@ -2311,7 +3004,7 @@ fn the_generated_sequences_reach_every_rule_step() {
     );
     let strategy = (licenses(), proptest::collection::vec(op(), 1..=60));
     let mut stats: BTreeMap<&'static str, usize> = BTreeMap::new();
-    const SEQUENCES: usize = 400;
+    const SEQUENCES: usize = 500;
     for _ in 0..SEQUENCES {
         let (pols, ops) = strategy.new_tree(&mut runner).unwrap().current();
         let mut run = Run::new(&pols);
@@ -2363,6 +3056,20 @@ fn the_generated_sequences_reach_every_rule_step() {
         "heartbeat: borrowed",
         "revoke: borrowed, kept",
         "revoke: borrowed, forced",
+        "heartbeat: idle",
+        "heartbeat: still idle",
+        "heartbeat: came back",
+        "heartbeat: reclaimed",
+        "heartbeat (not here): idle",
+        "heartbeat (not here): released",
+        "heartbeat (not here): revoked",
+        "reap: reclaimed",
+        "event: reclaim",
+        "session: idle",
+        "idle period recorded",
+        "clients: active seat kept",
+        "clients: told idle",
+        "clients: idle seat lent",
     ] {
         let n = stats.get(what).copied().unwrap_or(0);
         assert!(
@@ -2370,6 +3077,11 @@ fn the_generated_sequences_reach_every_rule_step() {
             "{what}: only {n} times in {SEQUENCES} sequences: {stats:#?}"
         );
     }
+    // Rare by nature: a report that moves the idle start back (or sets the
+    // first one) and reaches the timeout at once.
+    let rare = "heartbeat: reclaimed by its report";
+    let n = stats.get(rare).copied().unwrap_or(0);
+    assert!(n >= 5, "{rare}: only {n} times in {SEQUENCES} sequences");
 }
 
 // ---------------------------------------------------------------------------
@@ -2746,5 +3458,174 @@ fn reap_takes_the_earliest_reapable_leases_up_to_the_limit() {
             (a1.seat_id, SessionEnd::Lapse, at(11_000)),
             (a2.seat_id, SessionEnd::Lapse, at(12_000)),
         ]
+    );
+}
+
+/// `a`: 3 seats, TTL 10 s, no skew, reap grace 1 ms, idle_timeout 90 s,
+/// one seat lent for up to 10 min; `b`: the same timing, no idle_timeout.
+fn idle_world() -> World {
+    World::new(
+        &(license_toml("a", 3, 10_000, 0, 1)
+            + "idle_timeout = \"90s\"\n[license.borrow]\nmax = \"600s\"\nseats = 1\n"
+            + &license_toml("b", 1, 10_000, 0, 1)),
+    )
+}
+
+fn beat(w: &mut World, license: &str, seat: &str, idle_s: Option<u64>) -> HeartbeatOutcome {
+    let idle = idle_s.map(Duration::from_secs);
+    w.run(|r| r.heartbeat(license, seat, idle)).0.unwrap()
+}
+
+fn renewed(out: HeartbeatOutcome) -> LeaseRow {
+    match out {
+        HeartbeatOutcome::Renewed(row) => row,
+        other => panic!("expected a renewal, got {other:?}"),
+    }
+}
+
+/// The issue's four properties on one timeline: clients heartbeat every
+/// 10 s, the reaper sweeps 5 s after each round.
+#[test]
+fn idle_reclaim_keeps_active_borrowed_and_untimed_seats_and_ends_idle_ones_at_the_timeout() {
+    let mut w = idle_world();
+    let (ann, _) = granted(w.checkout(&req("a", "ann", None, None), &[]));
+    let (bob, _) = granted(w.checkout(&req("a", "bob", None, None), &[]));
+    let (dan, _) = granted(w.checkout(&req("a", "dan", Some("fd"), None), &[]));
+    let (cid, _) = granted(w.checkout(&req("b", "cid", None, None), &[]));
+    let mut lent = None;
+    for round in 1..=30u64 {
+        let t = round * 10;
+        w.now = at(t as i64 * 1000);
+        // (1) ann reports activity every ttl: renewed, never idle.
+        let row = renewed(beat(
+            &mut w,
+            "a",
+            &ann.seat_id,
+            [None, Some(0)][round as usize % 2],
+        ));
+        assert_eq!(row.idle_since, None);
+        // (4) cid, on a license without idle_timeout, idle since checkout.
+        let row = renewed(beat(&mut w, "b", &cid.seat_id, Some(t)));
+        assert_eq!(row.idle_since, Some(at(0)));
+        // bob is idle since 5 s: renewed until a sweep takes the seat at
+        // 5 s + 90 s; his client learns it at its next heartbeat (and a
+        // heartbeat a ttl later would hear `lapsed`).
+        if t <= 100 {
+            let got = beat(&mut w, "a", &bob.seat_id, Some(t - 5));
+            if t < 100 {
+                assert_eq!(renewed(got).idle_since, Some(at(5_000)));
+            } else {
+                assert_eq!(got, HeartbeatOutcome::Lost(SeatLostReason::Idle));
+            }
+        }
+        // (3) dan, idle since 5 s too, borrows his seat at 80 s: its idle
+        // period closes there, and no report reopens one.
+        if t == 80 {
+            let mut borrow = req("a", "dan", Some("fd"), None);
+            borrow.borrow = Some(Duration::from_secs(600));
+            let (row, reused) = granted(w.checkout(&borrow, &[]));
+            assert!(reused && row.mode == SeatMode::Borrow && row.idle_since.is_none());
+            lent = Some(row);
+        }
+        match &lent {
+            None => assert!(
+                renewed(beat(&mut w, "a", &dan.seat_id, Some(t - 5)))
+                    .idle_since
+                    .is_some()
+            ),
+            Some(row) => assert_eq!(
+                beat(&mut w, "a", &dan.seat_id, Some(t)),
+                HeartbeatOutcome::Borrowed {
+                    expires_at: row.expires_at
+                }
+            ),
+        }
+        w.now = at(t as i64 * 1000 + 5_000);
+        let live = w.run(|r| r.live_counts()).0.unwrap()[0].1.live;
+        let (n, events) = w.run(|r| r.reap(10, RETENTION));
+        let live_after = w.run(|r| r.live_counts()).0.unwrap()[0].1.live;
+        if t + 5 == 95 {
+            // (2) Gone in the sweep at its timeout; free in that command.
+            assert_eq!(n.unwrap(), 1);
+            assert_eq!(live_after, live - 1);
+            assert_eq!(events[0].kind, EventKind::Reclaim);
+            assert_eq!(
+                events[0].detail.as_deref(),
+                Some(format!("idle since {}: idle_timeout 90s", at(5_000)).as_str())
+            );
+        } else {
+            assert_eq!((n.unwrap(), live_after), (0, live), "at {t} s + 5 s");
+        }
+    }
+    assert_eq!(w.store.leases[&ann.seat_id].lease.idle_since, None);
+    assert_eq!(w.store.leases[&dan.seat_id].lease.mode, SeatMode::Borrow);
+    // (4) bob's session ended idle at the timeout, never as a lapse; his
+    // idle period is history, as are dan's (lent) and cid's (released).
+    w.now = at(300_000);
+    assert!(w.run(|r| r.release("b", &cid.seat_id)).0.unwrap());
+    let ends: Vec<_> = w
+        .store
+        .sessions
+        .iter()
+        .map(|s| (s.lease.seat_id.as_str(), s.end, s.at))
+        .collect();
+    assert_eq!(
+        ends,
+        vec![
+            (bob.seat_id.as_str(), SessionEnd::Idle, at(95_000)),
+            (cid.seat_id.as_str(), SessionEnd::Release, at(300_000)),
+        ]
+    );
+    assert_eq!(
+        w.store.idle_periods,
+        vec![
+            ("a".into(), dan.seat_id.clone(), at(5_000), at(80_000)),
+            ("a".into(), bob.seat_id.clone(), at(5_000), at(95_000)),
+            ("b".into(), cid.seat_id.clone(), at(0), at(300_000)),
+        ]
+    );
+}
+
+/// A report that sets or moves the seat's idle start and reaches the
+/// timeout at once reclaims the seat as of that report: the session, the
+/// `reclaim` event and the idle period carry the reported idle start (a
+/// rules bug this test found: the seat was reclaimed as it was before).
+#[test]
+fn a_report_that_reaches_the_timeout_records_its_idle_start() {
+    // The first report already reaches the timeout: idle since 5 s.
+    let mut w = idle_world();
+    let (seat, _) = granted(w.checkout(&req("a", "ann", None, None), &[]));
+    for t in 1..=9 {
+        w.now = at(t * 10_000);
+        renewed(beat(&mut w, "a", &seat.seat_id, None));
+    }
+    w.now = at(100_000);
+    let (got, events) = w.run(|r| r.heartbeat("a", &seat.seat_id, Some(Duration::from_secs(95))));
+    assert_eq!(got.unwrap(), HeartbeatOutcome::Lost(SeatLostReason::Idle));
+    assert_eq!(w.store.sessions[0].at, at(95_000));
+    assert_eq!(
+        events[0].detail.as_deref(),
+        Some(format!("idle since {}: idle_timeout 90s", at(5_000)).as_str())
+    );
+    assert_eq!(
+        w.store.idle_periods,
+        vec![("a".into(), seat.seat_id.clone(), at(5_000), at(95_000))]
+    );
+    // A report that moves the start back (by less than the 2 s that
+    // would mean "came back"): idle since 40 s, not 45 s.
+    let mut w = idle_world();
+    let (seat, _) = granted(w.checkout(&req("a", "ann", None, None), &[]));
+    for t in 1..=13 {
+        w.now = at(t * 10_000);
+        let idle = (t >= 5).then(|| t as u64 * 10 - 45);
+        renewed(beat(&mut w, "a", &seat.seat_id, idle));
+    }
+    w.now = at(132_000);
+    let (got, _) = w.run(|r| r.heartbeat("a", &seat.seat_id, Some(Duration::from_secs(92))));
+    assert_eq!(got.unwrap(), HeartbeatOutcome::Lost(SeatLostReason::Idle));
+    assert_eq!(w.store.sessions[0].at, at(130_000));
+    assert_eq!(
+        w.store.idle_periods,
+        vec![("a".into(), seat.seat_id.clone(), at(40_000), at(130_000))]
     );
 }

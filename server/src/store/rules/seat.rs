@@ -86,7 +86,12 @@ impl<T: LeaseTx> Rules<'_, T> {
                 policy.idle_timeout,
             );
             if let Some(at) = report.reclaim_at {
-                self.reclaim(lic, &row, at)?;
+                // As of this report: it may have set or moved the idle start.
+                let idle = LeaseRow {
+                    idle_since: report.idle_since,
+                    ..row.clone()
+                };
+                self.reclaim(lic, &idle, at)?;
                 return Ok(HeartbeatOutcome::Lost(SeatLostReason::Idle));
             }
             if let Some((from, to)) = report.ended {
