@@ -163,7 +163,9 @@ fn seat_lost(reason: SeatLostReason, idle_timeout: Option<Duration>) -> ApiError
         SeatLostReason::Idle => format!(
             "this seat was reclaimed: its user was idle for the license's idle_timeout ({}); \
              check out again when the user is back",
-            idle_timeout.map(format_duration).unwrap_or_else(|| "unknown".into())
+            idle_timeout
+                .map(format_duration)
+                .unwrap_or_else(|| "unknown".into())
         ),
     };
     ApiError::new(StatusCode::GONE, code::SEAT_LOST, message).with_refusal(Refusal {
