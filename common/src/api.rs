@@ -396,6 +396,15 @@ pub struct UsageSummary {
     pub utilization: f64,
     /// Distinct holders with a session in the range.
     pub holders: u64,
+    /// Where the server's history covers the range from: the later of
+    /// `from` and the license's first recorded pool size (the server's
+    /// first start, or when the license was added); `to` when nothing is
+    /// recorded. A verdict or a share of "the range" is over
+    /// `[covered_from, to)`, and so is `utilization`. The server always
+    /// sends it; `None` only from a server older than the field, whose
+    /// answer is then judged over the whole range.
+    #[serde(default)]
+    pub covered_from: Option<Timestamp>,
 }
 
 /// How a session ended.

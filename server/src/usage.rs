@@ -22,6 +22,11 @@
 //!   too (`over_s <= full_s` there); a pool of 0 seats (suspended, or the
 //!   license gone from the file) is never full, but any seat held on it is
 //!   over.
+//! - The history covers the range from `covered_from`: the later of `from`
+//!   and the license's first pool-size record (the server's first start, or
+//!   when the license was added); with no record at all, `to` (nothing is
+//!   covered). Seat time before it is not available: `utilization` is over
+//!   the covered span, and so should every share of "the range" be.
 //! - `utilization` counts use above the pool size (a pool shrunk below the
 //!   seats still held) as at most the pool size, so it stays within 0..=1;
 //!   `seat_hours` counts every session's time, `borrowed_hours` the part
@@ -167,6 +172,12 @@ impl PoolTimeline {
         }
     }
 
+    /// Where the history covers `[from, to)` from: the later of `from` and
+    /// the first record, at most `to` (`to` with no record at all).
+    pub fn covered_from(&self, from: i64, to: i64) -> i64 {
+        self.0.first().map_or(to, |(at, _)| (*at).max(from).min(to))
+    }
+
     /// The index of the record in force at `t` (0 before the first).
     fn index_at(&self, t: i64) -> usize {
         self.0.partition_point(|(at, _)| *at <= t).saturating_sub(1)
@@ -187,6 +198,8 @@ pub struct Sweep {
     range: UsageRange,
     /// `now` clamped into the range: nothing is counted after it.
     horizon: i64,
+    /// No seat time is available before it (see the module's conventions).
+    covered_from: i64,
     pool: PoolTimeline,
     pool_index: usize,
     buckets: Vec<Bucket>,
@@ -212,6 +225,7 @@ impl Sweep {
         let (from, to) = (range.from.as_millis(), range.to.as_millis());
         Sweep {
             horizon: range.now.as_millis().clamp(from, to),
+            covered_from: pool.covered_from(from, to),
             pool_index: pool.index_at(from),
             pool,
             buckets: vec![Bucket::default(); range.points()],
@@ -335,13 +349,24 @@ impl Sweep {
                 .0
                 .get(self.pool_index + 1)
                 .map_or(i64::MAX, |(at, _)| *at);
-            let q = until.min(self.range.bucket_end(b)).min(next_change);
+            // Split where the covered span starts, too.
+            let covered_from = if p < self.covered_from {
+                self.covered_from
+            } else {
+                i64::MAX
+            };
+            let q = until
+                .min(self.range.bucket_end(b))
+                .min(next_change)
+                .min(covered_from);
             let seats = self.pool.at(p);
             let len = (q - p) as u128;
             let open = self.open;
             self.session_ms += u128::from(open) * len;
-            self.used_ms += u128::from(open.min(seats)) * len;
-            self.available_ms += u128::from(seats) * len;
+            if p >= self.covered_from {
+                self.used_ms += u128::from(open.min(seats)) * len;
+                self.available_ms += u128::from(seats) * len;
+            }
             if seats > 0 && open >= seats {
                 self.full_ms += len;
             }
@@ -396,6 +421,7 @@ impl Sweep {
             borrowed_hours: self.borrowed_ms as f64 / 3_600_000.0,
             utilization,
             holders: self.holders.len() as u64,
+            covered_from: Some(Timestamp::from_millis(self.covered_from)),
         };
         Usage { points, summary }
     }

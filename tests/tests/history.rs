@@ -271,7 +271,8 @@ async fn csv_is_safe_in_a_spreadsheet() {
             "end",
             "duration_s",
             "group",
-            "borrowed"
+            "borrowed",
+            "idle_s"
         ]
     );
     let got: HashSet<&str> = records[1..].iter().map(|r| r[2].as_str()).collect();
@@ -285,11 +286,12 @@ async fn csv_is_safe_in_a_spreadsheet() {
     ]
     .into();
     assert_eq!(got, want);
-    assert!(records[1..].iter().all(|r| r.len() == 10
+    assert!(records[1..].iter().all(|r| r.len() == 11
         && r[1] == "big"
         && r[5].is_empty()
         && r[8].is_empty()
-        && r[9] == "false"));
+        && r[9] == "false"
+        && r[10] == "0"));
     let (_, same) = csv(&s, "/v1/admin/sessions?license=big&format=csv", None).await;
     assert_eq!(same.len(), records.len());
 }

@@ -276,3 +276,43 @@ async fn idle_hours_and_idle_seconds_from_a_reported_idle_minute() {
     let idle_s: f64 = session[at].parse().expect(&csv);
     assert!((60.0..=64.0).contains(&idle_s), "{csv}");
 }
+
+/// A server started a moment ago has seen a moment, not the week asked
+/// about: no license with idle seats is called a surplus over it, the
+/// reason says how little the history covers, and `--json` gives
+/// `covered_from` (the server's first start, inside the range).
+#[tokio::test]
+async fn a_fresh_server_never_calls_a_surplus_over_a_week_it_never_saw() {
+    let s = Server::start(TEST_LICENSES).await;
+    // The first batch records the pool sizes the history starts with.
+    eventually(Duration::from_secs(10), "the first pool sizes", || async {
+        let u = s.admin_get("/v1/admin/usage?license=small").await;
+        (u["summary"]["covered_from"] != u["to"]).then_some(())
+    })
+    .await;
+    let table = report(&s, &[]).await.stdout;
+    assert!(table.contains("(7d00h)"), "the default week: {table}");
+    assert!(!table.contains("more seats than needed"), "{table}");
+    assert!(
+        table.contains("history covers only ") && table.contains(" of the 7d00h asked"),
+        "{table}"
+    );
+    let json = report(&s, &["--json"]).await.stdout;
+    let all: Vec<Value> = serde_json::from_str(&json).expect("a JSON array");
+    assert!(!all.is_empty(), "{json}");
+    for u in &all {
+        assert_ne!(u["verdict"], "more_than_needed", "{u}");
+        let at =
+            |v: &Value| Timestamp::parse_rfc3339(v.as_str().expect("a time")).expect("RFC 3339");
+        let (from, to, covered) = (
+            at(&u["from"]),
+            at(&u["to"]),
+            at(&u["summary"]["covered_from"]),
+        );
+        assert!(from < covered && covered <= to, "{u}");
+        assert!(
+            to.millis_since(covered) < 3_600_000,
+            "covered since the start: {u}"
+        );
+    }
+}

@@ -44,6 +44,14 @@ fn brute_force(
     let (mut session_ms, mut used, mut available, mut full, mut over) =
         (0u128, 0u128, 0u128, 0u128, 0u128);
     let mut borrowed_ms = 0u128;
+    // Covered from the first record on (never before `from`, never after
+    // `to`); nothing covered without one.
+    let covered_from = pool
+        .0
+        .iter()
+        .map(|(at, _)| *at)
+        .min()
+        .map_or(to, |first| first.clamp(from, to));
     for x in from..to.min(now.max(from)) {
         let open_now: Vec<_> = in_range
             .iter()
@@ -59,8 +67,10 @@ fn brute_force(
             peak_at = Some(ts(x));
         }
         session_ms += u128::from(open);
-        used += u128::from(open.min(seats));
-        available += u128::from(seats);
+        if x >= covered_from {
+            used += u128::from(open.min(seats));
+            available += u128::from(seats);
+        }
         if seats > 0 && open >= seats {
             full += 1;
         }
@@ -113,6 +123,7 @@ fn brute_force(
             },
             holders: holders.len() as u64,
             idle_hours: 0.0,
+            covered_from: Some(ts(covered_from)),
         },
     }
 }
@@ -171,8 +182,8 @@ proptest! {
         let want = brute_force(&range, &sessions, &pool, &denials);
         prop_assert_eq!(&got.points, &want.points);
         let (g, w) = (&got.summary, &want.summary);
-        prop_assert_eq!((g.seats, g.peak, g.peak_at, g.denials, g.holders),
-                        (w.seats, w.peak, w.peak_at, w.denials, w.holders));
+        prop_assert_eq!((g.seats, g.peak, g.peak_at, g.denials, g.holders, g.covered_from),
+                        (w.seats, w.peak, w.peak_at, w.denials, w.holders, w.covered_from));
         prop_assert!((g.full_s - w.full_s).abs() < 1e-9);
         prop_assert!((g.over_s - w.over_s).abs() < 1e-9);
         let points_over: f64 = got.points.iter().map(|p| p.over_s).sum();
@@ -254,4 +265,43 @@ fn time_over_the_pool_is_over_and_full() {
     );
     // Full (>= seats on a pool of at least one): [10,80); never on 0 seats.
     assert_eq!(u.summary.full_s, 0.07);
+}
+
+#[test]
+fn a_range_before_the_first_record_is_covered_from_that_record() {
+    // Asked [0, 1000); the server first recorded 4 seats at 600. One seat
+    // held on [700, 800): 100 ms of 4 x 400 ms available, not of 4 x 1000.
+    let range = UsageRange::new(ts(0), ts(1000), Some(100), ts(1000)).unwrap();
+    let mut s = Sweep::new(range, PoolTimeline::new(vec![(ts(600), 4)]));
+    s.session(ts(700), Some(ts(800)), "a", false);
+    let u = s.finish();
+    assert_eq!(u.summary.covered_from, Some(ts(600)));
+    assert_eq!(u.summary.utilization, 100.0 / 1600.0);
+    assert_eq!(u.summary.seat_hours, 100.0 / 3_600_000.0);
+    // Before the first record, the points still show its size.
+    assert_eq!(u.points[0].seats, 4);
+}
+
+#[test]
+fn a_range_after_the_first_record_is_covered_from_its_start() {
+    let pool = PoolTimeline::new(vec![(ts(-500), 2), (ts(300), 4)]);
+    let range = UsageRange::new(ts(0), ts(1000), Some(100), ts(1000)).unwrap();
+    let mut s = Sweep::new(range, pool);
+    s.session(ts(0), Some(ts(1000)), "a", false);
+    let u = s.finish();
+    assert_eq!(u.summary.covered_from, Some(ts(0)));
+    // 1 of 2 seats for 300 ms, 1 of 4 for 700 ms.
+    assert_eq!(u.summary.utilization, 1000.0 / (600.0 + 2800.0));
+}
+
+#[test]
+fn no_record_covers_nothing() {
+    let range = UsageRange::new(ts(0), ts(1000), Some(100), ts(1000)).unwrap();
+    let u = Sweep::new(range, PoolTimeline::new(vec![])).finish();
+    assert_eq!(u.summary.covered_from, Some(ts(1000)));
+    assert_eq!(u.summary.utilization, 0.0);
+    // A history that starts after the range covers none of it either.
+    let u = Sweep::new(range, PoolTimeline::new(vec![(ts(5000), 3)])).finish();
+    assert_eq!(u.summary.covered_from, Some(ts(1000)));
+    assert_eq!(u.summary.utilization, 0.0);
 }

@@ -40,8 +40,9 @@ pub async fn license_report(
             step,
         })
         .await?;
-    // Judge the range the summary covers, as the server echoed it.
-    let judgement = judge(&usage.summary, usage.to.millis_since(usage.from));
+    // Judge the range as the server echoed it (over the part its history
+    // covers).
+    let judgement = judge(&usage.summary, usage.from, usage.to);
     let top_holders = top_holders(client, license, range).await?;
     Ok(LicenseReport {
         usage,

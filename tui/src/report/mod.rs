@@ -139,6 +139,7 @@ mod tests {
             utilization: 0.5,
             holders: 1,
             idle_hours: 0.25,
+            covered_from: Some(t),
         };
         let usage = UsageResponse {
             license_id: "demo\u{1b}".into(),
@@ -156,7 +157,7 @@ mod tests {
             summary: summary.clone(),
         };
         let report = LicenseReport {
-            judgement: verdict::judge(&summary, 3_600_000),
+            judgement: verdict::judge(&summary, usage.from, usage.to),
             usage: usage.clone(),
             top_holders: vec![HolderHours {
                 holder: "alice".into(),

@@ -9,7 +9,7 @@ use leasehold_common::text::sanitize_for_terminal;
 
 use super::LicenseReport;
 use super::range::Range;
-use super::verdict::pct;
+use super::verdict::{covered_from, pct};
 use crate::format::fmt_duration_ms;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +63,9 @@ fn clean(s: &str) -> String {
 /// One row of the summary table.
 fn summary_row(r: &LicenseReport) -> Vec<String> {
     let s = &r.usage.summary;
-    let range_s = r.usage.to.millis_since(r.usage.from) as f64 / 1000.0;
+    // A share of the range the server's history covers.
+    let covered = covered_from(s, r.usage.from, r.usage.to);
+    let range_s = r.usage.to.millis_since(covered) as f64 / 1000.0;
     let full_share = if range_s > 0.0 {
         s.full_s / range_s
     } else {
@@ -158,7 +160,11 @@ mod tests {
     fn report(id: &str, summary: UsageSummary, holders: &[(&str, f64)]) -> LicenseReport {
         let range_ms = 7 * DAY_MS;
         LicenseReport {
-            judgement: judge(&summary, range_ms),
+            judgement: judge(
+                &summary,
+                Timestamp::from_millis(T0 - range_ms),
+                Timestamp::from_millis(T0),
+            ),
             usage: UsageResponse {
                 license_id: id.into(),
                 from: Timestamp::from_millis(T0 - range_ms),
@@ -193,6 +199,7 @@ mod tests {
                     utilization: 0.612,
                     holders: 14,
                     idle_hours: 120.25,
+                    covered_from: Some(Timestamp::from_millis(T0 - 7 * DAY_MS)),
                 },
                 &[("alice", 40.2), ("bob\u{1b}[2J", 38.0), ("carol", 0.25)],
             ),
@@ -210,6 +217,7 @@ mod tests {
                     utilization: 0.00001,
                     holders: 3,
                     idle_hours: 0.0,
+                    covered_from: None,
                 },
                 &[("dave", 100.8)],
             ),
@@ -227,6 +235,7 @@ mod tests {
                     utilization: 0.4613,
                     holders: 2,
                     idle_hours: 0.0,
+                    covered_from: None,
                 },
                 &[("ci-01", 200.0), ("ci-02", 110.0)],
             ),
@@ -244,6 +253,7 @@ mod tests {
                     utilization: 0.0,
                     holders: 0,
                     idle_hours: 0.0,
+                    covered_from: Some(Timestamp::from_millis(T0 - 2 * 3_600_000)),
                 },
                 &[],
             ),
@@ -280,7 +290,7 @@ mod tests {
           ci-01        200.00
           ci-02        110.00
 
-        spare: more seats than needed — peak 0 of 2 seats (0.0%) <= 70%, no denials over 7d00h
+        spare: about right — peak 0 of 2 seats (0.0%) <= 70% and no denials, but history covers only 2h00m of the 7d00h asked, too short to call a surplus (needs 7 days)
           no sessions in the range
         ");
     }

@@ -7,9 +7,14 @@
 //! Any time with more seats in use than sold (`over_s`: overage granted, or
 //! a pool shrunk below the seats still held) is short of seats whatever its
 //! length: the pool was not enough for the demand it served.
+//!
+//! "The range" is the part of the asked range the server's history covers
+//! (`covered_from` to `to`): a server started an hour ago has seen an hour,
+//! not the week asked about, and never calls a surplus on it.
 
 use std::time::Duration;
 
+use leasehold_common::Timestamp;
 use leasehold_common::api::UsageSummary;
 
 use crate::format::fmt_duration_ms;
@@ -54,7 +59,8 @@ pub fn thresholds_help() -> String {
         "Verdict per license:\n  \
          short of seats          any time with more seats in use than sold, any denial, or every seat in use for >= {SHORT_FULL_PCT}% of the range\n  \
          more seats than needed  peak <= {SURPLUS_PEAK_PCT}% of the seats and no denial, over a range of at least {}\n  \
-         about right             otherwise",
+         about right             otherwise\n\
+         The range is the part of the one asked that the server's history covers (from its first start, or from when the license was added).",
         min_range_words()
     )
 }
@@ -72,7 +78,11 @@ fn min_range_words() -> String {
 /// How long the pool was over: `12m00s`; a blip shorter than a second is
 /// `under 1s`, never `0s`.
 fn over_words(over_s: f64) -> String {
-    let ms = (over_s * 1000.0).round() as i64;
+    span_words((over_s * 1000.0).round() as i64)
+}
+
+/// `12m00s`; less than a second (but some) is `under 1s`, never `0s`.
+fn span_words(ms: i64) -> String {
     if ms < 1000 {
         "under 1s".to_string()
     } else {
@@ -85,9 +95,35 @@ pub fn pct(fraction: f64) -> String {
     format!("{:.1}%", fraction * 100.0)
 }
 
-/// Judge one license over a range of `range_ms` milliseconds.
-pub fn judge(s: &UsageSummary, range_ms: i64) -> Judgement {
-    let range_s = range_ms.max(0) as f64 / 1000.0;
+/// Where the server's history covers `[from, to)` from: the summary's
+/// `covered_from` kept inside the range; `from` from an older server that
+/// does not say.
+pub fn covered_from(s: &UsageSummary, from: Timestamp, to: Timestamp) -> Timestamp {
+    s.covered_from.unwrap_or(from).max(from).min(to)
+}
+
+/// Judge one license asked about `[from, to)`, over the part of it the
+/// server's history covers.
+pub fn judge(s: &UsageSummary, from: Timestamp, to: Timestamp) -> Judgement {
+    let asked_ms = to.millis_since(from).max(0);
+    let range_ms = to.millis_since(covered_from(s, from, to)).max(0);
+    // Said whenever the history covers less than was asked.
+    let coverage = (range_ms < asked_ms).then(|| {
+        let covered = if range_ms == 0 {
+            "none".to_string()
+        } else {
+            format!("only {}", span_words(range_ms))
+        };
+        format!(
+            "history covers {covered} of the {} asked",
+            fmt_duration_ms(asked_ms)
+        )
+    });
+    let with_coverage = |reason: String| match &coverage {
+        Some(c) => format!("{reason}; {c}"),
+        None => reason,
+    };
+    let range_s = range_ms as f64 / 1000.0;
     let full_share = if range_s > 0.0 {
         s.full_s / range_s
     } else {
@@ -113,7 +149,16 @@ pub fn judge(s: &UsageSummary, range_ms: i64) -> Judgement {
         }
         return Judgement {
             verdict: Verdict::ShortOfSeats,
-            reason: why.join("; "),
+            reason: with_coverage(why.join("; ")),
+        };
+    }
+    if range_ms == 0 {
+        return Judgement {
+            verdict: Verdict::AboutRight,
+            reason: format!(
+                "nothing to judge: the server's history of this license does not cover the {} asked",
+                fmt_duration_ms(asked_ms)
+            ),
         };
     }
     // Integer arithmetic: "peak <= 70% of seats" is exact at the boundary.
@@ -130,17 +175,25 @@ pub fn judge(s: &UsageSummary, range_ms: i64) -> Judgement {
     if peak_low && long_enough {
         return Judgement {
             verdict: Verdict::MoreThanNeeded,
-            reason: format!("{peak_words} <= {SURPLUS_PEAK_PCT}%, no denials over {range_words}"),
+            reason: with_coverage(format!(
+                "{peak_words} <= {SURPLUS_PEAK_PCT}%, no denials over {range_words}"
+            )),
         };
     }
     let reason = if peak_low {
+        let short = match &coverage {
+            Some(c) => format!("{c}, too short"),
+            None => format!("{range_words} is too short"),
+        };
         format!(
-            "{peak_words} <= {SURPLUS_PEAK_PCT}% and no denials, but {range_words} is too short \
+            "{peak_words} <= {SURPLUS_PEAK_PCT}% and no denials, but {short} \
              to call a surplus (needs {})",
             min_range_words()
         )
     } else {
-        format!("no denials, {full_words} (< {SHORT_FULL_PCT}%), {peak_words}")
+        with_coverage(format!(
+            "no denials, {full_words} (< {SHORT_FULL_PCT}%), {peak_words}"
+        ))
     };
     Judgement {
         verdict: Verdict::AboutRight,
@@ -153,6 +206,16 @@ mod tests {
     use super::*;
 
     const DAY_MS: i64 = 86_400_000;
+    const T0: i64 = 1_796_011_200_000; // 2026-11-30T04:00:00Z
+
+    fn ts(ms: i64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    /// Asked about the `range_ms` up to T0.
+    fn judge_over(s: &UsageSummary, range_ms: i64) -> Judgement {
+        judge(s, ts(T0 - range_ms), ts(T0))
+    }
 
     fn summary(seats: u32, peak: u32, full_s: f64, denials: u64) -> UsageSummary {
         UsageSummary {
@@ -167,12 +230,13 @@ mod tests {
             utilization: 0.0,
             holders: 0,
             idle_hours: 0.0,
+            covered_from: None,
         }
     }
 
     #[test]
     fn any_denial_is_short() {
-        let j = judge(&summary(10, 4, 0.0, 1), 7 * DAY_MS);
+        let j = judge_over(&summary(10, 4, 0.0, 1), 7 * DAY_MS);
         assert_eq!(j.verdict, Verdict::ShortOfSeats);
         assert_eq!(j.reason, "1 denial");
     }
@@ -180,16 +244,16 @@ mod tests {
     #[test]
     fn full_for_ten_percent_of_the_range_is_short() {
         // 7 days = 604,800 s; 10% = 60,480 s exactly.
-        let j = judge(&summary(10, 10, 60_480.0, 0), 7 * DAY_MS);
+        let j = judge_over(&summary(10, 10, 60_480.0, 0), 7 * DAY_MS);
         assert_eq!(j.verdict, Verdict::ShortOfSeats);
         assert_eq!(j.reason, "every seat in use 10.0% of the range (>= 10%)");
-        let j = judge(&summary(10, 10, 60_479.0, 0), 7 * DAY_MS);
+        let j = judge_over(&summary(10, 10, 60_479.0, 0), 7 * DAY_MS);
         assert_eq!(j.verdict, Verdict::AboutRight);
         assert_eq!(
             j.reason,
             "no denials, every seat in use 10.0% of the range (< 10%), peak 10 of 10 seats (100.0%)"
         );
-        let j = judge(&summary(3, 3, 86_400.0, 2), DAY_MS);
+        let j = judge_over(&summary(3, 3, 86_400.0, 2), DAY_MS);
         assert_eq!(
             j.reason,
             "2 denials; every seat in use 100.0% of the range (>= 10%)"
@@ -204,7 +268,7 @@ mod tests {
             over_s: 720.0,
             ..summary(10, 12, 720.0, 0)
         };
-        let j = judge(&s, 7 * DAY_MS);
+        let j = judge_over(&s, 7 * DAY_MS);
         assert_eq!(j.verdict, Verdict::ShortOfSeats);
         assert_eq!(j.reason, "more seats in use than sold for 12m00s");
         // A blip still counts, and reads as one.
@@ -212,7 +276,7 @@ mod tests {
             over_s: 0.25,
             ..summary(10, 11, 0.25, 0)
         };
-        let j = judge(&s, 7 * DAY_MS);
+        let j = judge_over(&s, 7 * DAY_MS);
         assert_eq!(j.verdict, Verdict::ShortOfSeats);
         assert_eq!(j.reason, "more seats in use than sold for under 1s");
         // Every reason, over first.
@@ -221,7 +285,7 @@ mod tests {
             ..summary(3, 4, 43_200.0, 2)
         };
         assert_eq!(
-            judge(&s, DAY_MS).reason,
+            judge_over(&s, DAY_MS).reason,
             "more seats in use than sold for 1h00m; 2 denials; \
              every seat in use 50.0% of the range (>= 10%)"
         );
@@ -230,10 +294,10 @@ mod tests {
             over_s: 60.0,
             ..summary(0, 1, 0.0, 0)
         };
-        assert_eq!(judge(&s, 30 * DAY_MS).verdict, Verdict::ShortOfSeats);
+        assert_eq!(judge_over(&s, 30 * DAY_MS).verdict, Verdict::ShortOfSeats);
         // No time over: the verdict is as before.
         assert_eq!(
-            judge(&summary(10, 7, 0.0, 0), 7 * DAY_MS).verdict,
+            judge_over(&summary(10, 7, 0.0, 0), 7 * DAY_MS).verdict,
             Verdict::MoreThanNeeded
         );
     }
@@ -241,21 +305,21 @@ mod tests {
     #[test]
     fn low_peak_over_a_week_is_a_surplus() {
         // 7 of 10 is exactly 70%: still a surplus.
-        let j = judge(&summary(10, 7, 0.0, 0), 7 * DAY_MS);
+        let j = judge_over(&summary(10, 7, 0.0, 0), 7 * DAY_MS);
         assert_eq!(j.verdict, Verdict::MoreThanNeeded);
         assert_eq!(
             j.reason,
             "peak 7 of 10 seats (70.0%) <= 70%, no denials over 7d00h"
         );
         assert_eq!(
-            judge(&summary(10, 8, 0.0, 0), 30 * DAY_MS).verdict,
+            judge_over(&summary(10, 8, 0.0, 0), 30 * DAY_MS).verdict,
             Verdict::AboutRight
         );
     }
 
     #[test]
     fn a_short_range_never_calls_a_surplus() {
-        let j = judge(&summary(10, 1, 0.0, 0), 7 * DAY_MS - 1);
+        let j = judge_over(&summary(10, 1, 0.0, 0), 7 * DAY_MS - 1);
         assert_eq!(j.verdict, Verdict::AboutRight);
         assert!(
             j.reason
@@ -268,13 +332,103 @@ mod tests {
     #[test]
     fn an_empty_pool_is_not_a_surplus() {
         assert_eq!(
-            judge(&summary(0, 0, 0.0, 0), 30 * DAY_MS).verdict,
+            judge_over(&summary(0, 0, 0.0, 0), 30 * DAY_MS).verdict,
             Verdict::AboutRight
         );
         // A zero-length range divides by nothing.
         assert_eq!(
-            judge(&summary(5, 0, 0.0, 0), 0).verdict,
+            judge_over(&summary(5, 0, 0.0, 0), 0).verdict,
             Verdict::AboutRight
+        );
+    }
+
+    #[test]
+    fn a_fresh_server_never_calls_a_surplus() {
+        // A week asked; the server started 2m13s ago with 10 seats.
+        let s = UsageSummary {
+            covered_from: Some(ts(T0 - 133_000)),
+            ..summary(10, 0, 0.0, 0)
+        };
+        let j = judge_over(&s, 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::AboutRight);
+        assert_eq!(
+            j.reason,
+            "peak 0 of 10 seats (0.0%) <= 70% and no denials, but history covers only 2m13s \
+             of the 7d00h asked, too short to call a surplus (needs 7 days)"
+        );
+        // Every seat in use for a minute of those 2m13s is short of seats,
+        // though a minute is far below 10% of the week.
+        let s = UsageSummary {
+            covered_from: Some(ts(T0 - 133_000)),
+            ..summary(1, 1, 60.0, 0)
+        };
+        let j = judge_over(&s, 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::ShortOfSeats);
+        assert_eq!(
+            j.reason,
+            "every seat in use 45.1% of the range (>= 10%); \
+             history covers only 2m13s of the 7d00h asked"
+        );
+        // Started a moment ago.
+        let s = UsageSummary {
+            covered_from: Some(ts(T0 - 300)),
+            ..summary(10, 0, 0.0, 0)
+        };
+        assert!(
+            judge_over(&s, 7 * DAY_MS)
+                .reason
+                .contains("history covers only under 1s of the 7d00h asked"),
+        );
+        // A covered_from outside the range is kept inside it.
+        let s = UsageSummary {
+            covered_from: Some(ts(T0 - 30 * DAY_MS)),
+            ..summary(10, 1, 0.0, 0)
+        };
+        assert_eq!(
+            judge_over(&s, 7 * DAY_MS).reason,
+            "peak 1 of 10 seats (10.0%) <= 70%, no denials over 7d00h"
+        );
+    }
+
+    #[test]
+    fn a_long_covered_span_can_still_be_a_surplus() {
+        // Thirty days asked, the last eight covered.
+        let s = UsageSummary {
+            covered_from: Some(ts(T0 - 8 * DAY_MS)),
+            ..summary(10, 2, 0.0, 0)
+        };
+        let j = judge_over(&s, 30 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::MoreThanNeeded);
+        assert_eq!(
+            j.reason,
+            "peak 2 of 10 seats (20.0%) <= 70%, no denials over 8d00h; \
+             history covers only 8d00h of the 30d00h asked"
+        );
+        // Six days covered of thirty is not enough.
+        let s = UsageSummary {
+            covered_from: Some(ts(T0 - 6 * DAY_MS)),
+            ..summary(10, 2, 0.0, 0)
+        };
+        assert_eq!(judge_over(&s, 30 * DAY_MS).verdict, Verdict::AboutRight);
+    }
+
+    #[test]
+    fn nothing_covered_is_not_judged() {
+        let s = UsageSummary {
+            covered_from: Some(ts(T0)),
+            ..summary(0, 0, 0.0, 0)
+        };
+        let j = judge_over(&s, 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::AboutRight);
+        assert!(j.reason.starts_with("nothing to judge"), "{}", j.reason);
+        // A denial is still a denial.
+        let s = UsageSummary {
+            covered_from: Some(ts(T0)),
+            ..summary(0, 0, 0.0, 1)
+        };
+        assert_eq!(
+            judge_over(&s, 7 * DAY_MS).reason,
+            "1 denial; history covers none of the 7d00h asked"
         );
     }
 
