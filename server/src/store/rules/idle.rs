@@ -16,7 +16,7 @@ use leasehold_common::api::{EventKind, SessionEnd};
 use leasehold_common::policy::format_duration;
 use leasehold_common::{LicenseConfig, Timestamp, is_live, live_threshold};
 
-use super::{EndedSession, IdlePeriod, LeaseTx, NewEvent, Result, Rules};
+use super::{EndedSession, IdlePeriod, LeaseTx, Result, Rules};
 use crate::store::{LeaseRow, SeatMode};
 
 /// Shorter idle periods are not history: a user reading a page is not idle.
@@ -192,19 +192,7 @@ impl<T: LeaseTx> Rules<'_, T> {
                 None => format!("idle: idle_timeout {timeout}"),
             })
             .collect();
-        let events: Vec<NewEvent<'_>> = gone
-            .iter()
-            .zip(&details)
-            .map(|(lease, detail)| NewEvent {
-                at: self.now,
-                kind: EventKind::Reclaim,
-                license_id: Some(&lease.license_id),
-                seat_id: Some(&lease.seat_id),
-                holder: Some(&lease.holder),
-                detail: Some(detail),
-            })
-            .collect();
-        self.events_in_order(&events)
+        self.seat_events(EventKind::Reclaim, gone, &details)
     }
 
     /// A session that ends closes its open idle period, if long enough.

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use leasehold_common::api::{Event, EventKind};
 use leasehold_common::{Licenses, Timestamp};
 
-use super::{SeatMode, StoreError};
+use super::{LeaseRow, SeatMode, StoreError};
 
 mod borrow;
 mod checkout;
@@ -159,6 +159,28 @@ impl<'a, T: LeaseTx> Rules<'a, T> {
             holder,
             detail,
         }])
+    }
+
+    /// One event of `kind` per seat that left, each with its detail, at once.
+    pub(super) fn seat_events(
+        &mut self,
+        kind: EventKind,
+        gone: &[LeaseRow],
+        details: &[String],
+    ) -> Result<()> {
+        let events: Vec<NewEvent<'_>> = gone
+            .iter()
+            .zip(details)
+            .map(|(lease, detail)| NewEvent {
+                at: self.now,
+                kind,
+                license_id: Some(&lease.license_id),
+                seat_id: Some(&lease.seat_id),
+                holder: Some(&lease.holder),
+                detail: Some(detail),
+            })
+            .collect();
+        self.events_in_order(&events)
     }
 
     /// Append events and keep them, numbered, for publishing after commit.

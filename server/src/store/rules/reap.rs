@@ -8,7 +8,7 @@ use leasehold_common::api::{EventKind, SessionEnd};
 use leasehold_common::liveness::live_until;
 use leasehold_common::{Timestamp, live_threshold, reap_cutoff};
 
-use super::{EndedSession, LeaseTx, NewEvent, Result, Rules, reap_detail};
+use super::{EndedSession, LeaseTx, Result, Rules, reap_detail};
 use crate::store::{LeaseRow, PoolCounts, Scope, SeatMode};
 
 impl<T: LeaseTx> Rules<'_, T> {
@@ -54,19 +54,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         self.tx.record_sessions(&sessions)?;
         self.close_idle_periods(&sessions)?;
         let details: Vec<String> = gone.iter().map(|l| reap_detail(l.expires_at)).collect();
-        let events: Vec<NewEvent<'_>> = gone
-            .iter()
-            .zip(&details)
-            .map(|(lease, detail)| NewEvent {
-                at: self.now,
-                kind: EventKind::Reap,
-                license_id: Some(&lease.license_id),
-                seat_id: Some(&lease.seat_id),
-                holder: Some(&lease.holder),
-                detail: Some(detail),
-            })
-            .collect();
-        self.events_in_order(&events)
+        self.seat_events(EventKind::Reap, gone, &details)
     }
 
     /// The outage rule: after a gap in which nobody could renew, every lease
