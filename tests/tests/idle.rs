@@ -83,6 +83,10 @@ async fn a_bad_idle_s_is_400_and_changes_nothing_while_other_bodies_are_ignored(
     }
     let seat = seat_of(&s.seats(Some("small")).await, &l.seat_id).clone();
     assert_eq!(seat["idle_s"], Value::Null, "active: {seat}");
+    // The body is read with the same limit as a checkout's.
+    let huge = format!("{{\"pad\": \"{}\"}}", "x".repeat(20 * 1024));
+    let resp = heartbeat_with(&s, "small", &l.seat_id, &huge).await;
+    assert_eq!(resp.status(), 413);
     // The largest report is accepted; idleness never starts before checkout.
     let resp = heartbeat_with(&s, "small", &l.seat_id, r#"{"idle_s": 31536000}"#).await;
     assert_eq!(resp.status(), 200);
