@@ -261,17 +261,19 @@ const MIGRATIONS: &[&str] = &[
         EXECUTE FUNCTION lease_license_fixed();
     "#,
     // v12: idle reclaim (the same records as SQLite's). A lease keeps since
-    // when its user has been idle (NULL: active); the reaper finds a
-    // license's seats idle longest first in the partial index, which holds
-    // only idle seats, so heartbeats of active ones never touch it. Idle
+    // when its user has been idle (NULL: active). No index on it: a
+    // heartbeat is never a HOT update (`expires_at` is indexed), so every
+    // index of `leases` gets an entry per renewal, and a partial index of
+    // idle seats cost each idle-reporting heartbeat one more (measured:
+    // ≈ 10 % of its throughput); the reaper instead reads a license's live
+    // seats by `leases_by_license_expiry`, and only for licenses with an
+    // `idle_timeout`. Idle
     // periods are history, written when they end: summed per session (by
     // seat), swept per license over a range (by end, then start: the
     // periods that end after `from`), pruned by end. The `lease_rows`
     // triggers name no column but `license_id`: a new column leaves them be.
     r#"
     ALTER TABLE leases ADD COLUMN idle_since BIGINT;
-    CREATE INDEX leases_idle ON leases (license_id, idle_since, seat_id COLLATE "C")
-        WHERE idle_since IS NOT NULL;
 
     CREATE TABLE idle_periods (
         license_id TEXT NOT NULL,

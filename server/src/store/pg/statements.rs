@@ -192,8 +192,9 @@ impl LeaseStatements {
                  DELETE FROM leases l USING victims v WHERE l.seat_id = v.seat_id
                  RETURNING l.seat_id, l.license_id, l.holder, l.fingerprint, l.checked_out_at,
                            l.issued_at, l.expires_at, l.grp, l.mode, l.idle_since")?,
-            // The reaper's idle seats, longest idle first: the partial index
-            // `leases_idle` (v12) holds only idle seats, in this order.
+            // The reaper's idle seats, longest idle first, among the
+            // license's live seats (by expiry; no index on `idle_since`, see
+            // schema v12); asked only for licenses with an `idle_timeout`.
             idle_seats: p(&format!(
                 "SELECT {LEASE_COLUMNS} FROM leases
                  WHERE license_id = $1 AND idle_since <= $3 AND mode = $2::integer
