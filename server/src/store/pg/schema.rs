@@ -264,8 +264,8 @@ const MIGRATIONS: &[&str] = &[
     // when its user has been idle (NULL: active). No index on it: a
     // heartbeat is never a HOT update (`expires_at` is indexed), so every
     // index of `leases` gets an entry per renewal, and a partial index of
-    // idle seats cost each idle-reporting heartbeat one more (measured:
-    // ≈ 10 % of its throughput); the reaper instead reads a license's live
+    // idle seats cost each idle-reporting heartbeat one more (a few percent
+    // in BENCHMARKS.md); the reaper instead reads a license's live
     // seats by `leases_by_license_expiry`, and only for licenses with an
     // `idle_timeout`. Idle
     // periods are history, written when they end: summed per session (by
