@@ -10,6 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::time::Timestamp;
 
+pub use crate::rightsizing::{
+    DenialReason, DenialView, DenialsByReason, DenialsResponse, WhatIfPoint, WhatIfRecommendation,
+    WhatIfResponse,
+};
+
 /// A lease on one seat, as returned by checkout and heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
@@ -361,9 +366,16 @@ pub struct UsagePoint {
     pub over_s: f64,
     /// Sessions started in the bucket.
     pub checkouts: u64,
-    /// `409 no_seats_available` (a `?wait=` that ran out included) and
-    /// `403 blocked` answers in the bucket, exactly.
+    /// Counted refusals in the bucket (a `?wait=` once, when it gives
+    /// up), exactly.
     pub denials: u64,
+    /// `denials` by reason.
+    #[serde(default)]
+    pub denials_by_reason: DenialsByReason,
+    /// `full` refusals not followed by a grant to the same holder within
+    /// the tolerance.
+    #[serde(default)]
+    pub true_denials: u64,
 }
 
 /// The whole range at once.
@@ -384,6 +396,10 @@ pub struct UsageSummary {
     /// them (a pool of 0 seats included).
     pub over_s: f64,
     pub denials: u64,
+    #[serde(default)]
+    pub denials_by_reason: DenialsByReason,
+    #[serde(default)]
+    pub true_denials: u64,
     /// Session time inside the range, in hours.
     pub seat_hours: f64,
     /// The part of `seat_hours` on seats borrowed for offline use.

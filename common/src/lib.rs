@@ -12,7 +12,8 @@
 //!   validation (`reap_grace > skew`, ...), and the seat policies: groups,
 //!   `allow`/`deny` patterns, overage, linger, caps and borrowing.
 //! - [`token`]: compact JWS (EdDSA / Ed25519) lease tokens and the JWKS.
-//! - [`api`]: the JSON wire types of the HTTP contract.
+//! - [`api`]: the JSON wire types of the HTTP contract ([`rightsizing`]'s
+//!   denials and what-if among them).
 //! - [`text`]: input rules for strings an admin's terminal will print.
 //! - `client` (feature `client`): the typed HTTP client and `LeaseKeeper`,
 //!   the crate's one I/O edge (its time logic still takes a clock).
@@ -22,6 +23,7 @@ pub mod api;
 pub mod client;
 pub mod liveness;
 pub mod policy;
+pub mod rightsizing;
 pub mod text;
 pub mod time;
 pub mod token;

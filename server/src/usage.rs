@@ -402,6 +402,8 @@ impl Sweep {
                 over_s: b.over_ms as f64 / 1000.0,
                 checkouts: b.checkouts,
                 denials: b.denials,
+                denials_by_reason: Default::default(),
+                true_denials: 0,
             })
             .collect();
         let utilization = if self.available_ms == 0 {
@@ -417,6 +419,8 @@ impl Sweep {
             over_s: self.over_ms as f64 / 1000.0,
             idle_hours: self.idle_ms as f64 / 3_600_000.0,
             denials: self.denials,
+            denials_by_reason: Default::default(),
+            true_denials: 0,
             seat_hours: self.session_ms as f64 / 3_600_000.0,
             borrowed_hours: self.borrowed_ms as f64 / 3_600_000.0,
             utilization,

@@ -333,6 +333,8 @@ async fn a_scripted_day_adds_up_to_the_hand_count() {
         over_s: 0.0,
         checkouts,
         denials,
+        denials_by_reason: Default::default(),
+        true_denials: 0,
     };
     assert_eq!(
         u.points,

@@ -101,6 +101,8 @@ fn brute_force(
                 over_s: bucket_over[i] as f64 / 1000.0,
                 checkouts: checkouts[i],
                 denials: bucket_denials[i],
+                denials_by_reason: Default::default(),
+                true_denials: 0,
             }
         })
         .collect();
@@ -114,6 +116,8 @@ fn brute_force(
             full_s: full as f64 / 1000.0,
             over_s: over as f64 / 1000.0,
             denials: total_denials,
+            denials_by_reason: Default::default(),
+            true_denials: 0,
             seat_hours: session_ms as f64 / 3_600_000.0,
             borrowed_hours: borrowed_ms as f64 / 3_600_000.0,
             utilization: if available == 0 {

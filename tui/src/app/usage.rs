@@ -81,6 +81,8 @@ mod tests {
             over_s: 0.0,
             checkouts: 0,
             denials: 0,
+            denials_by_reason: Default::default(),
+            true_denials: 0,
         }
     }
 

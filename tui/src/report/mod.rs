@@ -134,6 +134,8 @@ mod tests {
             full_s: 60.0,
             over_s: 0.0,
             denials: 1,
+            denials_by_reason: Default::default(),
+            true_denials: 0,
             seat_hours: 0.5,
             borrowed_hours: 0.0,
             utilization: 0.5,
@@ -153,6 +155,8 @@ mod tests {
                 over_s: 0.0,
                 checkouts: 4,
                 denials: 1,
+                denials_by_reason: Default::default(),
+                true_denials: 0,
             }],
             summary: summary.clone(),
         };

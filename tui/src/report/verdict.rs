@@ -225,6 +225,8 @@ mod tests {
             full_s,
             over_s: 0.0,
             denials,
+            denials_by_reason: Default::default(),
+            true_denials: 0,
             seat_hours: 0.0,
             borrowed_hours: 0.0,
             utilization: 0.0,

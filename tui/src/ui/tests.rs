@@ -39,6 +39,8 @@ fn app_with_usage() -> App {
                 over_s: 0.0,
                 checkouts: 0,
                 denials: 0,
+                denials_by_reason: Default::default(),
+                true_denials: 0,
             })
             .collect()
     };
