@@ -8,7 +8,10 @@
 //! one after the other.
 //!
 //! `cargo bench -p leasehold-server --bench reap` (`REAP_LEASES=N` to change
-//! the backlog).
+//! the backlog; `REAP_BACKLOG_COPY=file` keeps the written backlog in `file`
+//! and later runs start from a copy of it, the same leases each time;
+//! `REAP_STORE=postgres` reaps on one replica over a throwaway PostgreSQL
+//! cluster instead).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,10 +21,12 @@ use std::time::{Duration, Instant};
 use leasehold_common::Licenses;
 use leasehold_server::clock::{SharedClock, SystemClock};
 use leasehold_server::licenses::LicensesHandle;
-use leasehold_server::reaper::{REAP_BATCH, reap_backlog};
+use leasehold_server::reaper::reap_backlog;
+use leasehold_server::store::pg::{self, writer::DecisionClock};
 use leasehold_server::store::{
     CheckoutOutcome, CheckoutRequest, Store, StoreOptions, database_path,
 };
+use leasehold_testkit::postgres::PgCluster;
 
 const LICENSES: &str = r#"
 [[license]]
@@ -33,13 +38,62 @@ skew = "5s"
 reap_grace = "15s"
 
 [[license]]
+# Its seats outlive the slowest reap: none of them becomes reapable.
 id = "probe"
 key = "k2"
 seats = 10000000
-ttl = "60s"
+ttl = "1h"
 skew = "5s"
 reap_grace = "15s"
 "#;
+
+/// `n` leases lapsed as on SQLite, in a fresh PostgreSQL database.
+fn write_pg_backlog(url: &str, n: usize, expired_at: i64) {
+    let started = Instant::now();
+    let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connect");
+    leasehold_server::store::pg::schema::migrate(&mut client).expect("schema");
+    let n = i64::try_from(n).expect("backlog size");
+    client
+        .execute(
+            "INSERT INTO leases (seat_id, license_id, holder, checked_out_at, issued_at,
+                                 expires_at)
+             SELECT md5(i::text), 'expired', 'gone-' || i, $1, $1, $2 + i % 1000
+             FROM generate_series(0, $3::bigint - 1) AS i",
+            &[&(expired_at - 60_000), &expired_at, &n],
+        )
+        .expect("backlog");
+    client.batch_execute("VACUUM ANALYZE").expect("vacuum");
+    println!(
+        "backlog: {n} expired leases written in {:.1?}",
+        started.elapsed()
+    );
+}
+
+/// The backlog on PostgreSQL, and one replica's store on it, deciding on
+/// the database's clock.
+fn open_postgres(url: &str, n: usize, clock: &SharedClock) -> Store {
+    let expired_at = clock.now().as_millis() - 3_600_000;
+    // The synchronous client runs its own runtime: keep it off this one.
+    let written = url.to_string();
+    std::thread::spawn(move || write_pg_backlog(&written, n, expired_at))
+        .join()
+        .expect("backlog written");
+    let licenses = LicensesHandle::new(Licenses::parse(LICENSES).expect("licenses"));
+    let config = pg::config(url).expect("config");
+    let identity = pg::ReplicaIdentity {
+        signing_kid: "reap-bench-kid".into(),
+        admin_token_sha256: "reap-bench-token".into(),
+        viewer_token_sha256: "reap-bench-viewer-token".into(),
+        rotate_tokens: false,
+    };
+    let start = pg::prepare(&config, &identity, LICENSES, &licenses.current()).expect("prepare");
+    let options = StoreOptions {
+        stall_threshold: Duration::from_secs(3600),
+        ..StoreOptions::default()
+    };
+    Store::open_postgres(config, DecisionClock::Database, start, licenses, options)
+        .expect("open store")
+}
 
 fn open(path: &Path, clock: &SharedClock) -> Store {
     let licenses = LicensesHandle::new(Licenses::parse(LICENSES).expect("licenses"));
@@ -157,6 +211,23 @@ fn write_backlog(path: &Path, n: usize, clock: &SharedClock) {
     );
 }
 
+/// The schema, through the store, then the backlog written directly, or a
+/// copy of the one kept by an earlier run (`REAP_BACKLOG_COPY`).
+fn prepare_backlog(rt: &tokio::runtime::Runtime, path: &Path, n: usize, clock: &SharedClock) {
+    let kept = std::env::var_os("REAP_BACKLOG_COPY").map(std::path::PathBuf::from);
+    if let Some(kept) = kept.as_deref().filter(|k| k.exists()) {
+        std::fs::copy(kept, path).expect("copy the kept backlog");
+        println!("backlog: copied from {}", kept.display());
+        return;
+    }
+    apply_page_size_hook(path);
+    rt.block_on(open(path, clock).close());
+    write_backlog(path, n, clock);
+    if let Some(kept) = kept {
+        std::fs::copy(path, &kept).expect("keep the backlog");
+    }
+}
+
 /// Checkout latency with nothing else going on, for one second.
 async fn probe_baseline(store: &Store) -> Vec<Duration> {
     let prober = Prober::start(store);
@@ -173,12 +244,13 @@ async fn reap_while_probing(store: &Store, n: usize) -> Vec<Duration> {
     let reaped = reap_backlog(store, |_| batches += 1).await.expect("reap");
     let took = started.elapsed();
     let during = prober.finish().await;
-    assert_eq!(reaped, n, "every expired lease reaped");
     println!(
-        "reaped {reaped} leases in {took:.2?} ({batches} writer transactions of up to {REAP_BATCH}; \
+        "reaped {reaped} leases in {took:.2?} ({batches} writer transactions of {:.0} on average; \
          {:.0} leases/s)",
+        reaped as f64 / batches.max(1) as f64,
         reaped as f64 / took.as_secs_f64()
     );
+    assert_eq!(reaped, n, "every expired lease reaped");
     during
 }
 
@@ -209,6 +281,30 @@ fn print_writer_stats(store: &Store) {
     );
 }
 
+/// CPU seconds (user + system) the writer thread has used so far: on a
+/// shared machine a steadier measure of its work than the wall clock.
+fn writer_cpu_secs() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return f64::NAN;
+    };
+    let ticks: u64 = tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "store-writer")
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+        .map(|stat| {
+            // Fields after the command name's closing parenthesis; utime
+            // and stime are the 14th and 15th of the whole line.
+            let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let field = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+            field(11) + field(12)
+        })
+        .sum();
+    ticks as f64 / 100.0
+}
+
 fn main() {
     let n = backlog_size();
     let dir = tempfile::tempdir().expect("tempdir");
@@ -220,20 +316,30 @@ fn main() {
         .build()
         .expect("runtime");
 
-    apply_page_size_hook(&path);
-    // Schema first, through the store; then the backlog, written directly.
-    rt.block_on(open(&path, &clock).close());
-    write_backlog(&path, n, &clock);
+    let on_postgres = std::env::var("REAP_STORE").is_ok_and(|s| s == "postgres");
+    let cluster = on_postgres.then(PgCluster::start);
+    let url = cluster.as_ref().map(PgCluster::create_database);
+    if url.is_none() {
+        prepare_backlog(&rt, &path, n, &clock);
+    }
 
     rt.block_on(async {
         let opened = Instant::now();
-        let store = open(&path, &clock);
+        let store = match &url {
+            Some(url) => open_postgres(url, n, &clock),
+            None => open(&path, &clock),
+        };
         println!(
             "store opened (live index loaded) in {:.1?}",
             opened.elapsed()
         );
         let baseline = probe_baseline(&store).await;
+        let cpu_before = writer_cpu_secs();
         let during = reap_while_probing(&store, n).await;
+        println!(
+            "writer thread CPU while reaping: {:.2} s",
+            writer_cpu_secs() - cpu_before
+        );
         print_probe_latencies(&baseline, &during);
         print_writer_stats(&store);
         store.close().await;

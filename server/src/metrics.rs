@@ -209,7 +209,7 @@ impl Metrics {
         let _ = writeln!(
             out,
             "{name}_sum {}",
-            self.latency_sum_us.load(Relaxed) as f64 / 1e6
+            micros_as_seconds(self.latency_sum_us.load(Relaxed))
         );
         let _ = writeln!(out, "{name}_count {count}");
     }
@@ -269,29 +269,9 @@ fn write_writer_counters(out: &mut String, writer: &WriterStats) {
             writer.commands.load(Relaxed),
         ),
         (
-            "leasehold_store_apply_microseconds_total",
-            "Writer time applying commands.",
-            writer.apply_us.load(Relaxed),
-        ),
-        (
-            "leasehold_store_commit_microseconds_total",
-            "Writer time in COMMIT (fsync).",
-            writer.commit_us.load(Relaxed),
-        ),
-        (
-            "leasehold_store_lock_wait_microseconds_total",
-            "Writer time waiting for license locks held by other replicas (PostgreSQL).",
-            writer.lock_wait_us.load(Relaxed),
-        ),
-        (
             "leasehold_store_wal_catch_ups_total",
             "Checkpoints the writer finished between batches so the WAL could start over.",
             writer.wal_catch_ups.load(Relaxed),
-        ),
-        (
-            "leasehold_store_wal_catch_up_microseconds_total",
-            "Writer time in those checkpoints.",
-            writer.wal_catch_up_us.load(Relaxed),
         ),
     ] {
         let _ = writeln!(
@@ -299,6 +279,46 @@ fn write_writer_counters(out: &mut String, writer: &WriterStats) {
             "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
         );
     }
+    // The writer keeps whole microseconds; Prometheus wants seconds.
+    for (name, help, micros) in [
+        (
+            "leasehold_store_apply_seconds_total",
+            "Writer time applying commands.",
+            writer.apply_us.load(Relaxed),
+        ),
+        (
+            "leasehold_store_commit_seconds_total",
+            "Writer time in COMMIT (fsync).",
+            writer.commit_us.load(Relaxed),
+        ),
+        (
+            "leasehold_store_lock_wait_seconds_total",
+            "Writer time waiting for license locks held by other replicas (PostgreSQL).",
+            writer.lock_wait_us.load(Relaxed),
+        ),
+        (
+            "leasehold_store_wal_catch_up_seconds_total",
+            "Writer time in WAL catch-up checkpoints.",
+            writer.wal_catch_up_us.load(Relaxed),
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+            micros_as_seconds(micros)
+        );
+    }
+}
+
+/// Whole microseconds as decimal seconds, digit for digit (no float
+/// rounding, however large the total grows): 1500 -> "0.0015".
+fn micros_as_seconds(micros: u64) -> String {
+    let (secs, frac) = (micros / 1_000_000, micros % 1_000_000);
+    if frac == 0 {
+        return secs.to_string();
+    }
+    let digits = format!("{frac:06}");
+    format!("{secs}.{}", digits.trim_end_matches('0'))
 }
 
 fn write_pool_gauges(out: &mut String, pools: &[PoolGauges]) {
@@ -360,6 +380,35 @@ mod tests {
     }
 
     #[test]
+    fn writer_times_are_exposed_in_exact_seconds() {
+        assert_eq!(micros_as_seconds(0), "0");
+        assert_eq!(micros_as_seconds(1), "0.000001");
+        assert_eq!(micros_as_seconds(1_500), "0.0015");
+        assert_eq!(micros_as_seconds(3_000_000), "3");
+        // Beyond f64's 2^53, where a float division would round.
+        assert_eq!(micros_as_seconds(u64::MAX), "18446744073709.551615");
+        let writer = WriterStats::default();
+        writer.apply_us.store(19_341, Relaxed);
+        writer.commit_us.store(2_035_801, Relaxed);
+        writer.wal_catch_up_us.store(7_000_000, Relaxed);
+        let store = StoreGauges {
+            kind: "sqlite",
+            read_pool_idle: None,
+        };
+        let text = Metrics::default().render(&store, &[], &writer);
+        for line in [
+            "leasehold_store_apply_seconds_total 0.019341",
+            "leasehold_store_commit_seconds_total 2.035801",
+            "leasehold_store_lock_wait_seconds_total 0",
+            "leasehold_store_wal_catch_up_seconds_total 7",
+            "# TYPE leasehold_store_commit_seconds_total counter",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in {text}");
+        }
+        assert!(!text.contains("microseconds"), "{text}");
+    }
+
+    #[test]
     fn renders_pools_counters_and_a_cumulative_histogram() {
         let m = Metrics::default();
         Metrics::inc(&m.checkouts);
@@ -367,6 +416,7 @@ mod tests {
         m.observe_request(201, Duration::from_micros(300));
         m.observe_request(409, Duration::from_millis(3));
         m.observe_request(500, Duration::from_secs(10));
+        // The histogram's sum is in seconds too: 0.0003 + 0.003 + 10.
         let pool = PoolGauges {
             license: "demo".into(),
             seats: 10,
@@ -384,7 +434,7 @@ mod tests {
         );
         assert!(text.contains("leasehold_store_read_pool_idle 3"), "{text}");
         assert!(
-            text.contains("leasehold_store_lock_wait_microseconds_total 0"),
+            text.contains("leasehold_store_lock_wait_seconds_total 0"),
             "{text}"
         );
         assert!(
@@ -429,6 +479,10 @@ mod tests {
         );
         assert!(
             text.contains("leasehold_http_request_duration_seconds_count 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_http_request_duration_seconds_sum 10.0033\n"),
             "{text}"
         );
     }

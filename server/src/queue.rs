@@ -21,6 +21,7 @@ use tokio::sync::{Notify, broadcast, watch};
 use tokio::time::Instant;
 
 use crate::store::pg::line::SharedLine;
+use crate::store::rules::waits_in_line;
 use crate::store::{Ahead, CheckoutOutcome, CheckoutRequest, Store, StoreError, Waiter};
 
 /// The longest a checkout may wait.
@@ -225,14 +226,13 @@ pub async fn checkout_in_line<R>(
             None => queues.ahead_of_newcomer(&req.license_id),
         };
         // Decided before the attempt, so the attempt whose refusal the
-        // client sees is the one counted as a denial, exactly once.
+        // client sees is the one counted as a denial, exactly once; a
+        // refusal the line does not retry is final and counted at once
+        // (the rules and this loop ask the same `waits_in_line`).
         let last_try = Instant::now() >= deadline;
         let applied = store.checkout_applied(req.clone(), ahead, last_try).await?;
-        match applied.value {
-            CheckoutOutcome::Full { retry_after, .. }
-            | CheckoutOutcome::LimitReached { retry_after, .. }
-                if !last_try =>
-            {
+        match waits_in_line(&applied.value) {
+            Some(retry_after) if !last_try => {
                 applied.committed().await?;
                 if ticket.is_none() {
                     ticket = Some(queues.join(&req.license_id, Waiter::from(&req)).await?);

@@ -31,14 +31,17 @@
 //!   seats still held) as at most the pool size, so it stays within 0..=1;
 //!   `seat_hours` counts every session's time, `borrowed_hours` the part
 //!   of it on borrowed seats.
-//! - Denials are counted per second and belong to the bucket that holds the
-//!   start of their second.
+//! - Each refusal is kept to the millisecond and belongs to the bucket
+//!   holding its instant; `true_denials` are the `full` ones no grant to
+//!   the same holder followed within the tolerance (`store::denials`).
+
+pub mod what_if;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 
 use leasehold_common::Timestamp;
-use leasehold_common::api::{UsagePoint, UsageSummary};
+use leasehold_common::api::{DenialReason, DenialsByReason, UsagePoint, UsageSummary};
 
 /// Most buckets one answer may hold.
 pub const MAX_POINTS: i64 = 10_000;
@@ -189,7 +192,8 @@ struct Bucket {
     peak: u32,
     over_ms: u64,
     checkouts: u64,
-    denials: u64,
+    denials: DenialsByReason,
+    true_denials: u64,
 }
 
 /// The sweep. Feed [`Sweep::session`] in order of `started_at` and
@@ -216,7 +220,8 @@ pub struct Sweep {
     available_ms: u128,
     full_ms: u128,
     over_ms: u128,
-    denials: u64,
+    denials: DenialsByReason,
+    true_denials: u64,
     holders: HashSet<String>,
 }
 
@@ -241,7 +246,8 @@ impl Sweep {
             available_ms: 0,
             full_ms: 0,
             over_ms: 0,
-            denials: 0,
+            denials: DenialsByReason::default(),
+            true_denials: 0,
             holders: HashSet::new(),
             range,
         }
@@ -306,14 +312,18 @@ impl Sweep {
         }
     }
 
-    /// `count` denials in the second starting at `second`.
-    pub fn denials(&mut self, second: Timestamp, count: u64) {
-        if second < self.range.from || second >= self.range.to {
+    /// `count` refusals for `reason` at the instant `at` (any order), of
+    /// which `true_count` were true denials; they count in the bucket
+    /// holding `at`.
+    pub fn denials(&mut self, at: Timestamp, reason: DenialReason, count: u64, true_count: u64) {
+        if at < self.range.from || at >= self.range.to {
             return;
         }
-        let b = self.range.bucket(second.as_millis());
-        self.buckets[b].denials += count;
-        self.denials += count;
+        let b = &mut self.buckets[self.range.bucket(at.as_millis())];
+        b.denials.add(reason, count);
+        b.true_denials += true_count;
+        self.denials.add(reason, count);
+        self.true_denials += true_count;
     }
 
     /// Close every session that ended by `x` (ends before starts at the
@@ -401,9 +411,9 @@ impl Sweep {
                 peak: b.peak,
                 over_s: b.over_ms as f64 / 1000.0,
                 checkouts: b.checkouts,
-                denials: b.denials,
-                denials_by_reason: Default::default(),
-                true_denials: 0,
+                denials: b.denials.total(),
+                denials_by_reason: b.denials,
+                true_denials: b.true_denials,
             })
             .collect();
         let utilization = if self.available_ms == 0 {
@@ -418,9 +428,9 @@ impl Sweep {
             full_s: self.full_ms as f64 / 1000.0,
             over_s: self.over_ms as f64 / 1000.0,
             idle_hours: self.idle_ms as f64 / 3_600_000.0,
-            denials: self.denials,
-            denials_by_reason: Default::default(),
-            true_denials: 0,
+            denials: self.denials.total(),
+            denials_by_reason: self.denials,
+            true_denials: self.true_denials,
             seat_hours: self.session_ms as f64 / 3_600_000.0,
             borrowed_hours: self.borrowed_ms as f64 / 3_600_000.0,
             utilization,

@@ -8,7 +8,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_common::api::{SessionEnd, SessionView, UsagePoint};
+use leasehold_common::api::{DenialsByReason, SessionEnd, SessionView, UsagePoint};
 use leasehold_common::{Licenses, Timestamp};
 use leasehold_server::clock::{Clock, ManualClock};
 use leasehold_server::licenses::LicensesHandle;
@@ -102,6 +102,7 @@ impl Day {
                 license_id: "day".into(),
                 range,
                 skew: Duration::from_millis(SKEW_MS),
+                tolerance: Duration::from_secs(60),
             })
             .await
             .unwrap()
@@ -326,26 +327,35 @@ async fn a_scripted_day_adds_up_to_the_hand_count() {
     assert_sessions(&carol, &[all[3]]);
 
     let u = d.usage(s(0), s(400), 60_000).await;
-    let point = |t: i64, seats: u32, peak: u32, checkouts: u64, denials: u64| UsagePoint {
-        t: s(t),
-        seats,
-        peak,
-        over_s: 0.0,
-        checkouts,
-        denials,
-        denials_by_reason: Default::default(),
-        true_denials: 0,
-    };
+    // Refusals: (full, blocked, true at the default 60 s tolerance).
+    let point =
+        |t: i64, seats: u32, peak: u32, checkouts: u64, (full, blocked, true_n)| UsagePoint {
+            t: s(t),
+            seats,
+            peak,
+            over_s: 0.0,
+            checkouts,
+            denials: full + blocked,
+            denials_by_reason: DenialsByReason {
+                full,
+                blocked,
+                ..Default::default()
+            },
+            true_denials: true_n,
+        };
+    let none = (0, 0, 0);
     assert_eq!(
         u.points,
         [
-            point(0, 2, 2, 3, 3),  // alice, bob, carol; 409 ×2 and the 403
-            point(60, 2, 2, 2, 0), // dave, erin
-            point(120, 3, 2, 0, 0),
-            point(180, 3, 2, 0, 0),
-            point(240, 3, 2, 0, 0),
-            point(300, 3, 3, 1, 1), // frank; gina's 409
-            point(360, 3, 2, 0, 0), // [360, 400): erin and frank until 365
+            // alice, bob, carol; carol's 409 ×2 (she had a seat 20 s
+            // later: not true) and her 403
+            point(0, 2, 2, 3, (2, 1, 0)),
+            point(60, 2, 2, 2, none), // dave, erin
+            point(120, 3, 2, 0, none),
+            point(180, 3, 2, 0, none),
+            point(240, 3, 2, 0, none),
+            point(300, 3, 3, 1, (1, 0, 1)), // frank; gina's 409, true
+            point(360, 3, 2, 0, none),      // [360, 400): erin and frank until 365
         ]
     );
     let sum = &u.summary;

@@ -1,12 +1,14 @@
 // A pool's history: usage over a range (`GET /v1/admin/usage`) as a chart
-// and a summary, its sessions (`GET /v1/admin/sessions`, newest first, paged)
-// and a CSV export of them. A server without history (404, or the API not
+// and a summary (denials split by what they say about the seat count), the
+// what-if curve of the same range (what_if.js), its sessions
+// (`GET /v1/admin/sessions`, newest first, paged) and a CSV export of them. A server without history (404, or the API not
 // there yet) shows "No history yet." instead.
 
 import { getJson, withQuery, HttpError } from './api.js';
 import { $, el, setText } from './dom.js';
 import { fmtDateTime, fmtDuration, utcTitle, shortId, fmtCount } from './format.js';
 import { drawUsage } from './chart.js';
+import { refusalItems, showWhatIf } from './what_if.js';
 
 /** Range → [length ms, bucket]: about 60–100 buckets each. */
 const RANGES = {
@@ -57,6 +59,9 @@ export async function showHistory(pool, range, { refresh = false, background = f
     $('#history-body').hidden = false;
     drawUsage($('#history-chart'), usage);
     renderSummary(usage.summary);
+    // Not awaited: the replay may take a moment on a long range, and its
+    // failure must not hide the sessions.
+    showWhatIf(pool, from, to, { background, current: () => shown.pool === pool && shown.range === range });
     const sessions = await getJson(withQuery('/v1/admin/sessions', { license: pool, from, to, limit: SESSIONS_PAGE }), {
       background,
     });
@@ -77,8 +82,8 @@ export async function showHistory(pool, range, { refresh = false, background = f
 
 function renderSummary(s) {
   const dl = $('#history-summary');
-  const item = (label, value, title) =>
-    [el('dt', {}, label), el('dd', title ? { title } : {}, value)];
+  const item = (label, value, title, figure) =>
+    [el('dt', {}, label), el('dd', { title, 'data-figure': figure }, value)];
   const peakAt = s.peak_at ? Date.parse(s.peak_at) : null;
   dl.replaceChildren(
     ...item('Peak', `${fmtCount(s.peak)} of ${fmtCount(s.seats)}`, peakAt ? `first at ${fmtDateTime(peakAt)} · ${utcTitle(peakAt)}` : null),
@@ -86,7 +91,8 @@ function renderSummary(s) {
     ...item('Seat-hours', s.seat_hours.toFixed(1)),
     ...item('Idle seat-hours', (s.idle_hours ?? 0).toFixed(1), 'Seat-hours inside recorded idle periods (of at least 60 s)'),
     ...item('Time full', fmtDuration(s.full_s * 1000)),
-    ...item('Denials', fmtCount(s.denials)),
+    ...item('Denials', fmtCount(s.denials), 'Every counted refusal', 'denials'),
+    ...refusalItems(s).flatMap(([label, value, title, figure]) => item(label, value, title, figure)),
     ...item('Holders', fmtCount(s.holders)),
   );
 }

@@ -55,12 +55,13 @@ async fn the_table_names_each_license_its_figures_and_a_verdict() {
         .find(|l| l.trim_start().starts_with("tiny "))
         .unwrap_or_else(|| panic!("no row for tiny:\n{out}"));
     let cells: Vec<&str> = tiny.split_whitespace().collect();
-    // LICENSE SEATS PEAK PEAK-AT FULL FULL-FOR DENIALS ...
+    // LICENSE SEATS PEAK PEAK-AT FULL FULL-FOR DENIALS TRUE ...
     assert_eq!(&cells[..3], ["tiny", "1", "1"], "{out}");
     assert_eq!(cells[6], "2", "two denials: {out}");
+    assert_eq!(cells[7], "2", "bob never got a seat: both true: {out}");
     assert!(
         out.contains("tiny: short of seats"),
-        "two refusals make tiny short of seats:\n{out}"
+        "two true denials make tiny short of seats:\n{out}"
     );
     assert!(out.contains("small: about right"), "{out}");
     assert!(out.contains("alice") && out.contains("carol"), "{out}");
@@ -80,6 +81,13 @@ async fn json_is_one_usage_object_per_license_with_its_verdict() {
     assert_eq!(tiny["summary"]["denials"], 2);
     assert_eq!(tiny["summary"]["holders"], 2, "alice and =SUM(A1)");
     assert_eq!(tiny["verdict"], "short_of_seats");
+    // The new summary fields: bob's two refusals while full, never served.
+    assert_eq!(tiny["summary"]["true_denials"], 2, "{tiny}");
+    assert_eq!(
+        tiny["summary"]["denials_by_reason"],
+        json!({"full": 2, "holder": 0, "group": 0, "borrow": 0, "not_allowed": 0, "blocked": 0}),
+        "{tiny}"
+    );
     let only_tiny = report(&s, &["--license", "tiny", "--from", "1h", "--json"])
         .await
         .stdout;
@@ -109,6 +117,101 @@ async fn csv_lists_the_sessions_and_never_a_formula() {
     assert!(
         lines.iter().any(|l| l.contains(",tiny,'=SUM(A1),")),
         "a holder that looks like a formula is prefixed with ':\n{out}"
+    );
+}
+
+/// `shop`: 3 seats, 2 of them reserved for `d-*`, one seat per holder,
+/// `guest` denied.
+const SHOP: &str = r#"
+[[license]]
+id = "shop"
+key = "shop-key"
+seats = 3
+ttl = "60s"
+skew = "5s"
+reap_grace = "15s"
+max_per_holder = 1
+deny = ["guest"]
+
+[[license.group]]
+name = "design"
+holders = ["d-*"]
+reserve = 2
+"#;
+
+/// Refused by the holder cap and the deny list, and once while full (the
+/// free seats reserved) but served a moment later: none of it is a
+/// shortage, and the verdict says so beside it. Read with no tolerance, the
+/// same refusal while full is a true denial: short of seats.
+#[tokio::test]
+async fn refusals_by_caps_lists_or_served_soon_after_are_not_a_shortage() {
+    let s = Server::start(SHOP).await;
+    let x = s
+        .take_seat("shop", "shop-key", json!({"holder": "x"}))
+        .await;
+    let server = &s;
+    let refused = |holder: &'static str| async move {
+        let r = server
+            .checkout("shop", "shop-key", json!({ "holder": holder }))
+            .await;
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap();
+        (
+            status,
+            body["error"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    assert_eq!(refused("y").await, (409, "no_seats_available".into()));
+    assert_eq!(refused("x").await, (409, "limit_reached".into()));
+    assert_eq!(refused("guest").await, (403, "not_allowed".into()));
+    assert_eq!(
+        s.release("shop", "shop-key", &x.seat_id).await.status(),
+        204
+    );
+    s.take_seat("shop", "shop-key", json!({"holder": "y"}))
+        .await;
+
+    let json = report(&s, &["--license", "shop", "--from", "1h", "--json"])
+        .await
+        .stdout;
+    let all: Vec<Value> = serde_json::from_str(&json).expect("a JSON array");
+    let sum = &all[0]["summary"];
+    assert_eq!(sum["denials"], 3, "{json}");
+    assert_eq!(sum["true_denials"], 0, "{json}");
+    assert_eq!(
+        sum["denials_by_reason"],
+        json!({"full": 1, "holder": 1, "group": 0, "borrow": 0, "not_allowed": 1, "blocked": 0}),
+        "{json}"
+    );
+    assert_eq!(all[0]["verdict"], "about_right", "{json}");
+    let table = report(&s, &["--license", "shop", "--from", "1h"])
+        .await
+        .stdout;
+    assert!(
+        table.contains("shop: about right — ")
+            && table.contains("no true denials")
+            && table.contains(
+                "; 1 refused while full but served within 60s, 2 refused by caps or lists — not a shortage"
+            ),
+        "{table}"
+    );
+    let row: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("shop "))
+        .expect(&table)
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[6..8], ["3", "0"], "3 denials, none true: {table}");
+
+    let strict = report(
+        &s,
+        &["--license", "shop", "--from", "1h", "--tolerance", "0s"],
+    )
+    .await
+    .stdout;
+    assert!(
+        strict.contains("shop: short of seats — 1 true denial (full, not served within 0s); "),
+        "{strict}"
     );
 }
 

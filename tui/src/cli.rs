@@ -231,6 +231,38 @@ mod tests {
 
         #[rustfmt::skip]
         let cli = Cli::try_parse_from([
+            "leasehold", "report", "--what-if", "--idle-timeout", "30m", "--target", "0.5",
+            "--seats", "2..40", "--tolerance", "0s", "--json",
+        ])
+        .unwrap();
+        match cli.command {
+            Some(TopCommand::Admin(Command::Report(a))) => {
+                assert!(a.what_if && a.json);
+                assert_eq!(a.idle_timeout, Some(Duration::from_secs(1800)));
+                assert_eq!((a.target, a.seats), (Some(0.5), Some((2, 40))));
+                assert_eq!(a.tolerance, Some(Duration::ZERO));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Bad values, and the replay's flags without --what-if, are refused
+        // by the parser: no request is ever made with them.
+        for bad in [
+            &["--what-if", "--target", "101"][..],
+            &["--what-if", "--target", "-1"],
+            &["--what-if", "--idle-timeout", "0s"],
+            &["--what-if", "--idle-timeout", "later"],
+            &["--what-if", "--seats", "9..3"],
+            &["--what-if", "--csv"],
+            &["--target", "1"],
+            &["--idle-timeout", "30m"],
+            &["--tolerance", "2h"],
+        ] {
+            let args = [&["leasehold", "report"][..], bad].concat();
+            assert!(Cli::try_parse_from(args).is_err(), "{bad:?}");
+        }
+
+        #[rustfmt::skip]
+        let cli = Cli::try_parse_from([
             "leasehold", "borrow", "--license", "cad", "--key", "k", "--holder", "alice",
             "--fingerprint", "fp", "--for", "3d", "--out", "seat.jwt",
         ])

@@ -78,6 +78,7 @@ fn answer(target: &str) -> (u16, &'static str, String) {
             (200, json, body)
         }
         "/v1/admin/sessions" => (200, json, r#"{"sessions":[],"next":null}"#.to_string()),
+        "/v1/admin/usage/what-if" if license == "demo" => (200, json, WHAT_IF.to_string()),
         _ => (
             404,
             json,
@@ -85,6 +86,15 @@ fn answer(target: &str) -> (u16, &'static str, String) {
         ),
     }
 }
+
+/// `demo`'s replay: two requests on 1..=2 seats; `cad` has none (a 404
+/// `not_found`, as from a server older than the endpoint).
+const WHAT_IF: &str = r#"{"license_id":"demo","from":"2026-11-30T00:00:00.000Z",
+ "covered_from":"2026-11-30T00:00:00.000Z","to":"2026-11-30T04:00:00.000Z","seats_now":3,
+ "requests":2,"sessions":2,"true_denials":0,"idle_cut":1,"curve":[
+ {"seats":1,"denials":1,"denial_rate":50.0,"peak":1,"full_s":3600.0,"utilization":0.25},
+ {"seats":2,"denials":0,"denial_rate":0.0,"peak":2,"full_s":0.0,"utilization":0.125}],
+ "recommended":{"seats":2,"denial_rate":0.0}}"#;
 
 /// Serve until the test ends; every request head is recorded.
 async fn fake_server() -> (String, Arc<Mutex<Vec<String>>>) {
@@ -149,6 +159,11 @@ fn args(json: bool, csv: bool) -> ReportArgs {
         step: None,
         json,
         csv,
+        tolerance: None,
+        what_if: false,
+        idle_timeout: None,
+        target: None,
+        seats: None,
     }
 }
 
@@ -190,6 +205,59 @@ async fn report_pages_sessions_and_sums_holders_inside_the_range() {
             "/v1/admin/sessions?license=demo&{from_to}&limit=10000&after=cur%2F1"
         )),
         "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn what_if_sends_the_range_and_flags_and_prints_the_recommendation() {
+    let (url, seen) = fake_server().await;
+    let client = AdminClient::new(&url, "t").unwrap();
+    let mut out = Vec::new();
+    let args = ReportArgs {
+        license: Some("demo".into()),
+        what_if: true,
+        idle_timeout: Some(std::time::Duration::from_secs(1800)),
+        target: Some(0.5),
+        ..args(false, false)
+    };
+    run(args.clone(), &client, &mut out).await.unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("demo: 2 requests replayed (2 sessions, 0 true denials); an idle timeout of 30m cut 1 session\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  2 seats would have denied none of 2 requests; you have 3\n"),
+        "{text}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.last().unwrap(),
+        "/v1/admin/usage/what-if?license=demo&from=2026-11-30T00%3A00%3A00.000Z\
+         &to=2026-11-30T04%3A00%3A00.000Z&idle_timeout=30m&target=0.5"
+    );
+    // --json: the server's answers, one per license.
+    let mut out = Vec::new();
+    let json = ReportArgs { json: true, ..args };
+    run(json, &client, &mut out).await.unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let want: serde_json::Value = serde_json::from_str(WHAT_IF).unwrap();
+    assert_eq!(v, serde_json::json!([want]));
+}
+
+#[tokio::test]
+async fn what_if_from_a_server_without_it_says_so() {
+    let (url, _) = fake_server().await;
+    let client = AdminClient::new(&url, "t").unwrap();
+    let args = ReportArgs {
+        license: Some("cad".into()),
+        what_if: true,
+        ..args(false, false)
+    };
+    let err = run(args, &client, &mut Vec::new()).await.unwrap_err();
+    assert!(
+        format!("{err:#}").contains("has no what-if replay"),
+        "{err:#}"
     );
 }
 

@@ -6,10 +6,13 @@
 //! a tab or a carriage return) gets a leading `'`, and one holding `,`,
 //! `"`, CR or LF is quoted with its quotes doubled.
 
-use leasehold_common::api::SessionView;
+use leasehold_common::api::{DenialView, SessionView};
 
 /// The header row of `GET /v1/admin/sessions` as CSV.
 pub const SESSIONS_HEADER: &str = "seat_id,license_id,holder,fingerprint,started_at,ended_at,end,duration_s,group,borrowed,idle_s\r\n";
+
+/// The header row of `GET /v1/admin/denials` as CSV.
+pub const DENIALS_HEADER: &str = "at,license_id,holder,fingerprint,reason,true\r\n";
 
 /// Append one cell, escaped.
 fn cell(out: &mut String, text: &str) {
@@ -60,6 +63,22 @@ pub fn session(out: &mut String, s: &SessionView) {
             s.group.as_deref().unwrap_or(""),
             if s.borrowed { "true" } else { "false" },
             &idle,
+        ],
+    );
+}
+
+/// Append a refusal as a record under [`DENIALS_HEADER`].
+pub fn denial(out: &mut String, d: &DenialView) {
+    let at = d.at.to_rfc3339();
+    record(
+        out,
+        &[
+            &at,
+            &d.license_id,
+            &d.holder,
+            d.fingerprint.as_deref().unwrap_or(""),
+            d.reason.as_str(),
+            if d.is_true { "true" } else { "false" },
         ],
     );
 }
@@ -128,5 +147,37 @@ mod tests {
         let mut out = String::new();
         session(&mut out, &view(Some("=cmd,x")));
         assert!(out.ends_with(",1.5,\"'=cmd,x\",false,0\r\n"), "{out:?}");
+    }
+
+    #[test]
+    fn a_denial_is_a_record_of_six_escaped_cells() {
+        use leasehold_common::api::DenialReason;
+        let d = DenialView {
+            at: leasehold_common::time::Timestamp::from_millis(1_234),
+            license_id: "demo-cad".into(),
+            holder: "=cmd|x".into(),
+            fingerprint: Some("a,b".into()),
+            reason: DenialReason::NotAllowed,
+            is_true: false,
+        };
+        let mut out = String::new();
+        denial(&mut out, &d);
+        assert_eq!(
+            out,
+            "1970-01-01T00:00:01.234Z,demo-cad,'=cmd|x,\"a,b\",not_allowed,false\r\n"
+        );
+        let mut out = String::new();
+        denial(
+            &mut out,
+            &DenialView {
+                fingerprint: None,
+                reason: DenialReason::Full,
+                is_true: true,
+                holder: "ann".into(),
+                ..d
+            },
+        );
+        assert_eq!(out, "1970-01-01T00:00:01.234Z,demo-cad,ann,,full,true\r\n");
+        assert_eq!(DENIALS_HEADER.trim_end().split(',').count(), 6);
     }
 }

@@ -165,9 +165,10 @@ pub fn allowed_methods(path: &str) -> Option<&'static str> {
         [
             "v1",
             "admin",
-            "licenses" | "seats" | "events" | "usage" | "sessions",
+            "licenses" | "seats" | "events" | "usage" | "sessions" | "denials",
         ] => Some("GET"),
         ["v1", "admin", "events", "stream"] => Some("GET"),
+        ["v1", "admin", "usage", "what-if"] => Some("GET"),
         ["v1", "admin", "seats", s] if param(s) => Some("DELETE"),
         ["v1", "licenses", l, "seats"] if param(l) => Some("POST"),
         ["v1", "licenses", l, "seats", s] if param(l) && param(s) => Some("DELETE"),

@@ -14,7 +14,7 @@ use warp::reply::{Reply, Response};
 
 use super::auth::{self, admin_auth, admin_read};
 use super::error::ApiError;
-use super::{State, body, handlers, history};
+use super::{State, body, denials, handlers, history, what_if};
 
 /// A route, or a group of routes, that answers with a response.
 pub type Route = BoxedFilter<(Response,)>;
@@ -53,7 +53,11 @@ pub fn admin(state: &State) -> Route {
         .unify()
         .or(admin_usage(state))
         .unify()
+        .or(admin_what_if(state))
+        .unify()
         .or(admin_sessions(state))
+        .unify()
+        .or(admin_denials(state))
         .unify()
         .boxed()
 }
@@ -192,6 +196,16 @@ fn admin_usage(state: &State) -> Route {
         .boxed()
 }
 
+fn admin_what_if(state: &State) -> Route {
+    warp::path!("v1" / "admin" / "usage" / "what-if")
+        .and(warp::get())
+        .and(query())
+        .and(admin_read(state.clone()))
+        .and(with_state(state.clone()))
+        .then(|q, s: State| async move { reply(what_if::what_if(&s, q).await) })
+        .boxed()
+}
+
 fn admin_sessions(state: &State) -> Route {
     // `Accept: text/csv` asks for the whole range as CSV; an Accept header
     // that is not text counts as absent.
@@ -204,6 +218,20 @@ fn admin_sessions(state: &State) -> Route {
         .and(admin_read(state.clone()))
         .and(with_state(state.clone()))
         .then(|accept, q, s: State| async move { reply(history::sessions(s, accept, q).await) })
+        .boxed()
+}
+
+fn admin_denials(state: &State) -> Route {
+    // As for sessions: `Accept: text/csv` asks for CSV.
+    let accept = warp::header::optional::<String>("accept")
+        .or_else(|_| async { Ok::<_, Infallible>((None,)) });
+    warp::path!("v1" / "admin" / "denials")
+        .and(warp::get())
+        .and(accept)
+        .and(query())
+        .and(admin_read(state.clone()))
+        .and(with_state(state.clone()))
+        .then(|accept, q, s: State| async move { reply(denials::denials(s, accept, q).await) })
         .boxed()
 }
 

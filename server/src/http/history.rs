@@ -1,15 +1,18 @@
 //! `GET /v1/admin/usage` and `GET /v1/admin/sessions`: the usage history
-//! (issue 12). Both run only behind the admin auth filter; both are reads on
+//! (issue 12), and what `GET /v1/admin/denials` (`denials.rs`) shares with
+//! them: the range, the page limit, the `tolerance` of a true denial and the
+//! CSV stream. They run only behind the admin auth filter; all are reads on
 //! the store's read pool, so they never hold up the writer. Bad input is a
 //! 400 `invalid_request` (a license not configured: 404 `unknown_license`)
 //! before anything is read.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use leasehold_common::api::{SessionsResponse, UsageResponse};
+use leasehold_common::api::{SessionView, SessionsResponse, UsageResponse};
 use leasehold_common::policy::parse_duration;
 use leasehold_common::time::duration_millis;
 use leasehold_common::{LicenseConfig, Timestamp};
@@ -22,29 +25,31 @@ use super::csv;
 use super::error::ApiError;
 use super::handlers::{Result, json, query_int, store_err};
 use crate::AppState;
+use crate::store::StoreError;
+use crate::store::denials::{DEFAULT_TOLERANCE, MAX_TOLERANCE};
 use crate::store::history::{SessionCursor, SessionsQuery, UsageQuery};
 use crate::usage::UsageRange;
 
 /// The range when the request names none: the last 24 hours.
 const DEFAULT_RANGE: Duration = Duration::from_secs(24 * 3600);
-const SESSIONS_DEFAULT_LIMIT: i64 = 100;
-const SESSIONS_MAX_LIMIT: i64 = 10_000;
-/// Sessions per store read while streaming CSV: memory stays at one page
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: i64 = 10_000;
+/// Rows per store read while streaming CSV: memory stays at one page
 /// (and the channel's two) however long the range.
-const CSV_PAGE: usize = 1000;
+pub(super) const CSV_PAGE: usize = 1000;
 
 /// The license and `[from, to)` a request is about, judged at `now`.
-struct Window {
-    license: LicenseConfig,
-    from: Timestamp,
-    to: Timestamp,
-    now: Timestamp,
+pub(super) struct Window {
+    pub license: LicenseConfig,
+    pub from: Timestamp,
+    pub to: Timestamp,
+    pub now: Timestamp,
 }
 
 /// `license` (required, configured), `from` and `to` (RFC 3339; default the
 /// 24 hours up to now, rounded up to a whole second so per-second denial
 /// counts fall wholly inside or outside the range).
-fn window(state: &AppState, query: &HashMap<String, String>) -> Result<Window> {
+pub(super) fn window(state: &AppState, query: &HashMap<String, String>) -> Result<Window> {
     let Some(license_id) = query.get("license").filter(|l| !l.is_empty()) else {
         return Err(ApiError::invalid(
             "license is required (?license=<license id>)",
@@ -90,8 +95,39 @@ fn time_param(query: &HashMap<String, String>, name: &str) -> Result<Option<Time
 }
 
 /// A value quoted back in a message, cut short.
-fn short(v: &str) -> String {
+pub(super) fn short(v: &str) -> String {
     v.chars().take(64).collect()
+}
+
+/// `limit`: the most rows of a JSON page, 1 to 10000, default 100.
+pub(super) fn page_limit(query: &HashMap<String, String>) -> Result<usize> {
+    match query_int(query, "limit")? {
+        None => Ok(DEFAULT_LIMIT),
+        Some(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n as usize),
+        Some(n) => Err(ApiError::invalid(format!(
+            "limit must be 1 to {MAX_LIMIT}, not {n}"
+        ))),
+    }
+}
+
+/// `tolerance`: a duration from `0s` to `1h`, default `60s`. Only digits and
+/// a unit, as the contract's pattern says (no spaces, no sign).
+pub(super) fn tolerance(query: &HashMap<String, String>) -> Result<Duration> {
+    let Some(v) = query.get("tolerance") else {
+        return Ok(DEFAULT_TOLERANCE);
+    };
+    let parsed = v
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric())
+        .then(|| parse_duration(v).ok())
+        .flatten();
+    match parsed {
+        Some(d) if d <= MAX_TOLERANCE => Ok(d),
+        _ => Err(ApiError::invalid(format!(
+            "tolerance must be a duration from 0s to 1h such as 0s, 60s or 5m, not {:?}",
+            short(v)
+        ))),
+    }
 }
 
 pub async fn usage(state: &AppState, query: HashMap<String, String>) -> Result<Response> {
@@ -105,6 +141,7 @@ pub async fn usage(state: &AppState, query: HashMap<String, String>) -> Result<R
             ))
         })?)),
     };
+    let tolerance = tolerance(&query)?;
     let range = UsageRange::new(w.from, w.to, step_ms, w.now)
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     let usage = state
@@ -113,6 +150,7 @@ pub async fn usage(state: &AppState, query: HashMap<String, String>) -> Result<R
             license_id: w.license.id.clone(),
             range,
             skew: w.license.policy.skew,
+            tolerance,
         })
         .await
         .map_err(store_err(state))?;
@@ -130,7 +168,7 @@ pub async fn usage(state: &AppState, query: HashMap<String, String>) -> Result<R
 }
 
 /// JSON (one page) or CSV (the whole range)?
-fn wants_csv(query: &HashMap<String, String>, accept: Option<&str>) -> Result<bool> {
+pub(super) fn wants_csv(query: &HashMap<String, String>, accept: Option<&str>) -> Result<bool> {
     match query.get("format").map(String::as_str) {
         Some("csv") => Ok(true),
         Some("json") => Ok(false),
@@ -149,15 +187,7 @@ pub async fn sessions(
 ) -> Result<Response> {
     let w = window(&state, &query)?;
     let csv = wants_csv(&query, accept.as_deref())?;
-    let limit = match query_int(&query, "limit")? {
-        None => SESSIONS_DEFAULT_LIMIT,
-        Some(n) if (1..=SESSIONS_MAX_LIMIT).contains(&n) => n,
-        Some(n) => {
-            return Err(ApiError::invalid(format!(
-                "limit must be 1 to {SESSIONS_MAX_LIMIT}, not {n}"
-            )));
-        }
-    } as usize;
+    let limit = page_limit(&query)?;
     let after = query
         .get("after")
         .filter(|a| !a.is_empty())
@@ -178,7 +208,19 @@ pub async fn sessions(
         // The whole range: no paging.
         q.after = None;
         q.limit = CSV_PAGE;
-        return sessions_csv(state, q).await;
+        let file = CsvFile {
+            header: csv::SESSIONS_HEADER,
+            record: csv::session,
+            what: "sessions",
+            disposition: "attachment; filename=\"sessions.csv\"",
+        };
+        let reader = state.clone();
+        return stream_csv(&state, file, move |page: Option<&[SessionView]>| {
+            q.after = page.and_then(<[_]>::last).map(SessionCursor::of);
+            let (state, q) = (reader.clone(), q.clone());
+            async move { state.store.sessions_page(q).await }
+        })
+        .await;
     }
     let mut page = state
         .store
@@ -198,36 +240,50 @@ pub async fn sessions(
     ))
 }
 
-/// Stream the range as CSV, one store page at a time. The first page is
-/// read before answering, so a store that cannot answer is a 503 rather
-/// than a 200 cut short; a later failure ends the body unfinished (the
-/// client sees a broken transfer, never a short file that looks whole).
-async fn sessions_csv(state: Arc<AppState>, mut q: SessionsQuery) -> Result<Response> {
-    let first = state
-        .store
-        .sessions_page(q.clone())
-        .await
-        .map_err(store_err(&state))?;
+/// One CSV download: its header row, the record of one row, what it is
+/// (for the log) and the `Content-Disposition` that names its file.
+pub(super) struct CsvFile<T> {
+    pub header: &'static str,
+    pub record: fn(&mut String, &T),
+    pub what: &'static str,
+    pub disposition: &'static str,
+}
+
+/// Stream a range as CSV, one store page ([`CSV_PAGE`] rows) at a time:
+/// `read` answers the page after the one it is given (`None`: the first). The first
+/// page is read before answering, so a store that cannot answer is a 503
+/// rather than a 200 cut short; a later failure ends the body unfinished
+/// (the client sees a broken transfer, never a short file that looks whole).
+pub(super) async fn stream_csv<T, F, Fut>(
+    state: &AppState,
+    file: CsvFile<T>,
+    mut read: F,
+) -> Result<Response>
+where
+    T: Send + 'static,
+    F: FnMut(Option<&[T]>) -> Fut + Send + 'static,
+    Fut: Future<Output = std::result::Result<Vec<T>, StoreError>> + Send,
+{
+    let first = read(None).await.map_err(store_err(state))?;
     let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(2);
     tokio::spawn(async move {
-        let mut body = String::from(csv::SESSIONS_HEADER);
+        let mut body = String::from(file.header);
         let mut page = first;
         loop {
-            for s in &page {
-                csv::session(&mut body, s);
+            for row in &page {
+                (file.record)(&mut body, row);
             }
             if tx.send(Ok(Bytes::from(body))).await.is_err() {
                 return; // The client hung up.
             }
             body = String::new();
-            if page.len() < q.limit {
+            if page.len() < CSV_PAGE {
                 return;
             }
-            q.after = page.last().map(SessionCursor::of);
-            page = match state.store.sessions_page(q.clone()).await {
+            page = match read(Some(&page)).await {
                 Ok(page) => page,
                 Err(e) => {
-                    tracing::warn!("sessions CSV: cannot read the next page: {e}");
+                    tracing::warn!("{} CSV: cannot read the next page: {e}", file.what);
                     let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
                     return;
                 }
@@ -242,7 +298,7 @@ async fn sessions_csv(state: Arc<AppState>, mut q: SessionsQuery) -> Result<Resp
     );
     headers.insert(
         header::CONTENT_DISPOSITION,
-        HeaderValue::from_static("attachment; filename=\"sessions.csv\""),
+        HeaderValue::from_static(file.disposition),
     );
     Ok(resp)
 }

@@ -6,11 +6,13 @@
 //!
 //! The modules form layers, each using only those below it: [`error`],
 //! [`body`] and [`role`] at the bottom; then [`ui_auth`]; [`auth`];
-//! [`handlers`] (with [`sse`]) and [`history`] (with [`csv`]); [`filters`].
+//! [`handlers`] (with [`sse`]) and [`history`] (with [`csv`]); [`denials`]
+//! and [`what_if`] over [`history`]; [`filters`].
 
 mod auth;
 pub mod body;
 mod csv;
+mod denials;
 mod error;
 mod filters;
 pub mod handlers;
@@ -25,6 +27,7 @@ pub mod ui_auth;
 mod ui_static;
 #[cfg(test)]
 mod ui_tests;
+mod what_if;
 
 use std::sync::Arc;
 

@@ -7,13 +7,15 @@
 //! writer's command queue (see [`super::batch`]).
 
 use futures_util::future::BoxFuture;
-use leasehold_common::api::{Event, SessionView};
+use leasehold_common::api::{DenialView, Event, SessionView};
 
+use super::denials::DenialsQuery;
 use super::history::{SessionsQuery, UsageQuery};
 use super::seat_query::{SeatQuery, SeatsPage};
 use super::ui_sessions::{UiSessionOp, UiSessionRow};
 use super::{LeaseRow, StoreError, StoreKind};
 use crate::usage::Usage;
+use crate::usage::what_if::{Demand, WhatIfQuery};
 
 /// What publishing a licenses file did (PostgreSQL, where a cluster
 /// shares one policy).
@@ -43,6 +45,10 @@ pub trait StoreBackend: Send + Sync {
     fn sessions_page(&self, query: SessionsQuery) -> Answer<Vec<SessionView>>;
     /// A license's usage over a range.
     fn usage(&self, query: UsageQuery) -> Answer<Usage>;
+    /// A license's recorded demand over a range, for the what-if replay.
+    fn what_if_demand(&self, query: WhatIfQuery) -> Answer<Demand>;
+    /// One page of a license's recorded refusals, newest first.
+    fn denials_page(&self, query: DenialsQuery) -> Answer<Vec<DenialView>>;
     /// The dashboard session whose id hashes to `id_sha256`, expired or not.
     fn ui_session(&self, id_sha256: String) -> Answer<Option<UiSessionRow>>;
     /// Create, touch or delete dashboard sessions; the rows changed. Not a

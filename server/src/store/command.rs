@@ -38,7 +38,8 @@ pub enum RuleCommand {
         ahead: Ahead,
         /// A refusal is an answer the client sees (counted in the usage
         /// history's denials); `false` for a `?wait=` attempt that will be
-        /// retried.
+        /// retried (a refusal the line never retries counts anyway:
+        /// `rules::waits_in_line`).
         counted: bool,
         reply: Reply<Applied<CheckoutOutcome>>,
     },

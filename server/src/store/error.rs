@@ -16,6 +16,8 @@ pub enum StoreError {
     UnknownEventKind(String),
     #[error("the usage history holds a session ended in an unknown way {0:?}")]
     UnknownSessionEnd(String),
+    #[error("the usage history holds a refusal of unknown reason {0:?}")]
+    UnknownDenialReason(String),
     #[error("the cluster's licenses policy is unreadable: {0}")]
     ClusterPolicy(String),
     #[error("the store is shutting down")]

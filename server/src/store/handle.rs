@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use leasehold_common::api::{Event, EventKind};
+use leasehold_common::api::{DenialView, Event, EventKind};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::usage::Usage;
@@ -114,7 +114,8 @@ impl Store {
     ///
     /// `counted`: a refusal is the answer the client gets (it counts as a
     /// denial in the usage history); `false` for an attempt that will be
-    /// retried while the client waits in line.
+    /// retried while the client waits in line (a refusal the line never
+    /// retries, a `403`, counts anyway).
     pub async fn checkout_applied(
         &self,
         req: CheckoutRequest,
@@ -285,6 +286,24 @@ impl Store {
     /// never waits for the writer.
     pub async fn usage(&self, query: history::UsageQuery) -> Result<Usage, StoreError> {
         detached(self.reads.usage(query)).await
+    }
+
+    /// One page of a license's recorded refusals, newest first (see
+    /// [`super::denials`]). A read: it never waits for the writer.
+    pub async fn denials_page(
+        &self,
+        query: super::denials::DenialsQuery,
+    ) -> Result<Vec<DenialView>, StoreError> {
+        detached(self.reads.denials_page(query)).await
+    }
+
+    /// A license's recorded demand over a range, for the what-if replay
+    /// (see [`crate::usage::what_if`]). A read: it never waits for the writer.
+    pub async fn what_if_demand(
+        &self,
+        query: crate::usage::what_if::WhatIfQuery,
+    ) -> Result<crate::usage::what_if::Demand, StoreError> {
+        detached(self.reads.what_if_demand(query)).await
     }
 
     /// Batches, commands and time spent by the writer so far.

@@ -7,9 +7,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use leasehold_common::Timestamp;
-use leasehold_common::api::{Event, SessionEnd};
+use leasehold_common::api::{DenialReason, Event, SessionEnd};
 
-use super::rules::{EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
+use super::denials::second_of;
+use super::rules::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 use super::{LeaseRow, Scope, SeatMode, Waiter};
 
 /// A lease and the Idempotency-Key it was checked out with.
@@ -27,6 +28,16 @@ pub struct StoredSession {
     pub at: Timestamp,
 }
 
+/// A counted refusal, as the rules told the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredDenial {
+    pub license_id: String,
+    pub holder: String,
+    pub fingerprint: Option<String>,
+    pub reason: DenialReason,
+    pub at: Timestamp,
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct MemoryStore {
     /// By seat id.
@@ -35,8 +46,8 @@ pub struct MemoryStore {
     pub blocks: HashMap<(String, String, String), Timestamp>,
     pub events: Vec<Event>,
     pub sessions: Vec<StoredSession>,
-    /// By (license, second): refused checkouts.
-    pub denials: BTreeMap<(String, i64), u32>,
+    /// Counted refusals, in the order counted.
+    pub denials: Vec<StoredDenial>,
     /// (license, from, seats), in the order recorded.
     pub pool_sizes: Vec<(String, Timestamp, u32)>,
     /// (license, seat, from, to), in the order recorded.
@@ -267,12 +278,14 @@ impl LeaseTx for MemoryStore {
             .map(|s| s.end))
     }
 
-    fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()> {
-        let second = at.as_millis().div_euclid(1000) * 1000;
-        *self
-            .denials
-            .entry((license_id.to_string(), second))
-            .or_default() += 1;
+    fn count_denial(&mut self, denial: &Denial<'_>) -> Result<()> {
+        self.denials.push(StoredDenial {
+            license_id: denial.license_id.to_string(),
+            holder: denial.holder.to_string(),
+            fingerprint: denial.fingerprint.map(str::to_string),
+            reason: denial.reason,
+            at: denial.at,
+        });
         Ok(())
     }
 
@@ -303,8 +316,9 @@ impl LeaseTx for MemoryStore {
             !prune
         });
         let mut left = limit;
-        self.denials.retain(|(_, second), _| {
-            let prune = *second < cutoff.as_millis() && left > 0;
+        // As the stores prune: by the second a refusal is kept under.
+        self.denials.retain(|d| {
+            let prune = second_of(d.at) < cutoff && left > 0;
             left -= usize::from(prune);
             !prune
         });

@@ -21,6 +21,8 @@
 //! - `options.rs` — [`StoreOptions`] (tuning) and [`StoreKind`].
 //! - `lease.rs` — [`LeaseRow`], [`SeatMode`] and the `lease_columns!` list.
 //! - `request.rs` — [`CheckoutRequest`], [`Ahead`] and [`Waiter`].
+//! - `denials.rs` — recorded refusals: how a row packs them, the page
+//!   and cursor of `GET /v1/admin/denials`, and which are true denials.
 //! - `outcome.rs` — what commands answer ([`CheckoutOutcome`],
 //!   [`HeartbeatOutcome`], [`RevokeOutcome`], [`PoolCounts`]), why a
 //!   checkout is refused ([`Limit`], [`NotAllowedBecause`]), and
@@ -29,6 +31,7 @@
 pub mod backend;
 pub mod batch;
 mod command;
+pub mod denials;
 mod error;
 mod handle;
 pub mod history;

@@ -82,14 +82,16 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::time::Duration;
 
-use leasehold_common::api::{Event, EventKind, MAX_IDLE_S, SeatLostReason, SessionEnd};
+use leasehold_common::api::{
+    DenialReason, Event, EventKind, MAX_IDLE_S, SeatLostReason, SessionEnd,
+};
 use leasehold_common::liveness::{lapses_at, live_until};
 use leasehold_common::policy::format_duration;
 use leasehold_common::{Licenses, Timestamp, is_live, is_reapable};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use super::memory::{MemoryStore, StoredLease, StoredSession};
+use super::memory::{MemoryStore, StoredDenial, StoredLease, StoredSession};
 use super::rules::{EventThrottle, LeaseTx, Rules, reap_detail};
 use super::{
     CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, LeaseRow, Limit, NotAllowedBecause,
@@ -1504,7 +1506,7 @@ struct Run {
 struct Effects {
     events: Vec<WantEvent>,
     sessions: Vec<StoredSession>,
-    denials: u32,
+    denials: Vec<StoredDenial>,
 }
 
 impl Run {
@@ -1642,7 +1644,7 @@ impl Run {
     ) -> std::result::Result<(), String> {
         let events_before = self.w.store.events.len();
         let sessions_before = self.w.store.sessions.len();
-        let denials_before: u32 = self.w.store.denials.values().sum();
+        let denials_before = self.w.store.denials.len();
         let leases_before = self.w.store.leases.clone();
         let periods_before = self.m.periods.len();
         let mut fx = Effects::default();
@@ -1670,8 +1672,11 @@ impl Run {
             fx.sessions.as_slice(),
             "sessions recorded"
         );
-        let denials: u32 = self.w.store.denials.values().sum();
-        ensure_eq!(denials - denials_before, fx.denials, "denials counted");
+        ensure_eq!(
+            &self.w.store.denials[denials_before..],
+            fx.denials.as_slice(),
+            "denials counted (reason, holder, fingerprint, time)"
+        );
         for e in &fx.events {
             self.note(match e.kind {
                 EventKind::Checkout => "event: checkout",
@@ -2221,7 +2226,7 @@ impl Run {
                         "{ctx}: retry_after"
                     );
                 }
-                self.denied(&req, counted, fx);
+                self.denied(&req, counted, DenialReason::Full, fx);
             }
             (
                 CheckoutOutcome::LimitReached {
@@ -2247,7 +2252,12 @@ impl Run {
                     Limit::Group => "checkout: group limit",
                     Limit::Borrow => "checkout: borrow limit",
                 });
-                self.denied(&req, counted, fx);
+                let reason = match limit {
+                    Limit::Holder => DenialReason::Holder,
+                    Limit::Group => DenialReason::Group,
+                    Limit::Borrow => DenialReason::Borrow,
+                };
+                self.denied(&req, counted, reason, fx);
             }
             (
                 CheckoutOutcome::Granted {
@@ -2280,13 +2290,13 @@ impl Run {
             }
             (CheckoutOutcome::NotAllowed(got), Expect::NotAllowed(want)) if got == want => {
                 self.note("checkout: not allowed");
-                self.denied(&req, counted, fx);
+                self.denied(&req, counted, DenialReason::NotAllowed, fx);
             }
             (CheckoutOutcome::Blocked { until }, Expect::Blocked { until: want }) => {
                 ensure_eq!(until, want, "{ctx}: blocked until");
                 self.note("checkout: blocked");
                 ensure!(until > self.m.now, "{ctx}: a block that ended refused");
-                self.denied(&req, counted, fx);
+                self.denied(&req, counted, DenialReason::Blocked, fx);
             }
             (CheckoutOutcome::UnknownLicense, Expect::UnknownLicense) => {
                 self.note("checkout: unknown license");
@@ -2298,10 +2308,35 @@ impl Run {
         Ok(events)
     }
 
-    /// A refused checkout: counted if the client sees it; logged once per
-    /// holder per window.
-    fn denied(&mut self, req: &CheckoutRequest, counted: bool, fx: &mut Effects) {
-        fx.denials += u32::from(counted);
+    /// A refused checkout: counted, with its reason, if the client sees it
+    /// (a `?wait=` line retries only a full pool and a reached cap: any
+    /// other refusal is final and counted at once); logged once per holder
+    /// per window.
+    fn denied(
+        &mut self,
+        req: &CheckoutRequest,
+        counted: bool,
+        reason: DenialReason,
+        fx: &mut Effects,
+    ) {
+        let retried = matches!(
+            reason,
+            DenialReason::Full | DenialReason::Holder | DenialReason::Group | DenialReason::Borrow
+        );
+        if counted || !retried {
+            self.note(if counted {
+                "denial counted"
+            } else {
+                "denial final at once on a ?wait= attempt"
+            });
+            fx.denials.push(StoredDenial {
+                license_id: req.license_id.clone(),
+                holder: req.holder.clone(),
+                fingerprint: req.fingerprint.clone(),
+                reason,
+                at: self.m.now,
+            });
+        }
         if self
             .m
             .first_in_window(format!("denied {} {}", req.license_id, req.holder))
@@ -3070,6 +3105,8 @@ fn the_generated_sequences_reach_every_rule_step() {
         "clients: active seat kept",
         "clients: told idle",
         "clients: idle seat lent",
+        "denial counted",
+        "denial final at once on a ?wait= attempt",
     ] {
         let n = stats.get(what).copied().unwrap_or(0);
         assert!(
@@ -3114,7 +3151,13 @@ fn a_blocked_holder_is_refused_even_with_a_live_seat_to_reclaim() {
         assert_eq!(w.checkout(&r, &[]), CheckoutOutcome::Blocked { until });
     }
     assert_eq!(w.store.leases[&new.seat_id].lease, new, "not renewed");
-    assert_eq!(w.store.denials.values().sum::<u32>(), 2);
+    assert_eq!(w.store.denials.len(), 2);
+    assert!(
+        w.store
+            .denials
+            .iter()
+            .all(|d| d.reason == DenialReason::Blocked && d.holder == "h")
+    );
     // The live seat itself still renews, and without the fingerprint the
     // holder is not blocked.
     assert!(matches!(

@@ -1,14 +1,24 @@
 //! The sweep against a brute-force recount, millisecond by millisecond, of
 //! random sessions, pool-size timelines and denials.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use proptest::prelude::*;
 
 use super::*;
+use crate::store::denials::{DenialRow, each_denial, full_spans, offset_bytes, second_of};
 
 fn ts(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms)
+}
+
+/// A refusal: its instant, holder and reason.
+#[derive(Debug, Clone)]
+struct Refusal {
+    at: i64,
+    holder: String,
+    reason: DenialReason,
 }
 
 #[derive(Debug, Clone)]
@@ -24,7 +34,8 @@ fn brute_force(
     range: &UsageRange,
     sessions: &[Session],
     pool: &PoolTimeline,
-    denials: &[(i64, u64)],
+    denials: &[Refusal],
+    tolerance: i64,
 ) -> Usage {
     let (from, to, now) = (
         range.from.as_millis(),
@@ -34,7 +45,8 @@ fn brute_force(
     let n = range.points();
     let mut peaks = vec![0u32; n];
     let mut checkouts = vec![0u64; n];
-    let mut bucket_denials = vec![0u64; n];
+    let mut bucket_denials = vec![DenialsByReason::default(); n];
+    let mut bucket_true = vec![0u64; n];
     let mut bucket_over = vec![0u64; n];
     let in_range: Vec<&Session> = sessions
         .iter()
@@ -84,12 +96,19 @@ fn brute_force(
             checkouts[((s.start - from) / range.step_ms) as usize] += 1;
         }
     }
-    let mut total_denials = 0;
-    for (second, count) in denials {
-        if (from..to).contains(second) {
-            bucket_denials[((second - from) / range.step_ms) as usize] += count;
-            total_denials += count;
-        }
+    let (mut total_denials, mut total_true) = (DenialsByReason::default(), 0);
+    for d in denials.iter().filter(|d| (from..to).contains(&d.at)) {
+        let b = ((d.at - from) / range.step_ms) as usize;
+        bucket_denials[b].add(d.reason, 1);
+        total_denials.add(d.reason, 1);
+        // True: no session of the holder (any, the range's or later)
+        // starts in (at, at + tolerance].
+        let is_true = d.reason == DenialReason::Full
+            && !sessions
+                .iter()
+                .any(|s| s.holder == d.holder && s.start > d.at && s.start <= d.at + tolerance);
+        bucket_true[b] += u64::from(is_true);
+        total_true += u64::from(is_true);
     }
     let points = (0..n)
         .map(|i| {
@@ -100,9 +119,9 @@ fn brute_force(
                 peak: peaks[i],
                 over_s: bucket_over[i] as f64 / 1000.0,
                 checkouts: checkouts[i],
-                denials: bucket_denials[i],
-                denials_by_reason: Default::default(),
-                true_denials: 0,
+                denials: bucket_denials[i].total(),
+                denials_by_reason: bucket_denials[i],
+                true_denials: bucket_true[i],
             }
         })
         .collect();
@@ -115,9 +134,9 @@ fn brute_force(
             peak_at,
             full_s: full as f64 / 1000.0,
             over_s: over as f64 / 1000.0,
-            denials: total_denials,
-            denials_by_reason: Default::default(),
-            true_denials: 0,
+            denials: total_denials.total(),
+            denials_by_reason: total_denials,
+            true_denials: total_true,
             seat_hours: session_ms as f64 / 3_600_000.0,
             borrowed_hours: borrowed_ms as f64 / 3_600_000.0,
             utilization: if available == 0 {
@@ -136,18 +155,87 @@ fn sweep(
     range: &UsageRange,
     sessions: &[Session],
     pool: &PoolTimeline,
-    denials: &[(i64, u64)],
+    denials: &[Refusal],
+    tolerance: i64,
 ) -> Usage {
     let mut ordered = sessions.to_vec();
     ordered.sort_by_key(|s| s.start);
     let mut sweep = Sweep::new(*range, pool.clone());
-    for (second, count) in denials {
-        sweep.denials(ts(*second), *count);
-    }
+    feed_denials(&mut sweep, range, sessions, denials, tolerance);
     for s in &ordered {
         sweep.session(ts(s.start), s.end.map(ts), &s.holder, s.borrowed);
     }
     sweep.finish()
+}
+
+/// The refusals as the stores feed them: packed into rows per second,
+/// holder and reason, the rows a range reads, and each holder's grants
+/// only in its span (what the stores' grant queries return).
+fn feed_denials(
+    sweep: &mut Sweep,
+    range: &UsageRange,
+    sessions: &[Session],
+    denials: &[Refusal],
+    tolerance: i64,
+) {
+    let mut rows: Vec<DenialRow> = Vec::new();
+    for d in denials {
+        let second = second_of(ts(d.at));
+        let row = match rows
+            .iter_mut()
+            .find(|r| r.second == second && r.holder == d.holder && r.reason == d.reason)
+        {
+            Some(row) => row,
+            None => {
+                rows.push(DenialRow {
+                    license_id: "l".into(),
+                    second,
+                    holder: d.holder.clone(),
+                    fingerprint: String::new(),
+                    reason: d.reason,
+                    offsets: Vec::new(),
+                });
+                rows.last_mut().unwrap()
+            }
+        };
+        row.offsets.extend(offset_bytes(ts(d.at)));
+    }
+    rows.retain(|r| r.second >= second_of(range.from) && r.second < range.to);
+    let tolerance = Duration::from_millis(tolerance as u64);
+    let spans = full_spans(&rows, range.from, range.to, tolerance);
+    let mut grants: HashMap<String, Vec<Timestamp>> = HashMap::new();
+    for (holder, (lo, hi)) in &spans {
+        let mut starts: Vec<Timestamp> = sessions
+            .iter()
+            .filter(|s| &s.holder == holder && ts(s.start) > *lo && ts(s.start) <= *hi)
+            .map(|s| ts(s.start))
+            .collect();
+        starts.sort();
+        grants.insert(holder.clone(), starts);
+    }
+    each_denial(
+        &rows,
+        range.from,
+        range.to,
+        &grants,
+        tolerance,
+        |at, reason, t| {
+            sweep.denials(at, reason, 1, u64::from(t));
+        },
+    );
+}
+
+fn refusal() -> impl Strategy<Value = Refusal> {
+    (
+        -1_200i64..2_300,
+        0u8..6,
+        prop::sample::select(DenialReason::ALL.to_vec()),
+    )
+        .prop_map(|(at, holder, reason)| Refusal {
+            at,
+            holder: format!("h{holder}"),
+            reason,
+        })
 }
 
 fn session() -> impl Strategy<Value = Session> {
@@ -176,18 +264,21 @@ proptest! {
         now in -200i64..2_400,
         sessions in prop::collection::vec(session(), 0..25),
         pool in prop::collection::vec((-300i64..2_300, 0u32..6), 0..5),
-        denials in prop::collection::vec(((-200i64..2_300), 1u64..4), 0..10),
+        denials in prop::collection::vec(refusal(), 0..30),
+        tolerance in prop_oneof![Just(0i64), 0i64..400],
     ) {
         let to = from + span;
         prop_assume!(points(span, step) <= MAX_POINTS);
         let range = UsageRange::new(ts(from), ts(to), Some(step), ts(now)).unwrap();
         let pool = PoolTimeline::new(pool.into_iter().map(|(at, s)| (ts(at), s)).collect());
-        let got = sweep(&range, &sessions, &pool, &denials);
-        let want = brute_force(&range, &sessions, &pool, &denials);
+        let got = sweep(&range, &sessions, &pool, &denials, tolerance);
+        let want = brute_force(&range, &sessions, &pool, &denials, tolerance);
         prop_assert_eq!(&got.points, &want.points);
         let (g, w) = (&got.summary, &want.summary);
         prop_assert_eq!((g.seats, g.peak, g.peak_at, g.denials, g.holders, g.covered_from),
                         (w.seats, w.peak, w.peak_at, w.denials, w.holders, w.covered_from));
+        prop_assert_eq!((g.denials_by_reason, g.true_denials),
+                        (w.denials_by_reason, w.true_denials));
         prop_assert!((g.full_s - w.full_s).abs() < 1e-9);
         prop_assert!((g.over_s - w.over_s).abs() < 1e-9);
         let points_over: f64 = got.points.iter().map(|p| p.over_s).sum();

@@ -1,15 +1,18 @@
 //! What the report asks the server: the licenses (and the server's `now`),
 //! each license's usage summary, and its sessions page by page for the top
-//! holders.
+//! holders; with `--what-if`, each license's replay.
 
 use leasehold_common::Timestamp;
 use std::time::Duration;
 
-use super::LicenseReport;
 use super::holders::{HolderHours, HolderTally, TOP_HOLDERS};
 use super::range::Range;
 use super::verdict::judge;
-use crate::api::{AdminClient, ApiError, SESSIONS_PAGE_MAX, SessionsQuery, UsageQuery};
+use super::{LicenseReport, ReportArgs, clean};
+use crate::api::{
+    AdminClient, ApiError, SESSIONS_PAGE_MAX, SessionsQuery, UsageQuery, WhatIfQuery,
+};
+use leasehold_common::api::{WhatIfResponse, code};
 
 /// The licenses to report on (`only`, else every one the server lists) and
 /// the server's clock, which `7d` counts back from.
@@ -31,18 +34,18 @@ pub async fn license_report(
     license: &str,
     range: Range,
     step: Option<Duration>,
+    tolerance: Option<Duration>,
 ) -> Result<LicenseReport, ApiError> {
-    let usage = client
-        .usage(&UsageQuery {
-            license,
-            from: Some(range.from),
-            to: Some(range.to),
-            step,
-        })
-        .await?;
+    let query = UsageQuery {
+        license,
+        from: Some(range.from),
+        to: Some(range.to),
+        step,
+    };
+    let usage = client.usage_within(&query, tolerance).await?;
     // Judge the range as the server echoed it (over the part its history
     // covers).
-    let judgement = judge(&usage.summary, usage.from, usage.to);
+    let judgement = judge(&usage.summary, usage.from, usage.to, tolerance);
     let top_holders = top_holders(client, license, range).await?;
     Ok(LicenseReport {
         usage,
@@ -87,4 +90,34 @@ async fn top_holders(
         }
     }
     Ok(tally.top(TOP_HOLDERS))
+}
+
+/// One license's replay over `range`, as `args` asks for it. A server
+/// older than the endpoint answers the route's 404: said as such.
+pub async fn what_if(
+    client: &AdminClient,
+    license: &str,
+    range: Range,
+    args: &ReportArgs,
+) -> anyhow::Result<WhatIfResponse> {
+    let query = WhatIfQuery {
+        license,
+        from: Some(range.from),
+        to: Some(range.to),
+        seats: args.seats,
+        idle_timeout: args.idle_timeout,
+        tolerance: args.tolerance,
+        target: args.target,
+    };
+    match client.what_if(&query).await {
+        Ok(answer) => Ok(answer),
+        Err(ApiError::Server {
+            status: 404, code, ..
+        }) if code == code::NOT_FOUND => Err(anyhow::anyhow!(
+            "the server at {} has no what-if replay (GET /v1/admin/usage/what-if answered 404): \
+             it is older than this leasehold",
+            client.base()
+        )),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("the what-if of {}", clean(license)))),
+    }
 }

@@ -2,16 +2,20 @@
 //!
 //! Parts: `range` (`--from`/`--to`/`--step` parsing and the resolved range),
 //! `fetch` (what is asked of the server), `holders` (top holders by hours,
-//! clipped to the range), `verdict` (the thresholds and the verdict),
-//! `table` (the text report), `csv` (`--csv`, streamed). Everything but
-//! `fetch` and the streaming half of `csv` is pure and unit-tested.
+//! clipped to the range), `denials` (which refusals mean a shortage),
+//! `verdict` (the thresholds and the verdict), `table` (the text report),
+//! `csv` (`--csv`, streamed), `what_if` (`--what-if`, the demand replayed
+//! against other seat counts). Everything but `fetch` and the streaming
+//! half of `csv` is pure and unit-tested.
 
 mod csv;
+pub mod denials;
 mod fetch;
 pub mod holders;
 pub mod range;
 mod table;
 pub mod verdict;
+pub mod what_if;
 
 use std::io::Write;
 use std::time::Duration;
@@ -23,9 +27,11 @@ use leasehold_common::text::sanitize_for_terminal;
 
 use crate::api::AdminClient;
 use crate::format::json_for_terminal;
+use denials::parse_tolerance;
 use holders::HolderHours;
 use range::{FromArg, parse_from, parse_step, parse_to};
 use verdict::Judgement;
+use what_if::{parse_idle_timeout, parse_seats, parse_target};
 
 pub use table::format_report;
 
@@ -54,6 +60,29 @@ pub struct ReportArgs {
     /// license's, header row once).
     #[arg(long)]
     pub csv: bool,
+    /// A refusal for want of a free seat is a true denial unless the same
+    /// holder got a seat of the license within this long after it (0s to
+    /// 1h; default: the server's, 60s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_tolerance)]
+    pub tolerance: Option<Duration>,
+    /// Instead of the report: per license, the range's recorded demand
+    /// replayed against each seat count (denials, denial rate, peak, time
+    /// full, utilization) and the fewest seats meeting --target. With
+    /// --json, the server's answers.
+    #[arg(long, conflicts_with = "csv")]
+    pub what_if: bool,
+    /// With --what-if: replay as if seats idle this long had been
+    /// reclaimed (at least 1s; default: none).
+    #[arg(long, value_name = "DURATION", requires = "what_if", value_parser = parse_idle_timeout)]
+    pub idle_timeout: Option<Duration>,
+    /// With --what-if: the denial rate to meet, in percent of requests
+    /// (0 to 100; default 1).
+    #[arg(long, value_name = "PERCENT", requires = "what_if", value_parser = parse_target)]
+    pub target: Option<f64>,
+    /// With --what-if: the seat counts to replay, e.g. 1..40 (at most 1000;
+    /// default: 1 to the larger of the seats now and the demand's peak).
+    #[arg(long, value_name = "A..B", requires = "what_if", value_parser = parse_seats)]
+    pub seats: Option<(u32, u32)>,
 }
 
 /// One license's part of the report.
@@ -74,9 +103,12 @@ pub async fn run(
     if args.csv {
         return csv::write_csv(client, &ids, range, out).await;
     }
+    if args.what_if {
+        return run_what_if(&args, client, &ids, range, out).await;
+    }
     let mut reports = Vec::with_capacity(ids.len());
     for id in &ids {
-        let report = fetch::license_report(client, id, range, args.step)
+        let report = fetch::license_report(client, id, range, args.step, args.tolerance)
             .await
             .with_context(|| format!("the usage of {}", clean(id)))?;
         reports.push(report);
@@ -85,6 +117,33 @@ pub async fn run(
         writeln!(out, "{}", to_json(&reports)?)?;
     } else {
         write!(out, "{}", format_report(range, &reports))?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `--what-if`: each license's replay, printed or (`--json`) as the server
+/// answered it.
+async fn run_what_if(
+    args: &ReportArgs,
+    client: &AdminClient,
+    ids: &[String],
+    range: range::Range,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let mut answers = Vec::with_capacity(ids.len());
+    for id in ids {
+        answers.push(fetch::what_if(client, id, range, args).await?);
+    }
+    if args.json {
+        let json = serde_json::to_string_pretty(&answers).context("encoding JSON")?;
+        writeln!(out, "{}", json_for_terminal(&json))?;
+    } else {
+        let asked = what_if::Asked {
+            idle_timeout: args.idle_timeout,
+            target: args.target.unwrap_or(what_if::DEFAULT_TARGET),
+        };
+        write!(out, "{}", what_if::format_what_if(range, &answers, asked))?;
     }
     out.flush()?;
     Ok(())
@@ -161,7 +220,7 @@ mod tests {
             summary: summary.clone(),
         };
         let report = LicenseReport {
-            judgement: verdict::judge(&summary, usage.from, usage.to),
+            judgement: verdict::judge(&summary, usage.from, usage.to, None),
             usage: usage.clone(),
             top_holders: vec![HolderHours {
                 holder: "alice".into(),

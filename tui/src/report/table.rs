@@ -8,6 +8,7 @@
 use leasehold_common::text::sanitize_for_terminal;
 
 use super::LicenseReport;
+use super::denials::Refusals;
 use super::range::Range;
 use super::verdict::{covered_from, pct};
 use crate::format::fmt_duration_ms;
@@ -79,6 +80,8 @@ fn summary_row(r: &LicenseReport) -> Vec<String> {
         pct(full_share),
         fmt_duration_ms((s.full_s * 1000.0) as i64),
         s.denials.to_string(),
+        // TRUE: the refusals that mean too few seats (see `denials`).
+        Refusals::of(s).shortage().to_string(),
         pct(s.utilization),
         format!("{:.2}", s.seat_hours),
         format!("{:.2}", s.borrowed_hours),
@@ -111,6 +114,7 @@ pub fn format_report(range: Range, reports: &[LicenseReport]) -> String {
             ("FULL", Right),
             ("FULL FOR", Right),
             ("DENIALS", Right),
+            ("TRUE", Right),
             ("UTILIZATION", Right),
             ("SEAT-HOURS", Right),
             ("BORROWED", Right),
@@ -152,7 +156,7 @@ mod tests {
     use crate::report::holders::HolderHours;
     use crate::report::verdict::judge;
     use leasehold_common::Timestamp;
-    use leasehold_common::api::{UsageResponse, UsageSummary};
+    use leasehold_common::api::{DenialsByReason, UsageResponse, UsageSummary};
 
     const T0: i64 = 1_796_011_200_000; // 2026-11-30T04:00:00Z
     const DAY_MS: i64 = 86_400_000;
@@ -164,6 +168,7 @@ mod tests {
                 &summary,
                 Timestamp::from_millis(T0 - range_ms),
                 Timestamp::from_millis(T0),
+                None,
             ),
             usage: UsageResponse {
                 license_id: id.into(),
@@ -233,8 +238,12 @@ mod tests {
                     peak_at: Some(Timestamp::from_millis(T0 - DAY_MS)),
                     full_s: 3600.0,
                     over_s: 0.0,
-                    denials: 0,
-                    denials_by_reason: Default::default(),
+                    denials: 5,
+                    denials_by_reason: DenialsByReason {
+                        full: 2,
+                        holder: 3,
+                        ..Default::default()
+                    },
                     true_denials: 0,
                     seat_hours: 310.0,
                     borrowed_hours: 0.0,
@@ -277,11 +286,11 @@ mod tests {
         insta::assert_snapshot!(format_report(range, &fixture()), @r"
         usage from 2026-11-23T04:00:00.000Z to 2026-11-30T04:00:00.000Z (7d00h)
 
-        LICENSE               SEATS  PEAK  PEAK AT                    FULL  FULL FOR  DENIALS  UTILIZATION    SEAT-HOURS  BORROWED  IDLE-HOURS  HOLDERS
-        demo-cad                 10    11  2026-11-28T05:00:00.000Z  12.5%    21h00m        3        61.2%       1028.40     96.50      120.25       14
-        render-farm-eu-west  100000     2  2026-11-25T04:00:00.000Z   0.0%        0s        0         0.0%  123456789.50      0.00        0.00        3
-        build                     4     4  2026-11-29T04:00:00.000Z   0.6%     1h00m        0        46.1%        310.00      0.00        0.00        2
-        spare                     2     0  -                          0.0%        0s        0         0.0%          0.00      0.00        0.00        0
+        LICENSE               SEATS  PEAK  PEAK AT                    FULL  FULL FOR  DENIALS  TRUE  UTILIZATION    SEAT-HOURS  BORROWED  IDLE-HOURS  HOLDERS
+        demo-cad                 10    11  2026-11-28T05:00:00.000Z  12.5%    21h00m        3     3        61.2%       1028.40     96.50      120.25       14
+        render-farm-eu-west  100000     2  2026-11-25T04:00:00.000Z   0.0%        0s        0     0         0.0%  123456789.50      0.00        0.00        3
+        build                     4     4  2026-11-29T04:00:00.000Z   0.6%     1h00m        5     0        46.1%        310.00      0.00        0.00        2
+        spare                     2     0  -                          0.0%        0s        0     0         0.0%          0.00      0.00        0.00        0
 
         demo-cad: short of seats — more seats in use than sold for 12m00s; 3 denials; every seat in use 12.5% of the range (>= 10%)
           TOP HOLDERS  HOURS
@@ -293,7 +302,7 @@ mod tests {
           TOP HOLDERS   HOURS
           dave         100.80
 
-        build: about right — no denials, every seat in use 0.6% of the range (< 10%), peak 4 of 4 seats (100.0%)
+        build: about right — no true denials, every seat in use 0.6% of the range (< 10%), peak 4 of 4 seats (100.0%); 2 refused while full but served within 60s, 3 refused by caps — not a shortage
           TOP HOLDERS   HOURS
           ci-01        200.00
           ci-02        110.00

@@ -17,6 +17,7 @@ use std::time::Duration;
 use leasehold_common::Timestamp;
 use leasehold_common::api::UsageSummary;
 
+use super::denials::{DEFAULT_TOLERANCE, Refusals, tolerance_words};
 use crate::format::fmt_duration_ms;
 
 /// Every seat in use for at least this share of the range (in percent)
@@ -57,11 +58,14 @@ pub struct Judgement {
 pub fn thresholds_help() -> String {
     format!(
         "Verdict per license:\n  \
-         short of seats          any time with more seats in use than sold, any denial, or every seat in use for >= {SHORT_FULL_PCT}% of the range\n  \
-         more seats than needed  peak <= {SURPLUS_PEAK_PCT}% of the seats and no denial, over a range of at least {}\n  \
+         short of seats          any time with more seats in use than sold, any true denial, or every seat in use for >= {SHORT_FULL_PCT}% of the range\n  \
+         more seats than needed  peak <= {SURPLUS_PEAK_PCT}% of the seats and no true denial, over a range of at least {}\n  \
          about right             otherwise\n\
+         A true denial is a refusal for want of a free seat (reserved ones included) not followed by a seat for the same holder within --tolerance (default {}). \
+         Refusals by caps, lists or blocks, and refusals served within the tolerance, are listed beside the verdict: never a shortage.\n\
          The range is the part of the one asked that the server's history covers (from its first start, or from when the license was added).",
-        min_range_words()
+        min_range_words(),
+        tolerance_words(DEFAULT_TOLERANCE),
     )
 }
 
@@ -103,22 +107,50 @@ pub fn covered_from(s: &UsageSummary, from: Timestamp, to: Timestamp) -> Timesta
 }
 
 /// Judge one license asked about `[from, to)`, over the part of it the
-/// server's history covers.
-pub fn judge(s: &UsageSummary, from: Timestamp, to: Timestamp) -> Judgement {
-    let asked_ms = to.millis_since(from).max(0);
-    let range_ms = to.millis_since(covered_from(s, from, to)).max(0);
-    // Said whenever the history covers less than was asked.
-    let coverage = (range_ms < asked_ms).then(|| {
-        let covered = if range_ms == 0 {
+/// server's history covers; `tolerance` is the one the server counted true
+/// denials with (`None`: its default).
+pub fn judge(
+    s: &UsageSummary,
+    from: Timestamp,
+    to: Timestamp,
+    tolerance: Option<Duration>,
+) -> Judgement {
+    let refusals = Refusals::of(s);
+    let tolerance = tolerance.unwrap_or(DEFAULT_TOLERANCE);
+    let mut judgement = judge_shortage(s, from, to, &refusals, tolerance);
+    if let Some(beside) = refusals.beside_words(tolerance) {
+        judgement.reason = format!("{}; {beside}", judgement.reason);
+    }
+    judgement
+}
+
+/// `history covers only 2h00m of the 7d00h asked`: said whenever the
+/// history covers less than was asked.
+pub(super) fn coverage_words(covered_ms: i64, asked_ms: i64) -> Option<String> {
+    (covered_ms < asked_ms).then(|| {
+        let covered = if covered_ms == 0 {
             "none".to_string()
         } else {
-            format!("only {}", span_words(range_ms))
+            format!("only {}", span_words(covered_ms))
         };
         format!(
             "history covers {covered} of the {} asked",
             fmt_duration_ms(asked_ms)
         )
-    });
+    })
+}
+
+/// [`judge`] without the refusals said beside the verdict.
+fn judge_shortage(
+    s: &UsageSummary,
+    from: Timestamp,
+    to: Timestamp,
+    refusals: &Refusals,
+    tolerance: Duration,
+) -> Judgement {
+    let asked_ms = to.millis_since(from).max(0);
+    let range_ms = to.millis_since(covered_from(s, from, to)).max(0);
+    let coverage = coverage_words(range_ms, asked_ms);
     let with_coverage = |reason: String| match &coverage {
         Some(c) => format!("{reason}; {c}"),
         None => reason,
@@ -132,7 +164,8 @@ pub fn judge(s: &UsageSummary, from: Timestamp, to: Timestamp) -> Judgement {
     let full_words = format!("every seat in use {} of the range", pct(full_share));
     let full_is_short = s.full_s * 100.0 >= f64::from(SHORT_FULL_PCT) * range_s && s.full_s > 0.0;
     let over_is_short = s.over_s > 0.0;
-    if over_is_short || s.denials > 0 || full_is_short {
+    let denied = refusals.shortage() > 0;
+    if over_is_short || denied || full_is_short {
         let mut why = Vec::new();
         if over_is_short {
             why.push(format!(
@@ -140,10 +173,7 @@ pub fn judge(s: &UsageSummary, from: Timestamp, to: Timestamp) -> Judgement {
                 over_words(s.over_s)
             ));
         }
-        if s.denials > 0 {
-            let plural = if s.denials == 1 { "" } else { "s" };
-            why.push(format!("{} denial{plural}", s.denials));
-        }
+        why.extend(refusals.shortage_words(tolerance));
         if full_is_short {
             why.push(format!("{full_words} (>= {SHORT_FULL_PCT}%)"));
         }
@@ -172,11 +202,12 @@ pub fn judge(s: &UsageSummary, from: Timestamp, to: Timestamp) -> Judgement {
     let peak_words = format!("peak {} of {} seats ({})", s.peak, s.seats, pct(peak_share));
     let long_enough = range_ms >= SURPLUS_MIN_RANGE.as_millis() as i64;
     let range_words = fmt_duration_ms(range_ms);
+    let none = refusals.none_words();
     if peak_low && long_enough {
         return Judgement {
             verdict: Verdict::MoreThanNeeded,
             reason: with_coverage(format!(
-                "{peak_words} <= {SURPLUS_PEAK_PCT}%, no denials over {range_words}"
+                "{peak_words} <= {SURPLUS_PEAK_PCT}%, {none} over {range_words}"
             )),
         };
     }
@@ -186,13 +217,13 @@ pub fn judge(s: &UsageSummary, from: Timestamp, to: Timestamp) -> Judgement {
             None => format!("{range_words} is too short"),
         };
         format!(
-            "{peak_words} <= {SURPLUS_PEAK_PCT}% and no denials, but {short} \
+            "{peak_words} <= {SURPLUS_PEAK_PCT}% and {none}, but {short} \
              to call a surplus (needs {})",
             min_range_words()
         )
     } else {
         with_coverage(format!(
-            "no denials, {full_words} (< {SHORT_FULL_PCT}%), {peak_words}"
+            "{none}, {full_words} (< {SHORT_FULL_PCT}%), {peak_words}"
         ))
     };
     Judgement {
@@ -204,6 +235,7 @@ pub fn judge(s: &UsageSummary, from: Timestamp, to: Timestamp) -> Judgement {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use leasehold_common::api::DenialsByReason;
 
     const DAY_MS: i64 = 86_400_000;
     const T0: i64 = 1_796_011_200_000; // 2026-11-30T04:00:00Z
@@ -214,7 +246,7 @@ mod tests {
 
     /// Asked about the `range_ms` up to T0.
     fn judge_over(s: &UsageSummary, range_ms: i64) -> Judgement {
-        judge(s, ts(T0 - range_ms), ts(T0))
+        judge(s, ts(T0 - range_ms), ts(T0), None)
     }
 
     fn summary(seats: u32, peak: u32, full_s: f64, denials: u64) -> UsageSummary {
@@ -241,6 +273,87 @@ mod tests {
         let j = judge_over(&summary(10, 4, 0.0, 1), 7 * DAY_MS);
         assert_eq!(j.verdict, Verdict::ShortOfSeats);
         assert_eq!(j.reason, "1 denial");
+    }
+
+    fn with_reasons(s: UsageSummary, by: DenialsByReason, true_denials: u64) -> UsageSummary {
+        UsageSummary {
+            denials: by.total(),
+            denials_by_reason: by,
+            true_denials,
+            ..s
+        }
+    }
+
+    #[test]
+    fn only_true_denials_are_short() {
+        // Refused while full and never served: short.
+        let by = DenialsByReason {
+            full: 2,
+            ..Default::default()
+        };
+        let j = judge_over(&with_reasons(summary(10, 10, 0.0, 0), by, 2), 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::ShortOfSeats);
+        assert_eq!(j.reason, "2 true denials (full, not served within 60s)");
+        // Served within the tolerance, or refused by caps and lists: not
+        // short, and said beside the verdict.
+        let by = DenialsByReason {
+            full: 3,
+            holder: 2,
+            group: 1,
+            not_allowed: 1,
+            ..Default::default()
+        };
+        let j = judge(
+            &with_reasons(summary(10, 10, 0.0, 0), by, 0),
+            ts(T0 - 7 * DAY_MS),
+            ts(T0),
+            Some(Duration::from_secs(30)),
+        );
+        assert_eq!(j.verdict, Verdict::AboutRight);
+        assert_eq!(
+            j.reason,
+            "no true denials, every seat in use 0.0% of the range (< 10%), peak 10 of 10 seats (100.0%); \
+             3 refused while full but served within 30s, 4 refused by caps or lists — not a shortage"
+        );
+        // Caps alone never stop a surplus.
+        let by = DenialsByReason {
+            borrow: 4,
+            ..Default::default()
+        };
+        let j = judge_over(&with_reasons(summary(10, 2, 0.0, 0), by, 0), 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::MoreThanNeeded);
+        assert_eq!(
+            j.reason,
+            "peak 2 of 10 seats (20.0%) <= 70%, no true denials over 7d00h; \
+             4 refused by caps — not a shortage"
+        );
+        // Short for another reason: the refusals are still said beside it.
+        let by = DenialsByReason {
+            full: 1,
+            blocked: 1,
+            ..Default::default()
+        };
+        let j = judge_over(&with_reasons(summary(1, 1, 86_400.0, 0), by, 1), DAY_MS);
+        assert_eq!(
+            j.reason,
+            "1 true denial (full, not served within 60s); every seat in use 100.0% of the range (>= 10%); \
+             1 refused by blocks — not a shortage"
+        );
+    }
+
+    #[test]
+    fn denials_without_reasons_decide_as_before() {
+        // An older server: no reasons, no true denials, yet 2 denials.
+        let s = summary(10, 3, 0.0, 2);
+        assert_eq!(s.denials_by_reason.total(), 0);
+        let j = judge_over(&s, 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::ShortOfSeats);
+        assert_eq!(j.reason, "2 denials");
+        // The same answer as the server's JSON (fields absent) reads.
+        let json = r#"{"seats":10,"peak":3,"peak_at":null,"full_s":0,"over_s":0,"denials":2,
+            "seat_hours":1,"utilization":0.1,"holders":1}"#;
+        let old: UsageSummary = serde_json::from_str(json).unwrap();
+        assert_eq!(judge_over(&old, 7 * DAY_MS), j);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use leasehold_common::api::{CheckoutRequest, MAX_IDLE_S};
 use leasehold_common::text::{FINGERPRINT_MAX_CHARS, HOLDER_MAX_CHARS, check_text};
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
 
@@ -162,10 +163,12 @@ fn heartbeat_idle(body: &Bytes) -> Result<Option<Duration>> {
     if body.is_empty() {
         return Ok(None);
     }
-    let Ok(serde_json::Value::Object(fields)) = serde_json::from_slice(body) else {
+    // Not UTF-8 is not JSON; checked up front because skipped members'
+    // strings are not decoded.
+    let Ok(text) = std::str::from_utf8(body) else {
         return Ok(None);
     };
-    let Some(idle_s) = fields.get("idle_s") else {
+    let Ok(ReportBody(Some(idle_s))) = serde_json::from_str(text) else {
         return Ok(None);
     };
     match idle_s.as_u64().filter(|s| *s <= MAX_IDLE_S) {
@@ -173,6 +176,63 @@ fn heartbeat_idle(body: &Bytes) -> Result<Option<Duration>> {
         None => Err(ApiError::invalid(format!(
             "idle_s must be a whole number of seconds from 0 to {MAX_IDLE_S}, got {idle_s}"
         ))),
+    }
+}
+
+/// A heartbeat body read as an object for its `idle_s` alone (the last
+/// one, if repeated), the other members skipped rather than built: a
+/// report costs one small parse, not a map of the whole body.
+struct ReportBody(Option<serde_json::Value>);
+
+impl<'de> Deserialize<'de> for ReportBody {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        // A map, never a sequence: `[5]` is not a report.
+        d.deserialize_map(ReportBodyVisitor)
+    }
+}
+
+struct ReportBodyVisitor;
+
+impl<'de> Visitor<'de> for ReportBodyVisitor {
+    type Value = ReportBody;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<ReportBody, A::Error> {
+        let mut idle_s = None;
+        while let Some(IsIdleS(is)) = map.next_key()? {
+            if is {
+                idle_s = Some(map.next_value()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(ReportBody(idle_s))
+    }
+}
+
+/// A member's name, decoded: whether it is `idle_s`.
+struct IsIdleS(bool);
+
+impl<'de> Deserialize<'de> for IsIdleS {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_str(IsIdleSVisitor)
+    }
+}
+
+struct IsIdleSVisitor;
+
+impl Visitor<'_> for IsIdleSVisitor {
+    type Value = IsIdleS;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_str<E>(self, name: &str) -> std::result::Result<IsIdleS, E> {
+        Ok(IsIdleS(name == "idle_s"))
     }
 }
 
@@ -192,4 +252,81 @@ pub async fn release(
         Metrics::inc(&state.metrics.releases);
     }
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idle(body: &str) -> Option<u64> {
+        heartbeat_idle(&Bytes::from(body.to_string()))
+            .unwrap_or_else(|e| panic!("{body:?} refused: {e:?}"))
+            .map(|d| d.as_secs())
+    }
+
+    fn refused(body: &str) -> String {
+        match heartbeat_idle(&Bytes::from(body.to_string())) {
+            Ok(r) => panic!("{body:?} accepted as {r:?}"),
+            Err(e) => e.message,
+        }
+    }
+
+    #[test]
+    fn a_report_is_read_from_an_object_whatever_else_it_holds() {
+        assert_eq!(idle(r#"{"idle_s":0}"#), Some(0));
+        assert_eq!(idle(r#" { "idle_s" : 31536000 } "#), Some(MAX_IDLE_S));
+        assert_eq!(
+            idle(r#"{"a":[1,{"b":null}],"idle_s":7,"c":"\u00e9\"x"}"#),
+            Some(7)
+        );
+        // As a JSON map reads it: an escaped key is the key, the last of
+        // a repeated member counts.
+        assert_eq!(idle(r#"{"idle\u005fs":9}"#), Some(9));
+        assert_eq!(idle(r#"{"idle_s":"x","idle_s":3}"#), Some(3));
+    }
+
+    #[test]
+    fn any_other_body_reports_nothing() {
+        for body in [
+            "",
+            "  ",
+            "null",
+            "5",
+            "[5]",
+            "[1, 2]",
+            "\"idle_s\"",
+            "{}",
+            "{\"idle\": 5}",
+            "{\"IDLE_S\": 5}",
+            "not json",
+            "{\"idle_s\"",
+            "{\"idle_s\": 5",
+            "{\"idle_s\": 5} x",
+        ] {
+            assert_eq!(idle(body), None, "{body:?}");
+        }
+        assert_eq!(
+            heartbeat_idle(&Bytes::from_static(b"{\"x\":\"\xff\",\"idle_s\":5}")).unwrap(),
+            None,
+            "not UTF-8, so not JSON"
+        );
+    }
+
+    #[test]
+    fn a_bad_idle_s_is_refused_naming_it_and_what_came() {
+        for (body, got) in [
+            (r#"{"idle_s": null}"#, "got null"),
+            (r#"{"idle_s": -1}"#, "got -1"),
+            (r#"{"idle_s": 1.5}"#, "got 1.5"),
+            (r#"{"idle_s": 60.0}"#, "got 60.0"),
+            (r#"{"idle_s": "60"}"#, r#"got "60""#),
+            (r#"{"idle_s": 31536001}"#, "got 31536001"),
+            (r#"{"idle_s": [1]}"#, "got [1]"),
+            (r#"{"idle_s": 5, "idle_s": {}}"#, "got {}"),
+        ] {
+            let e = refused(body);
+            assert!(e.contains("idle_s must be a whole number"), "{body}: {e}");
+            assert!(e.contains(got), "{body}: {e}");
+        }
+    }
 }

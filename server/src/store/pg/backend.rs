@@ -4,21 +4,23 @@
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
-use leasehold_common::api::{Event, SessionView};
+use leasehold_common::api::{DenialView, Event, SessionView};
 use tokio::sync::{broadcast, watch};
 
 use super::line::SharedLine;
 use super::pool::PgPool;
 use super::writer::{DecisionClock, PgBatches};
-use super::{StartPoint, connect_sync, follower, history, publish_licenses_sync};
+use super::{StartPoint, connect_sync, denials, follower, history, publish_licenses_sync};
 use crate::licenses::LicensesHandle;
 use crate::store::backend::{Answer, Published, StoreBackend};
 use crate::store::batch::{Writer, WriterStats};
+use crate::store::denials::DenialsQuery;
 use crate::store::history::{SessionsQuery, UsageQuery};
 use crate::store::seat_query::{SeatQuery, SeatsPage};
 use crate::store::ui_sessions::{UiSessionOp, UiSessionRow};
 use crate::store::{LeaseRow, StoreError, StoreKind, StoreOptions};
 use crate::usage::Usage;
+use crate::usage::what_if::{Demand, WhatIfQuery};
 
 /// A replica's parts, for `Store::open_postgres` to start: this module
 /// does not name the `Store` handle, which names the backend trait.
@@ -124,6 +126,14 @@ impl StoreBackend for PgBackend {
 
     fn usage(&self, query: UsageQuery) -> Answer<Usage> {
         self.on_pool(|pool| async move { history::usage(&pool, &query).await })
+    }
+
+    fn what_if_demand(&self, query: WhatIfQuery) -> Answer<Demand> {
+        self.on_pool(|pool| async move { super::what_if::what_if_demand(&pool, &query).await })
+    }
+
+    fn denials_page(&self, query: DenialsQuery) -> Answer<Vec<DenialView>> {
+        self.on_pool(|pool| async move { denials::denials_page(&pool, &query).await })
     }
 
     fn ui_session(&self, id_sha256: String) -> Answer<Option<UiSessionRow>> {

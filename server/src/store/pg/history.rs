@@ -188,7 +188,7 @@ pub async fn usage(pool: &PgPool, q: &UsageQuery) -> Result<Usage, StoreError> {
         .await?;
     let pool_sizes = pool_records(&tx, q).await?;
     let mut sweep = Sweep::new(q.range, PoolTimeline::new(pool_sizes));
-    sweep_denials(&tx, q, &mut sweep).await?;
+    super::denials::sweep_denials(&tx, q, &mut sweep).await?;
     sweep_spanning(&tx, q, &mut sweep).await?;
     sweep_in_range(&tx, q, &mut sweep).await?;
     sweep_idle(&tx, q, &mut sweep).await?;
@@ -231,30 +231,6 @@ async fn pool_records(
         );
     }
     Ok(pool)
-}
-
-/// Refused checkouts, summed per step of the range.
-async fn sweep_denials(
-    tx: &impl GenericClient,
-    q: &UsageQuery,
-    sweep: &mut Sweep,
-) -> Result<(), StoreError> {
-    let r = &q.range;
-    let (from, to) = (r.from.as_millis(), r.to.as_millis());
-    let denials = tx
-        .query(
-            "SELECT min(second_ms), sum(count)::bigint FROM denials
-             WHERE license_id = $1 AND second_ms >= $2 AND second_ms < $3
-             GROUP BY (second_ms - $2) / $4",
-            &[&q.license_id, &from, &to, &r.step_ms],
-        )
-        .await?;
-    for row in &denials {
-        let count: i64 = row.get(1);
-        sweep.denials(Timestamp::from_millis(row.get(0)), count.max(0) as u64);
-    }
-
-    Ok(())
 }
 
 /// The sessions that started before the range and ran into it.

@@ -13,6 +13,7 @@
 
 mod backend;
 mod batch_state;
+pub(crate) mod denials;
 pub mod follower;
 mod history;
 pub mod line;
@@ -26,6 +27,7 @@ mod standby;
 mod statements;
 mod tx;
 mod ui_sessions;
+mod what_if;
 pub mod writer;
 
 use crate::store::backend::Published;

@@ -285,6 +285,37 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX idle_periods_by_license_time ON idle_periods (license_id, to_ms, from_ms);
     CREATE INDEX idle_periods_by_end ON idle_periods (to_ms);
     "#,
+    // v13: refusals with their reason, holder and fingerprint, to the
+    // millisecond (the same rows as SQLite's v11: a row per license,
+    // second, holder, fingerprint and reason, the offsets 2 bytes each;
+    // the v2 counts kept as `full` refusals of an unknown holder at the
+    // start of their second), pruned by second. Each append rewrites its
+    // row: a storm-second's row of about 2 KB leaves dead versions for
+    // vacuum (measured in BENCHMARKS.md). A holder's grants by start: one
+    // more index entry per
+    // session row (written once, when the seat leaves); open sessions by
+    // `leases_by_holder`, so no heartbeat pays for a new index.
+    r#"
+    CREATE TABLE denials_v13 (
+        license_id  TEXT NOT NULL,
+        second_ms   BIGINT NOT NULL,
+        holder      TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        reason      TEXT NOT NULL,
+        count       BIGINT NOT NULL,
+        offsets     BYTEA NOT NULL,
+        PRIMARY KEY (license_id, second_ms, holder, fingerprint, reason)
+    );
+    INSERT INTO denials_v13
+        SELECT license_id, second_ms, '', '', 'full', count,
+               decode(repeat('0000', count::int), 'hex')
+        FROM denials;
+    DROP TABLE denials;
+    ALTER TABLE denials_v13 RENAME TO denials;
+    ALTER INDEX denials_v13_pkey RENAME TO denials_pkey;
+    CREATE INDEX denials_by_second ON denials (second_ms);
+    CREATE INDEX sessions_by_license_holder ON sessions (license_id, holder, started_at);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -288,10 +288,13 @@ impl HistoryStatements {
             ended_session: p("SELECT end_kind FROM sessions
                  WHERE license_id = $1 AND ended_at >= $3 AND seat_id = $2
                  ORDER BY ended_at DESC LIMIT 1")?,
-            count_denial: p(
-                "INSERT INTO denials (license_id, second_ms, count) VALUES ($1, $2, 1)
-                 ON CONFLICT (license_id, second_ms) DO UPDATE SET count = denials.count + 1",
-            )?,
+            // Appends the refusal's 2 bytes to its second's row
+            // (`store/denials.rs`).
+            count_denial: p("INSERT INTO denials
+                     (license_id, second_ms, holder, fingerprint, reason, count, offsets)
+                 VALUES ($1, $2, $3, $4, $5, 1, $6)
+                 ON CONFLICT (license_id, second_ms, holder, fingerprint, reason) DO UPDATE
+                 SET count = denials.count + 1, offsets = denials.offsets || excluded.offsets")?,
             current_pool_sizes: p(
                 "SELECT DISTINCT ON (license_id) license_id, seats FROM pool_sizes
                  ORDER BY license_id, at DESC",
@@ -302,8 +305,10 @@ impl HistoryStatements {
             )?,
             prune_sessions: p("DELETE FROM sessions WHERE id IN (
                      SELECT id FROM sessions WHERE ended_at < $1 LIMIT $2)")?,
-            prune_denials: p("DELETE FROM denials WHERE (license_id, second_ms) IN (
-                     SELECT license_id, second_ms FROM denials WHERE second_ms < $1 LIMIT $2)")?,
+            prune_denials: p("DELETE FROM denials
+                 WHERE (license_id, second_ms, holder, fingerprint, reason) IN (
+                     SELECT license_id, second_ms, holder, fingerprint, reason FROM denials
+                     WHERE second_ms < $1 LIMIT $2)")?,
             // A size in force at the cutoff stays: it judges what comes after.
             prune_pool_sizes: p("DELETE FROM pool_sizes WHERE (license_id, at) IN (
                      SELECT p.license_id, p.at FROM pool_sizes p

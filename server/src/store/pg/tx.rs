@@ -9,7 +9,8 @@ use leasehold_common::Timestamp;
 use leasehold_common::api::SessionEnd;
 use postgres::{Client, Row, Statement};
 
-use super::super::rules::{EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
+use super::super::denials::{offset_bytes, second_of};
+use super::super::rules::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 use super::batch_state::BatchState;
 use super::rows::{lease_from_row, waiters};
 use super::statements::{STALE_MS, Statements};
@@ -359,12 +360,18 @@ impl LeaseTx for PgTx<'_> {
         Ok(())
     }
 
-    fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()> {
+    fn count_denial(&mut self, denial: &Denial<'_>) -> Result<()> {
         self.ready()?;
-        let second = at.as_millis().div_euclid(1000) * 1000;
         self.client.execute(
             &self.statements.history.count_denial,
-            &[&license_id, &second],
+            &[
+                &denial.license_id,
+                &second_of(denial.at).as_millis(),
+                &denial.holder,
+                &denial.fingerprint.unwrap_or(""),
+                &denial.reason.as_str(),
+                &offset_bytes(denial.at).as_slice(),
+            ],
         )?;
         Ok(())
     }

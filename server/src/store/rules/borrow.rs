@@ -33,7 +33,7 @@ impl<T: LeaseTx> Rules<'_, T> {
             })?;
             return self
                 .refused(
-                    &lic.id,
+                    req,
                     counted,
                     CheckoutOutcome::NotAllowed(NotAllowedBecause::LendsNothing),
                 )
@@ -65,7 +65,7 @@ impl<T: LeaseTx> Rules<'_, T> {
             })?;
             return self
                 .refused(
-                    &lic.id,
+                    req,
                     counted,
                     CheckoutOutcome::NotAllowed(NotAllowedBecause::BorrowAllow),
                 )
@@ -130,6 +130,6 @@ impl<T: LeaseTx> Rules<'_, T> {
             return Ok(None);
         }
         let limit = self.limit_reached(lic, req, Limit::Borrow, None, terms.seats, threshold)?;
-        self.refused(&lic.id, counted, limit).map(Some)
+        self.refused(req, counted, limit).map(Some)
     }
 }

@@ -7,11 +7,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use leasehold_common::api::EventKind;
+use leasehold_common::api::{DenialReason, EventKind};
 use leasehold_common::liveness::lapses_at;
 use leasehold_common::policy::{Group, LicenseConfig};
 use leasehold_common::{Timestamp, is_live, live_threshold};
 
+use super::lease_tx::Denial;
 use super::{LeaseTx, Result, Rules, new_seat_id};
 use crate::store::{
     CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, NotAllowedBecause, Scope, SeatMode, Waiter,
@@ -93,7 +94,7 @@ impl<T: LeaseTx> Rules<'_, T> {
             return Ok(refusal);
         }
         if let Some(until) = self.blocked(&lic.id, req)? {
-            return self.refused(&lic.id, counted, CheckoutOutcome::Blocked { until });
+            return self.refused(req, counted, CheckoutOutcome::Blocked { until });
         }
         if let Some(lease) = self.idempotent_replay(lic, req)? {
             return Ok(reused(lease));
@@ -105,7 +106,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         }
         if !self.allowed(lic, req)? {
             return self.refused(
-                &lic.id,
+                req,
                 counted,
                 CheckoutOutcome::NotAllowed(NotAllowedBecause::Lists),
             );
@@ -121,12 +122,12 @@ impl<T: LeaseTx> Rules<'_, T> {
             Admission::Cap(limit, max) => {
                 let group = group.filter(|_| limit == Limit::Group);
                 let limit = self.limit_reached(lic, req, limit, group, max, threshold)?;
-                self.refused(&lic.id, counted, limit)
+                self.refused(req, counted, limit)
             }
             Admission::Full { others_reserved } => {
                 let live = self.stored(lic, &mut tally, Key::License, threshold)?;
                 let full = self.full(lic, req, live, others_reserved)?;
-                self.refused(&lic.id, counted, full)
+                self.refused(req, counted, full)
             }
             Admission::Grant => {
                 let live = self.stored(lic, &mut tally, Key::License, threshold)?;
@@ -259,15 +260,25 @@ impl<T: LeaseTx> Rules<'_, T> {
         Ok(n)
     }
 
-    /// A refusal, counted as a denial when the client sees it.
+    /// A refusal, counted as a denial (with its reason) when the client
+    /// sees it: always, unless it is one a `?wait=` line retries and this
+    /// attempt is not the last ([`waits_in_line`]).
     pub(super) fn refused(
         &mut self,
-        license_id: &str,
+        req: &CheckoutRequest,
         counted: bool,
         outcome: CheckoutOutcome,
     ) -> Result<CheckoutOutcome> {
-        if counted {
-            self.tx.count_denial(license_id, self.now)?;
+        if let Some(reason) = denial_reason(&outcome)
+            && (counted || waits_in_line(&outcome).is_none())
+        {
+            self.tx.count_denial(&Denial {
+                license_id: &req.license_id,
+                holder: &req.holder,
+                fingerprint: req.fingerprint.as_deref(),
+                reason,
+                at: self.now,
+            })?;
         }
         Ok(outcome)
     }
@@ -497,6 +508,33 @@ impl<T: LeaseTx> Rules<'_, T> {
         )?;
         Ok(lease)
     }
+}
+
+/// The refusals a `?wait=` checkout stands in line after (the pool full,
+/// a cap reached), with how long until it looks again. Any other refusal
+/// is final at once, so it is counted at once.
+pub fn waits_in_line(outcome: &CheckoutOutcome) -> Option<Duration> {
+    match outcome {
+        CheckoutOutcome::Full { retry_after, .. }
+        | CheckoutOutcome::LimitReached { retry_after, .. } => Some(*retry_after),
+        _ => None,
+    }
+}
+
+/// Why a refusal is counted; `None` for an answer that is not a counted
+/// refusal.
+fn denial_reason(outcome: &CheckoutOutcome) -> Option<DenialReason> {
+    Some(match outcome {
+        CheckoutOutcome::Full { .. } => DenialReason::Full,
+        CheckoutOutcome::LimitReached { limit, .. } => match limit {
+            Limit::Holder => DenialReason::Holder,
+            Limit::Group => DenialReason::Group,
+            Limit::Borrow => DenialReason::Borrow,
+        },
+        CheckoutOutcome::NotAllowed(_) => DenialReason::NotAllowed,
+        CheckoutOutcome::Blocked { .. } => DenialReason::Blocked,
+        _ => return None,
+    })
 }
 
 /// A lingering seat goes back only to the holder and machine that

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use leasehold_common::Timestamp;
-use leasehold_common::api::{EventKind, SessionEnd};
+use leasehold_common::api::{DenialReason, EventKind, SessionEnd};
 
 use super::scope::Scope;
 use crate::store::{LeaseRow, SeatMode, StoreError, Waiter};
@@ -110,9 +110,8 @@ pub trait LeaseTx {
         seat_id: &str,
         ended_since: Timestamp,
     ) -> Result<Option<SessionEnd>>;
-    /// One refused checkout (409 or 403) of the license, counted exactly
-    /// per second.
-    fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()>;
+    /// Record one counted refusal (409 or 403), to the millisecond.
+    fn count_denial(&mut self, denial: &Denial<'_>) -> Result<()>;
     /// The pool size each license has had since its last change.
     fn current_pool_sizes(&mut self) -> Result<HashMap<String, u32>>;
     /// The license has `seats` from `at` on.
@@ -158,6 +157,16 @@ pub struct IdlePeriod<'a> {
     pub seat_id: &'a str,
     pub from: Timestamp,
     pub to: Timestamp,
+}
+
+/// A counted refusal: who was refused, why, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Denial<'a> {
+    pub license_id: &'a str,
+    pub holder: &'a str,
+    pub fingerprint: Option<&'a str>,
+    pub reason: DenialReason,
+    pub at: Timestamp,
 }
 
 /// An event before the store numbered it.

@@ -34,8 +34,9 @@ mod reap;
 mod scope;
 mod seat;
 
+pub use checkout::waits_in_line;
 pub use idle::{IdleReport, MIN_RECORDED_IDLE, after_report};
-pub use lease_tx::{EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
+pub use lease_tx::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 pub use scope::Scope;
 
 /// A machine takes back another holder's seat kept this way only when it

@@ -159,8 +159,8 @@ pub(super) fn sessions_page(
     Ok(page)
 }
 
-/// The usage of one license over the range: pool sizes and denial counts
-/// first (few rows), then the sessions streamed into the sweep in order of
+/// The usage of one license over the range: pool sizes and refusals
+/// first (few rows; a retry storm's a row a second), then the sessions streamed into the sweep in order of
 /// start, never collected: those that ran into the range from before it
 /// (few: at most the seats in use at `from`), then those that started in
 /// it (see `spanning!`).
@@ -170,17 +170,7 @@ pub(super) fn usage(c: &Connection, q: &UsageQuery) -> Result<Usage, StoreError>
     let pool = pool_records(c, &q.license_id, r.from, r.to)?;
     let mut sweep = Sweep::new(*r, PoolTimeline::new(pool));
 
-    // One row per bucket: the bucket's first second stands for it.
-    let mut denials = c.prepare_cached(
-        "SELECT min(second_ms), sum(count) FROM denials
-         WHERE license_id = ?1 AND second_ms >= ?2 AND second_ms < ?3
-         GROUP BY (second_ms - ?2) / ?4",
-    )?;
-    let mut rows = denials.query(params![q.license_id, from, to, r.step_ms])?;
-    while let Some(row) = rows.next()? {
-        let count: i64 = row.get(1)?;
-        sweep.denials(Timestamp::from_millis(row.get(0)?), count.max(0) as u64);
-    }
+    super::denials::sweep_denials(c, q, &mut sweep)?;
 
     let threshold = live_threshold(now, q.skew).as_millis();
     let ran_past_from = ran_past(Timestamp::from_millis(from), q.skew);

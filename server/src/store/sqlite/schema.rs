@@ -227,6 +227,37 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX idle_periods_by_license_to ON idle_periods (license_id, to_ms, from_ms);
     CREATE INDEX idle_periods_by_end ON idle_periods (to_ms);
     "#,
+    // v11: every counted refusal with its reason, holder and fingerprint
+    // ('' for none), to the millisecond. One row per (license, second,
+    // holder, fingerprint, reason) holds the refusals' millisecond offsets
+    // in that second, 2 bytes each (`store/denials.rs`), so a client
+    // refused 1,000 times a second costs one row of about 2 KB a second
+    // (BENCHMARKS.md), not 1,000 rows, and every instant stays exact.
+    // Pruned by second. The v2 rows knew only a count per second: they
+    // keep it, as `full` refusals of an unknown holder ('') at the start of
+    // their second. True denials look up a holder's grants of a license by
+    // start (`sessions_by_license_holder`: one more index entry per
+    // session row, written once when the seat leaves the table; open
+    // sessions are found by `leases_by_holder`, so a lease, renewed by
+    // every heartbeat, gets no new index).
+    r#"
+    CREATE TABLE denials_v11 (
+        license_id  TEXT NOT NULL,
+        second_ms   INTEGER NOT NULL,
+        holder      TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        reason      TEXT NOT NULL,
+        count       INTEGER NOT NULL,
+        offsets     BLOB NOT NULL,
+        PRIMARY KEY (license_id, second_ms, holder, fingerprint, reason)
+    ) WITHOUT ROWID;
+    INSERT INTO denials_v11
+        SELECT license_id, second_ms, '', '', 'full', count, zeroblob(count * 2) FROM denials;
+    DROP TABLE denials;
+    ALTER TABLE denials_v11 RENAME TO denials;
+    CREATE INDEX denials_by_second ON denials (second_ms);
+    CREATE INDEX sessions_by_license_holder ON sessions (license_id, holder, started_at);
+    "#,
 ];
 
 /// The schema version this build writes.

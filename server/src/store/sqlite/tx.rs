@@ -9,9 +9,11 @@ use leasehold_common::Timestamp;
 use leasehold_common::api::SessionEnd;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::bulk;
 use super::live_index::LiveIndex;
 use super::rows::{lease_columns, lease_from_row};
-use crate::store::rules::{EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
+use crate::store::denials::{offset_bytes, second_of};
+use crate::store::rules::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 use crate::store::{LeaseRow, Scope, SeatMode, StoreError, Waiter};
 
 /// The writer's connection and live index, for one batch.
@@ -245,18 +247,37 @@ impl LeaseTx for SqliteTx<'_> {
     }
 
     fn renew_lease(&mut self, old: &LeaseRow, renewed: &LeaseRow) -> Result<()> {
-        self.conn
-            .prepare_cached(
-                "UPDATE leases SET issued_at = ?2, expires_at = ?3, mode = ?4, idle_since = ?5
-                 WHERE seat_id = ?1",
-            )?
-            .execute(params![
-                old.seat_id,
-                renewed.issued_at.as_millis(),
-                renewed.expires_at.as_millis(),
-                renewed.mode.code(),
-                renewed.idle_since.map(Timestamp::as_millis)
-            ])?;
+        let times = (
+            renewed.issued_at.as_millis(),
+            renewed.expires_at.as_millis(),
+            renewed.mode.code(),
+        );
+        // SQLite rewrites the entry of every index over a column the
+        // UPDATE sets, changed or not: setting an unchanged idle start
+        // would cost each reporting heartbeat a delete and insert in
+        // `leases_idle` and one more page in the WAL.
+        if renewed.idle_since == old.idle_since {
+            self.conn
+                .prepare_cached(
+                    "UPDATE leases SET issued_at = ?2, expires_at = ?3, mode = ?4
+                     WHERE seat_id = ?1",
+                )?
+                .execute(params![old.seat_id, times.0, times.1, times.2])?;
+        } else {
+            self.conn
+                .prepare_cached(
+                    "UPDATE leases SET issued_at = ?2, expires_at = ?3, mode = ?4,
+                                       idle_since = ?5
+                     WHERE seat_id = ?1",
+                )?
+                .execute(params![
+                    old.seat_id,
+                    times.0,
+                    times.1,
+                    times.2,
+                    renewed.idle_since.map(Timestamp::as_millis)
+                ])?;
+        }
         // The index holds expiries by scope, not `idle_since`: a renewal
         // that changes only that is a remove and insert of the same entry.
         self.index.remove(old);
@@ -326,6 +347,9 @@ impl LeaseTx for SqliteTx<'_> {
     }
 
     fn record_sessions(&mut self, sessions: &[EndedSession<'_>]) -> Result<()> {
+        if sessions.len() >= bulk::MIN_ROWS {
+            return Ok(bulk::insert_sessions(self.conn, sessions)?);
+        }
         let mut insert = self.conn.prepare_cached(
             "INSERT INTO sessions (seat_id, license_id, holder, fingerprint, started_at,
                                    ended_at, end_kind, grp, mode)
@@ -347,13 +371,25 @@ impl LeaseTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn count_denial(&mut self, license_id: &str, at: Timestamp) -> Result<()> {
+    fn count_denial(&mut self, denial: &Denial<'_>) -> Result<()> {
+        // Appends 2 bytes to the row of its second (`store/denials.rs`);
+        // `||` makes text of blobs, so the result is cast back.
         self.conn
             .prepare_cached(
-                "INSERT INTO denials (license_id, second_ms, count) VALUES (?1, ?2, 1)
-                 ON CONFLICT (license_id, second_ms) DO UPDATE SET count = count + 1",
+                "INSERT INTO denials
+                     (license_id, second_ms, holder, fingerprint, reason, count, offsets)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6)
+                 ON CONFLICT (license_id, second_ms, holder, fingerprint, reason) DO UPDATE
+                 SET count = count + 1, offsets = CAST(offsets || excluded.offsets AS BLOB)",
             )?
-            .execute(params![license_id, at.as_millis().div_euclid(1000) * 1000])?;
+            .execute(params![
+                denial.license_id,
+                second_of(denial.at).as_millis(),
+                denial.holder,
+                denial.fingerprint.unwrap_or(""),
+                denial.reason.as_str(),
+                offset_bytes(denial.at).as_slice(),
+            ])?;
         Ok(())
     }
 
@@ -388,8 +424,10 @@ impl LeaseTx for SqliteTx<'_> {
         pruned += self
             .conn
             .prepare_cached(
-                "DELETE FROM denials WHERE (license_id, second_ms) IN (
-                     SELECT license_id, second_ms FROM denials WHERE second_ms < ?1 LIMIT ?2)",
+                "DELETE FROM denials
+                 WHERE (license_id, second_ms, holder, fingerprint, reason) IN (
+                     SELECT license_id, second_ms, holder, fingerprint, reason
+                     FROM denials INDEXED BY denials_by_second WHERE second_ms < ?1 LIMIT ?2)",
             )?
             .execute(params![cutoff, limit])?;
         pruned += self
@@ -442,6 +480,9 @@ impl LeaseTx for SqliteTx<'_> {
     }
 
     fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>> {
+        if events.len() >= bulk::MIN_ROWS {
+            return Ok(bulk::insert_events(self.conn, events)?);
+        }
         let mut insert = self.conn.prepare_cached(
             "INSERT INTO events (at, kind, license_id, seat_id, holder, detail)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
