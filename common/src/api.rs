@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::time::Timestamp;
 
+pub use crate::alerts::{
+    AlertView, AlertsResponse, DeliveriesResponse, DeliveryStatus, DeliveryType, DeliveryView,
+    WebhookView, WebhooksResponse,
+};
 pub use crate::rightsizing::{
     DenialReason, DenialView, DenialsByReason, DenialsResponse, WhatIfPoint, WhatIfRecommendation,
     WhatIfResponse,
@@ -169,6 +173,9 @@ pub struct LicenseSummary {
     pub reserved: u32,
     #[serde(default)]
     pub groups: Vec<GroupSummary>,
+    /// Names of this license's alerts that are firing now.
+    #[serde(default)]
+    pub alerts_firing: Vec<String>,
 }
 
 /// A license's `[license.borrow]`.
@@ -293,10 +300,13 @@ pub enum EventKind {
     /// A seat freed because its user was idle for the license's
     /// `idle_timeout`.
     Reclaim,
+    /// An alert of the licenses file began firing or resolved (detail
+    /// `firing <name>` / `resolved <name>`).
+    Alert,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 8] = [
+    pub const ALL: [EventKind; 9] = [
         EventKind::Checkout,
         EventKind::Release,
         EventKind::Reap,
@@ -305,6 +315,7 @@ impl EventKind {
         EventKind::Lost,
         EventKind::Config,
         EventKind::Reclaim,
+        EventKind::Alert,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -317,6 +328,7 @@ impl EventKind {
             EventKind::Lost => "lost",
             EventKind::Config => "config",
             EventKind::Reclaim => "reclaim",
+            EventKind::Alert => "alert",
         }
     }
 

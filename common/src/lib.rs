@@ -18,6 +18,7 @@
 //! - `client` (feature `client`): the typed HTTP client and `LeaseKeeper`,
 //!   the crate's one I/O edge (its time logic still takes a clock).
 
+pub mod alerts;
 pub mod api;
 #[cfg(feature = "client")]
 pub mod client;

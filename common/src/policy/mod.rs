@@ -38,11 +38,15 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+#[cfg(test)]
+mod alert_tests;
+pub mod alerts;
 pub mod groups;
 pub mod patterns;
 #[cfg(test)]
 mod seat_tests;
 
+pub use alerts::{Alert, AlertCondition, Webhook, WebhookFormat};
 pub use groups::{BorrowPolicy, Group};
 pub use patterns::{Pattern, PatternError, Who};
 
@@ -144,6 +148,8 @@ pub struct LicenseConfig {
     pub deny: Vec<Who>,
     /// `[license.borrow]`. `None`: no borrowing.
     pub borrow: Option<BorrowPolicy>,
+    /// `[[license.alert]]` entries, in file order.
+    pub alerts: Vec<Alert>,
 }
 
 impl fmt::Debug for LicenseConfig {
@@ -156,6 +162,7 @@ impl fmt::Debug for LicenseConfig {
             .field("allow", &self.allow)
             .field("deny", &self.deny)
             .field("borrow", &self.borrow)
+            .field("alerts", &self.alerts)
             .finish()
     }
 }
@@ -164,6 +171,8 @@ impl fmt::Debug for LicenseConfig {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Licenses {
     by_id: BTreeMap<String, LicenseConfig>,
+    /// `[[webhook]]` entries, in file order.
+    webhooks: Vec<Webhook>,
 }
 
 impl Licenses {
@@ -171,6 +180,8 @@ impl Licenses {
     pub fn parse(toml_text: &str) -> Result<Licenses, PolicyError> {
         let file: FileV1 =
             toml::from_str(toml_text).map_err(|e| PolicyError::Syntax(e.to_string()))?;
+        let webhooks = parse_webhooks(file.webhook)?;
+        let mut alert_names = HashSet::new();
         let mut by_id = BTreeMap::new();
         let mut seen = HashSet::new();
         for (index, raw) in file.license.into_iter().enumerate() {
@@ -202,6 +213,17 @@ impl Licenses {
             policy.validate().map_err(named)?;
             let seat = groups::seat_policies(raw.seats, raw.group, raw.allow, raw.deny, raw.borrow)
                 .map_err(named)?;
+            let mut license_alerts = Vec::with_capacity(raw.alert.len());
+            for raw_alert in raw.alert {
+                let alert = alerts::alert(raw_alert, &webhooks).map_err(named)?;
+                if !alert_names.insert(alert.name.clone()) {
+                    return Err(named(PolicyField::new(
+                        "alert.name",
+                        format!("{:?} is used by another alert", alert.name),
+                    )));
+                }
+                license_alerts.push(alert);
+            }
             by_id.insert(
                 raw.id.clone(),
                 LicenseConfig {
@@ -212,10 +234,26 @@ impl Licenses {
                     allow: seat.allow,
                     deny: seat.deny,
                     borrow: seat.borrow,
+                    alerts: license_alerts,
                 },
             );
         }
-        Ok(Licenses { by_id })
+        Ok(Licenses { by_id, webhooks })
+    }
+
+    /// The `[[webhook]]` entries, in file order.
+    pub fn webhooks(&self) -> &[Webhook] {
+        &self.webhooks
+    }
+
+    pub fn webhook(&self, name: &str) -> Option<&Webhook> {
+        self.webhooks.iter().find(|w| w.name == name)
+    }
+
+    /// Every `[[license.alert]]`, with its license, in license order.
+    pub fn alerts(&self) -> impl Iterator<Item = (&LicenseConfig, &Alert)> {
+        self.iter()
+            .flat_map(|l| l.alerts.iter().map(move |a| (l, a)))
     }
 
     pub fn get(&self, id: &str) -> Option<&LicenseConfig> {
@@ -264,6 +302,10 @@ impl Licenses {
                     if old.key != n.key {
                         parts.push("key changed".to_string());
                     }
+                    if old.alerts != n.alerts {
+                        let names: Vec<&str> = n.alerts.iter().map(|a| a.name.as_str()).collect();
+                        parts.push(format!("alerts [{}]", names.join(", ")));
+                    }
                     out.push(format!("{}: {}", old.id, parts.join(", ")));
                 }
                 Some(_) => {}
@@ -272,6 +314,7 @@ impl Licenses {
         for n in new.iter().filter(|n| self.get(&n.id).is_none()) {
             out.push(format!("{}: added with {} seats", n.id, n.policy.seats));
         }
+        alerts::describe_webhook_changes(&self.webhooks, &new.webhooks, &mut out);
         out
     }
 }
@@ -280,6 +323,7 @@ impl FromIterator<LicenseConfig> for Licenses {
     fn from_iter<I: IntoIterator<Item = LicenseConfig>>(iter: I) -> Self {
         Licenses {
             by_id: iter.into_iter().map(|l| (l.id.clone(), l)).collect(),
+            webhooks: Vec::new(),
         }
     }
 }
@@ -295,6 +339,38 @@ pub enum PolicyError {
         field: &'static str,
         problem: String,
     },
+    #[error("webhook {webhook:?}: {field} {problem}")]
+    Webhook {
+        webhook: String,
+        field: &'static str,
+        problem: String,
+    },
+}
+
+/// Validate the `[[webhook]]` entries: each valid, names unique.
+fn parse_webhooks(raw: Vec<alerts::RawWebhook>) -> Result<Vec<Webhook>, PolicyError> {
+    let mut webhooks: Vec<Webhook> = Vec::with_capacity(raw.len());
+    for (index, raw) in raw.into_iter().enumerate() {
+        let label = if raw.name.is_empty() {
+            format!("#{}", index + 1)
+        } else {
+            raw.name.clone()
+        };
+        let named = |field: PolicyField| PolicyError::Webhook {
+            webhook: label.clone(),
+            field: field.field,
+            problem: field.problem,
+        };
+        let webhook = alerts::webhook(raw).map_err(named)?;
+        if webhooks.iter().any(|w| w.name == webhook.name) {
+            return Err(named(PolicyField::new(
+                "name",
+                "is used by another webhook",
+            )));
+        }
+        webhooks.push(webhook);
+    }
+    Ok(webhooks)
 }
 
 /// A problem with one field, before we know which license it belongs to.
@@ -369,6 +445,8 @@ fn validate_key(key: &str) -> Result<(), PolicyField> {
 #[serde(deny_unknown_fields)]
 struct FileV1 {
     #[serde(default)]
+    webhook: Vec<alerts::RawWebhook>,
+    #[serde(default)]
     license: Vec<RawLicense>,
 }
 
@@ -402,6 +480,8 @@ struct RawLicense {
     group: Vec<groups::RawGroup>,
     #[serde(default)]
     borrow: Option<groups::RawBorrow>,
+    #[serde(default)]
+    alert: Vec<alerts::RawAlert>,
 }
 
 fn default_ttl() -> DurationText {

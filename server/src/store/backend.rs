@@ -9,6 +9,7 @@
 use futures_util::future::BoxFuture;
 use leasehold_common::api::{DenialView, Event, SessionView};
 
+use super::deliveries::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use super::denials::DenialsQuery;
 use super::history::{SessionsQuery, UsageQuery};
 use super::seat_query::{SeatQuery, SeatsPage};
@@ -49,6 +50,16 @@ pub trait StoreBackend: Send + Sync {
     fn what_if_demand(&self, query: WhatIfQuery) -> Answer<Demand>;
     /// One page of a license's recorded refusals, newest first.
     fn denials_page(&self, query: DenialsQuery) -> Answer<Vec<DenialView>>;
+    /// Each webhook's stored deliveries by status, its last success and
+    /// its last attempt's error (webhooks with no delivery are absent).
+    fn webhook_stats(&self) -> Answer<Vec<WebhookStats>>;
+    /// One page of deliveries, newest first.
+    fn deliveries_page(&self, query: DeliveriesQuery) -> Answer<Vec<DeliveryRow>>;
+    /// Every stored alert state.
+    fn alert_states(&self) -> Answer<Vec<AlertState>>;
+    /// Whether a `pending` delivery is due by `now` and unclaimed at `now`
+    /// (the delivery worker asks before it claims through the writer).
+    fn deliveries_due(&self, now: leasehold_common::Timestamp) -> Answer<bool>;
     /// The dashboard session whose id hashes to `id_sha256`, expired or not.
     fn ui_session(&self, id_sha256: String) -> Answer<Option<UiSessionRow>>;
     /// Create, touch or delete dashboard sessions; the rows changed. Not a

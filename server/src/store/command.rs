@@ -8,6 +8,7 @@ use leasehold_common::Licenses;
 use leasehold_common::api::{Event, EventKind};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::deliveries::{AttemptRecord, DueDelivery};
 use super::rules::{LeaseTx, Rules};
 use super::{
     Ahead, Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, PoolCounts, RevokeOutcome,
@@ -86,6 +87,22 @@ pub enum RuleCommand {
         detail: String,
         reply: Reply<()>,
     },
+    /// Claim due deliveries for one attempt each (the delivery worker).
+    ClaimDeliveries {
+        limit: usize,
+        reply: Reply<Vec<DueDelivery>>,
+    },
+    /// Record how an attempt at a claimed delivery went.
+    RecordAttempt {
+        due: DueDelivery,
+        result: Result<(), String>,
+        reply: Reply<AttemptRecord>,
+    },
+    /// Queue a delivery of type `test` to the webhook; answers its id.
+    QueueTest {
+        webhook: String,
+        reply: Reply<String>,
+    },
 }
 
 /// What a command may do to leases, declared by the command itself so a
@@ -128,7 +145,10 @@ impl RuleCommand {
             RuleCommand::PruneHistory { .. }
             | RuleCommand::Tick { .. }
             | RuleCommand::LiveCounts { .. }
-            | RuleCommand::RecordEvent { .. } => LeaseWrites::Nothing,
+            | RuleCommand::RecordEvent { .. }
+            | RuleCommand::ClaimDeliveries { .. }
+            | RuleCommand::RecordAttempt { .. }
+            | RuleCommand::QueueTest { .. } => LeaseWrites::Nothing,
         }
     }
 }
@@ -158,6 +178,9 @@ pub fn error_finish(cmd: Command, e: StoreError) -> Finish {
         Command::Rule(RuleCommand::Tick { reply }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::LiveCounts { reply }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::RecordEvent { reply, .. }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::ClaimDeliveries { reply, .. }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::RecordAttempt { reply, .. }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::QueueTest { reply, .. }) => finish(reply, Err(e)),
         Command::Shutdown { reply } => finish(reply, Err(e)),
     }
 }
@@ -230,7 +253,8 @@ pub fn apply<T: LeaseTx>(
             let cutoff = rules.now.saturating_sub(options.history_retention);
             done(reply, rules.prune_history(cutoff, limit))
         }
-        RuleCommand::Tick { reply } => done(reply, Ok(())),
+        // The alive tick is also when alerts are evaluated (each second).
+        RuleCommand::Tick { reply } => done(reply, rules.evaluate_alerts()),
         RuleCommand::LiveCounts { reply } => done(reply, rules.live_counts()),
         RuleCommand::RecordEvent {
             kind,
@@ -241,6 +265,13 @@ pub fn apply<T: LeaseTx>(
             reply,
             rules.record_event(kind, license_id.as_deref(), &detail),
         ),
+        RuleCommand::ClaimDeliveries { limit, reply } => {
+            done(reply, rules.claim_deliveries(limit))
+        }
+        RuleCommand::RecordAttempt { due, result, reply } => {
+            done(reply, rules.record_attempt(&due, result))
+        }
+        RuleCommand::QueueTest { webhook, reply } => done(reply, rules.queue_test(&webhook)),
     };
     (finish, ok, rules.events)
 }

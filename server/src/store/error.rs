@@ -49,6 +49,9 @@ pub enum StoreError {
     /// append; the command is rolled back rather than log half of it.
     #[error("asked to append {asked} event(s), the store numbered {got}")]
     EventIds { asked: usize, got: usize },
+    /// A test delivery to a webhook the licenses file does not name.
+    #[error("no webhook named {0:?} in the licenses file")]
+    UnknownWebhook(String),
 }
 
 /// The server's own words for a database error (`postgres::Error` alone

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use leasehold_common::Timestamp;
 use leasehold_common::api::{DenialView, Event, EventKind};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -16,6 +17,9 @@ use crate::usage::Usage;
 use super::backend::StoreBackend;
 use super::batch::{BatchStore, Writer, WriterStats};
 use super::command::{Command, RuleCommand};
+use super::deliveries::{
+    AlertState, AttemptRecord, DeliveriesQuery, DeliveryRow, DueDelivery, WebhookStats,
+};
 use super::error::StoreError;
 use super::history;
 use super::lease::LeaseRow;
@@ -219,6 +223,49 @@ impl Store {
     /// alive, even when no client is talking to it.
     pub async fn tick(&self) -> Result<(), StoreError> {
         self.call(|reply| RuleCommand::Tick { reply }).await
+    }
+
+    /// Claim up to `limit` due deliveries for one attempt each.
+    pub async fn claim_deliveries(&self, limit: usize) -> Result<Vec<DueDelivery>, StoreError> {
+        self.call(|reply| RuleCommand::ClaimDeliveries { limit, reply })
+            .await
+    }
+
+    /// Record how an attempt at a claimed delivery went; answers what it
+    /// did to the delivery.
+    pub async fn record_attempt(
+        &self,
+        due: DueDelivery,
+        result: Result<(), String>,
+    ) -> Result<AttemptRecord, StoreError> {
+        self.call(|reply| RuleCommand::RecordAttempt { due, result, reply })
+            .await
+    }
+
+    /// Queue a `test` delivery to the webhook; its id.
+    pub async fn queue_test_delivery(&self, webhook: String) -> Result<String, StoreError> {
+        self.call(|reply| RuleCommand::QueueTest { webhook, reply })
+            .await
+    }
+
+    /// Each webhook's stored deliveries (reads beside the writer).
+    pub async fn webhook_stats(&self) -> Result<Vec<WebhookStats>, StoreError> {
+        detached(self.reads.webhook_stats()).await
+    }
+
+    pub async fn deliveries_page(
+        &self,
+        query: DeliveriesQuery,
+    ) -> Result<Vec<DeliveryRow>, StoreError> {
+        detached(self.reads.deliveries_page(query)).await
+    }
+
+    pub async fn alert_states(&self) -> Result<Vec<AlertState>, StoreError> {
+        detached(self.reads.alert_states()).await
+    }
+
+    pub async fn deliveries_due(&self, now: Timestamp) -> Result<bool, StoreError> {
+        detached(self.reads.deliveries_due(now)).await
     }
 
     /// Append an event that is not tied to a lease change (config reloads).

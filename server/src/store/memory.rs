@@ -7,8 +7,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use leasehold_common::Timestamp;
+use leasehold_common::alerts::DeliveryStatus;
 use leasehold_common::api::{DenialReason, Event, SessionEnd};
 
+use super::deliveries::{AlertState, AttemptRecord, Content, DueDelivery, NewDelivery};
 use super::denials::second_of;
 use super::rules::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 use super::{LeaseRow, Scope, SeatMode, Waiter};
@@ -52,7 +54,22 @@ pub struct MemoryStore {
     pub pool_sizes: Vec<(String, Timestamp, u32)>,
     /// (license, seat, from, to), in the order recorded.
     pub idle_periods: Vec<(String, String, Timestamp, Timestamp)>,
+    /// The outbox, in the order queued.
+    pub deliveries: Vec<StoredDelivery>,
+    /// By alert name.
+    pub alert_states: BTreeMap<String, AlertState>,
     last_event_id: i64,
+}
+
+/// A queued delivery and where it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredDelivery {
+    pub delivery: NewDelivery,
+    pub status: DeliveryStatus,
+    pub attempts: u32,
+    pub next_attempt_at: Timestamp,
+    pub claimed_until: Timestamp,
+    pub last_error: Option<String>,
 }
 
 impl MemoryStore {
@@ -374,5 +391,105 @@ impl LeaseTx for MemoryStore {
             });
         }
         Ok(ids)
+    }
+
+    fn queue_deliveries(&mut self, deliveries: Vec<Content>) -> Result<()> {
+        for content in deliveries {
+            let event_id = content.event.as_ref().map(|e| e.id);
+            let delivery = content.render(event_id);
+            self.deliveries.push(StoredDelivery {
+                next_attempt_at: delivery.created_at,
+                delivery,
+                status: DeliveryStatus::Pending,
+                attempts: 0,
+                claimed_until: Timestamp::from_millis(0),
+                last_error: None,
+            });
+        }
+        Ok(())
+    }
+
+    fn claim_deliveries(
+        &mut self,
+        now: Timestamp,
+        claim_until: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<DueDelivery>> {
+        let mut due: Vec<&mut StoredDelivery> = self
+            .deliveries
+            .iter_mut()
+            .filter(|d| {
+                d.status == DeliveryStatus::Pending
+                    && d.next_attempt_at <= now
+                    && d.claimed_until <= now
+            })
+            .collect();
+        due.sort_by_key(|d| d.next_attempt_at);
+        Ok(due
+            .into_iter()
+            .take(limit)
+            .map(|d| {
+                d.claimed_until = claim_until;
+                DueDelivery {
+                    id: d.delivery.id.clone(),
+                    webhook: d.delivery.webhook.clone(),
+                    body: d.delivery.body.clone(),
+                    attempts: d.attempts,
+                    created_at: d.delivery.created_at,
+                }
+            })
+            .collect())
+    }
+
+    fn record_attempt(&mut self, attempt: &AttemptRecord) -> Result<bool> {
+        let Some(d) = self.deliveries.iter_mut().find(|d| {
+            d.delivery.id == attempt.id && d.status == DeliveryStatus::Pending
+        }) else {
+            return Ok(false);
+        };
+        d.status = attempt.status;
+        d.attempts = attempt.attempts;
+        d.next_attempt_at = attempt.next_attempt_at;
+        d.claimed_until = Timestamp::from_millis(0);
+        d.last_error = attempt.error.clone();
+        Ok(true)
+    }
+
+    fn prune_deliveries(&mut self, before: Timestamp, limit: usize) -> Result<usize> {
+        let mut pruned = 0;
+        self.deliveries.retain(|d| {
+            let old = d.status != DeliveryStatus::Pending && d.delivery.created_at < before;
+            let drop = old && pruned < limit;
+            pruned += usize::from(drop);
+            !drop
+        });
+        Ok(pruned)
+    }
+
+    fn alert_states(&mut self) -> Result<Vec<AlertState>> {
+        Ok(self.alert_states.values().cloned().collect())
+    }
+
+    fn set_alert_state(&mut self, state: &AlertState) -> Result<()> {
+        self.alert_states.insert(state.alert.clone(), state.clone());
+        Ok(())
+    }
+
+    fn delete_alert_state(&mut self, alert: &str) -> Result<()> {
+        self.alert_states.remove(alert);
+        Ok(())
+    }
+
+    fn denials_since(
+        &mut self,
+        license_id: &str,
+        reason: DenialReason,
+        since: Timestamp,
+    ) -> Result<u64> {
+        Ok(self
+            .denials
+            .iter()
+            .filter(|d| d.license_id == license_id && d.reason == reason && d.at >= since)
+            .count() as u64)
     }
 }

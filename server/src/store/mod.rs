@@ -21,6 +21,8 @@
 //! - `options.rs` — [`StoreOptions`] (tuning) and [`StoreKind`].
 //! - `lease.rs` — [`LeaseRow`], [`SeatMode`] and the `lease_columns!` list.
 //! - `request.rs` — [`CheckoutRequest`], [`Ahead`] and [`Waiter`].
+//! - `deliveries.rs` — the webhook outbox: a queued delivery and its body,
+//!   claims, the retry schedule, alert states.
 //! - `denials.rs` — recorded refusals: how a row packs them, the page
 //!   and cursor of `GET /v1/admin/denials`, and which are true denials.
 //! - `outcome.rs` — what commands answer ([`CheckoutOutcome`],
@@ -31,6 +33,7 @@
 pub mod backend;
 pub mod batch;
 mod command;
+pub mod deliveries;
 pub mod denials;
 mod error;
 mod handle;

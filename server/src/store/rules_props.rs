@@ -1687,6 +1687,7 @@ impl Run {
                 EventKind::Lost => "event: lost",
                 EventKind::Config => "event: config",
                 EventKind::Reclaim => "event: reclaim",
+                EventKind::Alert => "event: alert",
             });
         }
         for s in &fx.sessions {

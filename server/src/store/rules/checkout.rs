@@ -142,6 +142,16 @@ impl<T: LeaseTx> Rules<'_, T> {
         }
     }
 
+    /// Whether a holder in no group would be refused `no_seats_available`
+    /// now, the waiters `ahead` served first (the `full` alert).
+    pub(super) fn pool_full(&mut self, lic: &LicenseConfig, ahead: &[Waiter]) -> Result<bool> {
+        let threshold = live_threshold(self.now, lic.policy.skew);
+        let mut tally = Tally::default();
+        self.serve_line_first(lic, ahead, &mut tally, threshold)?;
+        let admission = self.admission(lic, "", None, &mut tally, threshold)?;
+        Ok(matches!(admission, Admission::Full { .. }))
+    }
+
     /// Go down the line in arrival order, giving a seat (on paper) to each
     /// waiter the rules would let in now: their seats are not this
     /// request's to take. A waiter who cannot use what is free (a seat

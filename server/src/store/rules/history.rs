@@ -29,8 +29,10 @@ impl<T: LeaseTx> Rules<'_, T> {
         Ok(())
     }
 
-    /// Drop history older than `cutoff`, at most `limit` rows per table.
+    /// Drop history older than `cutoff`, at most `limit` rows per table,
+    /// and finished webhook deliveries past their week.
     pub fn prune_history(&mut self, cutoff: Timestamp, limit: usize) -> Result<usize> {
-        self.tx.prune_history(cutoff, limit)
+        let history = self.tx.prune_history(cutoff, limit)?;
+        Ok(history + self.prune_deliveries(limit)?)
     }
 }

@@ -12,6 +12,7 @@ use leasehold_common::Timestamp;
 use leasehold_common::api::{DenialReason, EventKind, SessionEnd};
 
 use super::scope::Scope;
+use crate::store::deliveries::{AlertState, AttemptRecord, Content, DueDelivery};
 use crate::store::{LeaseRow, SeatMode, StoreError, Waiter};
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -140,6 +141,45 @@ pub trait LeaseTx {
     /// events only when it commits (PostgreSQL, whose subscribers read the
     /// numbered events from its table) returns 0 for each.
     fn append_events(&mut self, events: &[NewEvent<'_>]) -> Result<Vec<i64>>;
+
+    /// Queue deliveries (the webhook outbox) in this transaction, status
+    /// `pending`, due at once. A delivery's event is one this transaction
+    /// appended; a store that numbers events at commit renders the body
+    /// then ([`Content::render`] with the id), any other now.
+    fn queue_deliveries(&mut self, deliveries: Vec<Content>) -> Result<()>;
+    /// Claim up to `limit` `pending` deliveries due by `now`
+    /// (`next_attempt_at <= now`) that nobody holds a claim on at `now`,
+    /// the earliest due first, for one attempt: nobody else claims them
+    /// before `claim_until`. On PostgreSQL, rows another replica is
+    /// claiming are skipped, not waited for.
+    fn claim_deliveries(
+        &mut self,
+        now: Timestamp,
+        claim_until: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<DueDelivery>>;
+    /// Store an attempt's outcome and release the claim. False if the
+    /// delivery is gone or no longer pending.
+    fn record_attempt(&mut self, attempt: &AttemptRecord) -> Result<bool>;
+    /// Delete delivered and failed deliveries queued before `before`, at
+    /// most `limit`; how many.
+    fn prune_deliveries(&mut self, before: Timestamp, limit: usize) -> Result<usize>;
+    /// Every stored alert state. On PostgreSQL the rows are locked until
+    /// the transaction ends, so replicas evaluating at once decide each
+    /// transition once.
+    fn alert_states(&mut self) -> Result<Vec<AlertState>>;
+    /// Store an alert's state (insert or replace, by `alert`).
+    fn set_alert_state(&mut self, state: &AlertState) -> Result<()>;
+    /// Forget the state of an alert that is no longer in the file.
+    fn delete_alert_state(&mut self, alert: &str) -> Result<()>;
+    /// Counted refusals of `reason` on the license at `since` or later, to
+    /// the millisecond.
+    fn denials_since(
+        &mut self,
+        license_id: &str,
+        reason: DenialReason,
+        since: Timestamp,
+    ) -> Result<u64>;
 }
 
 /// A seat that left the table, and how and when its session ended.

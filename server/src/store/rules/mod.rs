@@ -11,7 +11,9 @@
 //! which leases count, and [`lease_tx`] is the queries the rules ask of a
 //! store, with every choice passed as a value. [`idle`] is idle reclaim:
 //! a heartbeat's report, the reaper's sweep, the idle periods kept in the
-//! history. This file holds what they share: the command's view of the
+//! history. [`alerts`] evaluates the file's alerts each tick, and
+//! [`webhooks`] queues deliveries (the outbox) in the transaction of what
+//! caused them. This file holds what they share: the command's view of the
 //! world and its events.
 //!
 //! The rules decide; a store only answers the queries of [`LeaseTx`] inside
@@ -25,6 +27,9 @@ use leasehold_common::{Licenses, Timestamp};
 
 use super::{LeaseRow, SeatMode, StoreError};
 
+#[cfg(test)]
+mod alert_tests;
+mod alerts;
 mod borrow;
 mod checkout;
 mod history;
@@ -33,6 +38,7 @@ mod lease_tx;
 mod reap;
 mod scope;
 mod seat;
+mod webhooks;
 
 pub use checkout::waits_in_line;
 pub use idle::{IdleReport, MIN_RECORDED_IDLE, after_report};
@@ -194,6 +200,7 @@ impl<'a, T: LeaseTx> Rules<'a, T> {
                 got: ids.len(),
             });
         }
+        let first_new = self.events.len();
         self.events
             .extend(events.iter().zip(ids).map(|(e, id)| Event {
                 id,
@@ -204,7 +211,10 @@ impl<'a, T: LeaseTx> Rules<'a, T> {
                 holder: e.holder.map(str::to_string),
                 detail: e.detail.map(str::to_string),
             }));
-        Ok(())
+        let appended = std::mem::take(&mut self.events);
+        let forwarded = self.forward_events(&appended[first_new..]);
+        self.events = appended;
+        forwarded
     }
 }
 

@@ -182,6 +182,39 @@ impl LiveIndex {
         }
     }
 
+    /// A renewal: the seat `old` is now `new`. The same as `remove(old)`
+    /// then `insert(new)`, but an entry of a multiset both rows are in
+    /// moves in place, so a heartbeat neither drops and re-makes its
+    /// holder's multiset nor clones the license id (issue 33: a plain
+    /// heartbeat's index work 4,230 → 2,500 instructions).
+    pub fn replace(&mut self, old: &LeaseRow, new: &LeaseRow) {
+        let Some(index) = self
+            .licenses
+            .get_mut(&old.license_id)
+            .filter(|_| old.license_id == new.license_id)
+        else {
+            self.remove(old);
+            self.insert(new);
+            return;
+        };
+        let (from, to) = (old.expires_at.as_millis(), new.expires_at.as_millis());
+        for scope in Scope::all_of(old) {
+            let kept = Scope::all_of(new).any(|s| s == scope);
+            if let Some(e) = index.slot(scope, kept) {
+                e.remove(from);
+                if kept {
+                    e.insert(to);
+                }
+            }
+        }
+        for scope in Scope::all_of(new).filter(|s| !Scope::all_of(old).any(|o| o == *s)) {
+            if let Some(e) = index.slot(scope, true) {
+                e.insert(to);
+            }
+        }
+        index.forget_empty(old);
+    }
+
     /// Leases in `scope` with `expires_at >= threshold`.
     pub fn count_from(&mut self, scope: Scope<'_>, threshold: i64) -> u64 {
         self.licenses
@@ -312,7 +345,82 @@ mod tests {
         assert!(!ix.licenses["a"].groups.contains_key("lab"));
     }
 
+    /// A lease of license "l" from small generated parts.
+    fn varied(holder: u8, group: u8, mode: u8, expires_at: i64) -> LeaseRow {
+        LeaseRow {
+            holder: format!("h{holder}"),
+            group: (group > 0).then(|| format!("g{group}")),
+            mode: [SeatMode::Heartbeat, SeatMode::Linger, SeatMode::Borrow][usize::from(mode)],
+            ..lease("l", expires_at)
+        }
+    }
+
+    fn every_count(ix: &mut LiveIndex, t: i64) -> Vec<(u64, Option<i64>)> {
+        let mut scopes = vec![Scope::License("l")];
+        for i in 0..3 {
+            let (h, g) = (format!("h{i}"), format!("g{i}"));
+            let (h, g): (&'static str, &'static str) = (h.leak(), g.leak());
+            scopes.push(Scope::Holder {
+                license_id: "l",
+                holder: h,
+            });
+            scopes.push(Scope::Group {
+                license_id: "l",
+                group: g,
+            });
+        }
+        for mode in [SeatMode::Heartbeat, SeatMode::Linger, SeatMode::Borrow] {
+            scopes.push(Scope::Mode {
+                license_id: "l",
+                mode,
+            });
+        }
+        scopes
+            .into_iter()
+            .map(|s| (ix.count_from(s, t), ix.earliest_from(s, t)))
+            .collect()
+    }
+
     proptest! {
+        /// `replace` leaves every count, earliest expiry, holder and group
+        /// exactly as `remove` then `insert` does.
+        #[test]
+        fn replace_is_remove_then_insert(
+            rows in prop::collection::vec((0u8..3, 0u8..3, 0u8..3, 0i64..50), 1..20),
+            renewals in prop::collection::vec((any::<prop::sample::Index>(), 0u8..3, 0u8..3, 0i64..50, 0i64..50), 1..30),
+        ) {
+            let rows: Vec<LeaseRow> = rows.into_iter().map(|(h, g, m, e)| varied(h, g, m, e)).collect();
+            let (mut moved, mut plain) = (LiveIndex::default(), LiveIndex::default());
+            let mut current = rows.clone();
+            for r in &rows {
+                moved.insert(r);
+                plain.insert(r);
+            }
+            for (which, group, mode, expires_at, t) in renewals {
+                let i = which.index(current.len());
+                let old = current[i].clone();
+                let new = LeaseRow {
+                    expires_at: Timestamp::from_millis(expires_at),
+                    ..varied(old.holder[1..].parse().unwrap(), group, mode, expires_at)
+                };
+                moved.replace(&old, &new);
+                plain.remove(&old);
+                plain.insert(&new);
+                current[i] = new;
+                prop_assert_eq!(every_count(&mut moved, t), every_count(&mut plain, t));
+                let l = |ix: &LiveIndex| {
+                    let mut k: (Vec<String>, Vec<String>) = (
+                        ix.licenses["l"].holders.keys().cloned().collect(),
+                        ix.licenses["l"].groups.keys().cloned().collect(),
+                    );
+                    k.0.sort();
+                    k.1.sort();
+                    k
+                };
+                prop_assert_eq!(l(&moved), l(&plain), "the same holders and groups kept");
+            }
+        }
+
         /// Whatever the order of inserts, removes and counts, the index agrees
         /// with counting the multiset directly.
         #[test]

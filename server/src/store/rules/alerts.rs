@@ -1,0 +1,159 @@
+//! The alerts of the licenses file, evaluated by the writer on its clock
+//! (the database's on PostgreSQL) each alive tick: an alert fires once
+//! when its condition has held for its `for` (`denials`: at once), and
+//! resolves once when it stops holding. Its state is stored, so a restart
+//! neither repeats nor loses a transition, and on PostgreSQL the states are
+//! locked while a replica evaluates, so each transition happens once in
+//! the cluster. Each transition is an `alert` event and a delivery to each
+//! of the alert's webhooks, in the same transaction.
+
+use std::collections::HashMap;
+
+use leasehold_common::Timestamp;
+use leasehold_common::alerts::DeliveryType;
+use leasehold_common::api::{DenialReason, EventKind};
+use leasehold_common::live_threshold;
+use leasehold_common::policy::{Alert, AlertCondition, LicenseConfig, format_duration};
+
+use super::scope::Scope;
+use super::webhooks::Transition;
+use super::{LeaseTx, Result, Rules};
+use crate::store::deliveries::AlertState;
+
+/// Whether an alert's condition holds now, and the words for it.
+struct Reading {
+    holds: bool,
+    /// The sentence after "<name> firing: " or "<name> resolved: ".
+    firing_text: String,
+    resolved_text: String,
+}
+
+impl<T: LeaseTx> Rules<'_, T> {
+    /// Evaluate every alert of the file at `now`, and forget the states of
+    /// alerts no longer in it. A file without alerts reads nothing.
+    pub fn evaluate_alerts(&mut self) -> Result<()> {
+        let licenses = self.licenses;
+        if licenses.alerts().next().is_none() {
+            return Ok(());
+        }
+        let mut states: HashMap<String, AlertState> = self
+            .tx
+            .alert_states()?
+            .into_iter()
+            .map(|s| (s.alert.clone(), s))
+            .collect();
+        for (lic, alert) in licenses.alerts() {
+            let state = states.remove(&alert.name);
+            self.evaluate(lic, alert, state)?;
+        }
+        for gone in states.keys() {
+            self.tx.delete_alert_state(gone)?;
+        }
+        Ok(())
+    }
+
+    fn evaluate(
+        &mut self,
+        lic: &LicenseConfig,
+        alert: &Alert,
+        stored: Option<AlertState>,
+    ) -> Result<()> {
+        let reading = self.read(lic, alert)?;
+        let before = stored.unwrap_or_else(|| AlertState {
+            alert: alert.name.clone(),
+            license_id: lic.id.clone(),
+            holding_since: None,
+            firing_since: None,
+        });
+        let mut after = AlertState {
+            license_id: lic.id.clone(),
+            ..before.clone()
+        };
+        let mut transition = None;
+        if reading.holds {
+            let since = *after.holding_since.get_or_insert(self.now);
+            let held = self.now.millis_since(since);
+            if after.firing_since.is_none() && held >= alert.condition.hold_for().as_millis() as i64
+            {
+                after.firing_since = Some(self.now);
+                transition = Some((DeliveryType::AlertFiring, reading.firing_text));
+            }
+        } else {
+            after.holding_since = None;
+            if after.firing_since.take().is_some() {
+                transition = Some((DeliveryType::AlertResolved, reading.resolved_text));
+            }
+        }
+        if after != before {
+            self.tx.set_alert_state(&after)?;
+        }
+        let Some((kind, text)) = transition else {
+            return Ok(());
+        };
+        let state = if kind == DeliveryType::AlertFiring {
+            "firing"
+        } else {
+            "resolved"
+        };
+        self.event(
+            EventKind::Alert,
+            Some(&lic.id),
+            None,
+            None,
+            Some(&format!("{state} {}", alert.name)),
+        )?;
+        self.queue_transition(Transition {
+            kind,
+            license_id: &lic.id,
+            alert: alert.settings(),
+            webhooks: &alert.webhooks,
+            text: format!("{} {state}: {text}", alert.name),
+        })
+    }
+
+    /// The alert's condition at `now`, from the store.
+    fn read(&mut self, lic: &LicenseConfig, alert: &Alert) -> Result<Reading> {
+        let id = &lic.id;
+        Ok(match alert.condition {
+            AlertCondition::Full { for_ } => {
+                let ahead = self.tx.waiting_line(id, None)?;
+                Reading {
+                    holds: self.pool_full(lic, &ahead)?,
+                    firing_text: format!("no free seat on {id} for {}", format_duration(for_)),
+                    resolved_text: format!("{id} has a free seat again"),
+                }
+            }
+            AlertCondition::Usage { percent, for_ } => {
+                let threshold = live_threshold(self.now, lic.policy.skew);
+                let live = self.tx.live_count(Scope::License(id), threshold)?;
+                let seats = lic.policy.seats;
+                // live ≥ percent % of seats, in integers.
+                let holds = u64::from(live) * 100 >= u64::from(percent) * u64::from(seats);
+                Reading {
+                    holds,
+                    firing_text: format!(
+                        "{live} of {seats} seats on {id} in use (at least {percent} %) for {}",
+                        format_duration(for_)
+                    ),
+                    resolved_text: format!(
+                        "{live} of {seats} seats on {id} in use (under {percent} %)"
+                    ),
+                }
+            }
+            AlertCondition::Denials { count, within } => {
+                // (now − within, now]: a refusal exactly `within` ago has left.
+                let since =
+                    Timestamp::from_millis(self.now.as_millis() - within.as_millis() as i64 + 1);
+                let n = self.tx.denials_since(id, DenialReason::Full, since)?;
+                let within = format_duration(within);
+                Reading {
+                    holds: n >= u64::from(count),
+                    firing_text: format!(
+                        "{n} checkouts refused on {id} for want of a seat within {within}"
+                    ),
+                    resolved_text: format!("fewer than {count} refusals on {id} within {within}"),
+                }
+            }
+        })
+    }
+}
