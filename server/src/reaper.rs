@@ -10,6 +10,7 @@
 //! process (SIGSTOP, a frozen VM, a clock jump) shows up as a gap the writer
 //! can see and answer with the outage rule before anything is reaped.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -17,8 +18,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
+use leasehold_common::policy::AlertCondition;
+
 use crate::clock::SharedClock;
+use crate::licenses::LicensesHandle;
 use crate::metrics::Metrics;
+use crate::queue::WaitQueues;
+use crate::store::{Ahead, Waiter};
 use crate::store::{Store, StoreError};
 use crate::ui_sessions::UiSessions;
 
@@ -150,18 +156,44 @@ pub async fn run_ui_session_reaper(
 
 /// Wake the writer often enough that an ordinary idle gap never looks like a
 /// stall: at least three ticks per stall threshold, and at least one a second.
+/// The tick also evaluates the alerts; a `full` alert counts the waiters
+/// in line as spoken for, and on SQLite the line lives here, not in the
+/// store.
 pub async fn run_alive_tick(
     store: Store,
+    lines: AlertLines,
     stall_threshold: Duration,
     shutdown: watch::Receiver<bool>,
 ) {
     let period = (stall_threshold / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
     every(period, shutdown, || async {
-        if let Err(e) = store.tick().await {
+        if let Err(e) = store.tick_with_waiters(lines.waiting()).await {
             tracing::debug!("alive tick: {e}");
         }
     })
     .await;
+}
+
+/// Where the tick finds the waiting lines of licenses with a `full` alert.
+pub struct AlertLines {
+    pub queues: Arc<WaitQueues>,
+    pub licenses: LicensesHandle,
+}
+
+impl AlertLines {
+    /// The server's own non-empty lines of licenses with a `full` alert (a
+    /// shared line, on PostgreSQL, the writer reads from the store).
+    fn waiting(&self) -> HashMap<String, Vec<Waiter>> {
+        let licenses = self.licenses.current();
+        licenses
+            .alerts()
+            .filter(|(_, a)| matches!(a.condition, AlertCondition::Full { .. }))
+            .filter_map(|(l, _)| match self.queues.ahead_of_newcomer(&l.id) {
+                Ahead::Waiters(w) if !w.is_empty() => Some((l.id.clone(), w)),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// Run `job` every `period` until shutdown. A late tick is not made up

@@ -2,6 +2,7 @@
 //! answers, and [`apply`], which runs one [`RuleCommand`] by the lease rules
 //! over whichever store the writer owns.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use leasehold_common::Licenses;
@@ -12,7 +13,7 @@ use super::deliveries::{AttemptRecord, DueDelivery};
 use super::rules::{LeaseTx, Rules};
 use super::{
     Ahead, Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, PoolCounts, RevokeOutcome,
-    StoreError, StoreOptions,
+    StoreError, StoreOptions, Waiter,
 };
 
 pub type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
@@ -74,7 +75,10 @@ pub enum RuleCommand {
         limit: usize,
         reply: Reply<usize>,
     },
+    /// Also evaluates the alerts; `waiting`: the server's own lines by
+    /// license (SQLite), whose waiters a `full` alert counts.
     Tick {
+        waiting: HashMap<String, Vec<Waiter>>,
         reply: Reply<()>,
     },
     /// Live seats per license, by the one predicate, from the live index.
@@ -175,7 +179,7 @@ pub fn error_finish(cmd: Command, e: StoreError) -> Finish {
         Command::Rule(RuleCommand::Revoke { reply, .. }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::Reap { reply, .. }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::PruneHistory { reply, .. }) => finish(reply, Err(e)),
-        Command::Rule(RuleCommand::Tick { reply }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::Tick { reply, .. }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::LiveCounts { reply }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::RecordEvent { reply, .. }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::ClaimDeliveries { reply, .. }) => finish(reply, Err(e)),
@@ -254,7 +258,7 @@ pub fn apply<T: LeaseTx>(
             done(reply, rules.prune_history(cutoff, limit))
         }
         // The alive tick is also when alerts are evaluated (each second).
-        RuleCommand::Tick { reply } => done(reply, rules.evaluate_alerts()),
+        RuleCommand::Tick { waiting, reply } => done(reply, rules.evaluate_alerts(&waiting)),
         RuleCommand::LiveCounts { reply } => done(reply, rules.live_counts()),
         RuleCommand::RecordEvent {
             kind,
@@ -265,9 +269,7 @@ pub fn apply<T: LeaseTx>(
             reply,
             rules.record_event(kind, license_id.as_deref(), &detail),
         ),
-        RuleCommand::ClaimDeliveries { limit, reply } => {
-            done(reply, rules.claim_deliveries(limit))
-        }
+        RuleCommand::ClaimDeliveries { limit, reply } => done(reply, rules.claim_deliveries(limit)),
         RuleCommand::RecordAttempt { due, result, reply } => {
             done(reply, rules.record_attempt(&due, result))
         }

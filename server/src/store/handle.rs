@@ -4,6 +4,7 @@
 //! only PostgreSQL answers, are in `open.rs`: `sqlite` and `pg` name this
 //! handle, so it names neither of them.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -25,7 +26,7 @@ use super::history;
 use super::lease::LeaseRow;
 use super::options::{StoreKind, StoreOptions};
 use super::outcome::{Applied, CheckoutOutcome, HeartbeatOutcome, PoolCounts, RevokeOutcome};
-use super::request::{Ahead, CheckoutRequest};
+use super::request::{Ahead, CheckoutRequest, Waiter};
 use super::seat_query::{SeatQuery, SeatsPage};
 use super::ui_sessions::{UiSessionOp, UiSessionRow};
 
@@ -222,7 +223,17 @@ impl Store {
     /// Wake the writer so it notices stalls and records that the server is
     /// alive, even when no client is talking to it.
     pub async fn tick(&self) -> Result<(), StoreError> {
-        self.call(|reply| RuleCommand::Tick { reply }).await
+        self.tick_with_waiters(HashMap::new()).await
+    }
+
+    /// The alive tick, with the waiters of the server's own lines (by
+    /// license) that a `full` alert counts as spoken for.
+    pub async fn tick_with_waiters(
+        &self,
+        waiting: HashMap<String, Vec<Waiter>>,
+    ) -> Result<(), StoreError> {
+        self.call(|reply| RuleCommand::Tick { waiting, reply })
+            .await
     }
 
     /// Claim up to `limit` due deliveries for one attempt each.

@@ -2,6 +2,7 @@
 //! transition once, an `alert` event and a delivery per webhook with it,
 //! events forwarded by kind, the retry schedule as stored.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use leasehold_common::alerts::{DeliveryBody, DeliveryStatus, DeliveryType};
@@ -81,7 +82,7 @@ impl World {
     }
 
     fn tick(&mut self) -> Vec<String> {
-        let (r, events) = self.run(|r| r.evaluate_alerts());
+        let (r, events) = self.run(|r| r.evaluate_alerts(&HashMap::new()));
         r.unwrap();
         events
             .iter()
@@ -314,4 +315,31 @@ fn attempts_follow_the_schedule_and_a_removed_webhook_fails_at_once() {
             .unwrap()
             .contains("no longer in the licenses file")
     );
+}
+
+#[test]
+fn full_counts_the_waiters_in_line_as_spoken_for() {
+    let mut w = World::new();
+    World::seat(w.checkout("a"));
+    let line = HashMap::from([(
+        "cad".to_string(),
+        vec![crate::store::Waiter {
+            holder: "b".into(),
+            fingerprint: None,
+        }],
+    )]);
+    let full_after_5s = |w: &mut World, waiting: &HashMap<String, Vec<crate::store::Waiter>>| {
+        w.run(|r| r.evaluate_alerts(waiting)).0.unwrap();
+        w.advance(5);
+        let (r, events) = w.run(|r| r.evaluate_alerts(waiting));
+        r.unwrap();
+        events
+            .iter()
+            .any(|e| e.detail.as_deref() == Some("firing cad-full"))
+    };
+    assert!(
+        !full_after_5s(&mut w, &HashMap::new()),
+        "one seat of two is free"
+    );
+    assert!(full_after_5s(&mut w, &line), "the waiter ahead takes it");
 }

@@ -18,6 +18,7 @@ use leasehold_common::policy::{Alert, AlertCondition, LicenseConfig, format_dura
 use super::scope::Scope;
 use super::webhooks::Transition;
 use super::{LeaseTx, Result, Rules};
+use crate::store::Waiter;
 use crate::store::deliveries::AlertState;
 
 /// Whether an alert's condition holds now, and the words for it.
@@ -31,7 +32,10 @@ struct Reading {
 impl<T: LeaseTx> Rules<'_, T> {
     /// Evaluate every alert of the file at `now`, and forget the states of
     /// alerts no longer in it. A file without alerts reads nothing.
-    pub fn evaluate_alerts(&mut self) -> Result<()> {
+    /// `waiting`: waiters of the server's own lines by license; a license
+    /// not in it has its line read from the store (PostgreSQL's shared
+    /// line; none on SQLite).
+    pub fn evaluate_alerts(&mut self, waiting: &HashMap<String, Vec<Waiter>>) -> Result<()> {
         let licenses = self.licenses;
         if licenses.alerts().next().is_none() {
             return Ok(());
@@ -44,7 +48,7 @@ impl<T: LeaseTx> Rules<'_, T> {
             .collect();
         for (lic, alert) in licenses.alerts() {
             let state = states.remove(&alert.name);
-            self.evaluate(lic, alert, state)?;
+            self.evaluate(lic, alert, state, waiting.get(&lic.id))?;
         }
         for gone in states.keys() {
             self.tx.delete_alert_state(gone)?;
@@ -57,8 +61,9 @@ impl<T: LeaseTx> Rules<'_, T> {
         lic: &LicenseConfig,
         alert: &Alert,
         stored: Option<AlertState>,
+        waiting: Option<&Vec<Waiter>>,
     ) -> Result<()> {
-        let reading = self.read(lic, alert)?;
+        let reading = self.read(lic, alert, waiting)?;
         let before = stored.unwrap_or_else(|| AlertState {
             alert: alert.name.clone(),
             license_id: lic.id.clone(),
@@ -112,11 +117,19 @@ impl<T: LeaseTx> Rules<'_, T> {
     }
 
     /// The alert's condition at `now`, from the store.
-    fn read(&mut self, lic: &LicenseConfig, alert: &Alert) -> Result<Reading> {
+    fn read(
+        &mut self,
+        lic: &LicenseConfig,
+        alert: &Alert,
+        waiting: Option<&Vec<Waiter>>,
+    ) -> Result<Reading> {
         let id = &lic.id;
         Ok(match alert.condition {
             AlertCondition::Full { for_ } => {
-                let ahead = self.tx.waiting_line(id, None)?;
+                let ahead = match waiting {
+                    Some(line) => line.clone(),
+                    None => self.tx.waiting_line(id, None)?,
+                };
                 Reading {
                     holds: self.pool_full(lic, &ahead)?,
                     firing_text: format!("no free seat on {id} for {}", format_duration(for_)),

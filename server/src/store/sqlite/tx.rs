@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use leasehold_common::Timestamp;
-use leasehold_common::api::SessionEnd;
+use leasehold_common::api::{DenialReason, SessionEnd};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::bulk;
@@ -14,6 +14,8 @@ use super::live_index::LiveIndex;
 use super::rows::{lease_columns, lease_from_row};
 use crate::store::denials::{offset_bytes, second_of};
 use crate::store::rules::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
+use super::outbox;
+use crate::store::deliveries::{AlertState, AttemptRecord, Content, DueDelivery};
 use crate::store::{LeaseRow, Scope, SeatMode, StoreError, Waiter};
 
 /// The writer's connection and live index, for one batch.
@@ -278,10 +280,7 @@ impl LeaseTx for SqliteTx<'_> {
                     renewed.idle_since.map(Timestamp::as_millis)
                 ])?;
         }
-        // The index holds expiries by scope, not `idle_since`: a renewal
-        // that changes only that is a remove and insert of the same entry.
-        self.index.remove(old);
-        self.index.insert(renewed);
+        self.index.replace(old, renewed);
         Ok(())
     }
 
@@ -502,5 +501,47 @@ impl LeaseTx for SqliteTx<'_> {
             )?);
         }
         Ok(ids)
+    }
+
+    fn queue_deliveries(&mut self, deliveries: Vec<Content>) -> Result<()> {
+        outbox::queue_deliveries(self.conn, deliveries)
+    }
+
+    fn claim_deliveries(
+        &mut self,
+        now: Timestamp,
+        claim_until: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<DueDelivery>> {
+        outbox::claim_deliveries(self.conn, now, claim_until, limit)
+    }
+
+    fn record_attempt(&mut self, attempt: &AttemptRecord) -> Result<bool> {
+        outbox::record_attempt(self.conn, attempt)
+    }
+
+    fn prune_deliveries(&mut self, before: Timestamp, limit: usize) -> Result<usize> {
+        outbox::prune_deliveries(self.conn, before, limit)
+    }
+
+    fn alert_states(&mut self) -> Result<Vec<AlertState>> {
+        outbox::alert_states(self.conn)
+    }
+
+    fn set_alert_state(&mut self, state: &AlertState) -> Result<()> {
+        outbox::set_alert_state(self.conn, state)
+    }
+
+    fn delete_alert_state(&mut self, alert: &str) -> Result<()> {
+        outbox::delete_alert_state(self.conn, alert)
+    }
+
+    fn denials_since(
+        &mut self,
+        license_id: &str,
+        reason: DenialReason,
+        since: Timestamp,
+    ) -> Result<u64> {
+        outbox::denials_since(self.conn, license_id, reason, since)
     }
 }
