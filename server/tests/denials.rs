@@ -353,15 +353,17 @@ async fn a_wait_refused_counts_once_and_a_403_at_once(db: TestDb) {
     h.granted(&req("tiny", "a", None)).await;
     let full = wait(req("tiny", "b", None), 0.4).await;
     assert!(matches!(full, CheckoutOutcome::Full { .. }), "{full:?}");
-    // A plain attempt (no wait) counts as well.
-    assert!(matches!(
-        h.store
-            .checkout_applied(req("tiny", "c", None), Ahead::Waiters(Vec::new()), true)
-            .await
-            .unwrap()
-            .value,
-        CheckoutOutcome::Full { .. }
-    ));
+    // A plain attempt (no wait) counts as well, once its batch commits
+    // (the read below must not race the commit).
+    let plain = h
+        .store
+        .checkout_applied(req("tiny", "c", None), Ahead::Waiters(Vec::new()), true)
+        .await
+        .unwrap()
+        .committed()
+        .await
+        .unwrap();
+    assert!(matches!(plain, CheckoutOutcome::Full { .. }));
 
     let caps = h.summary("caps", WHOLE, MINUTE).await;
     assert_eq!((caps.denials, caps.denials_by_reason.not_allowed), (1, 1));

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
+use leasehold_common::Timestamp;
 use leasehold_common::api::{DenialView, Event, SessionView};
 use tokio::sync::{broadcast, watch};
 
@@ -14,6 +15,7 @@ use super::{StartPoint, connect_sync, denials, follower, history, publish_licens
 use crate::licenses::LicensesHandle;
 use crate::store::backend::{Answer, Published, StoreBackend};
 use crate::store::batch::{Writer, WriterStats};
+use crate::store::deliveries::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use crate::store::denials::DenialsQuery;
 use crate::store::history::{SessionsQuery, UsageQuery};
 use crate::store::seat_query::{SeatQuery, SeatsPage};
@@ -134,6 +136,22 @@ impl StoreBackend for PgBackend {
 
     fn denials_page(&self, query: DenialsQuery) -> Answer<Vec<DenialView>> {
         self.on_pool(|pool| async move { denials::denials_page(&pool, &query).await })
+    }
+
+    fn webhook_stats(&self) -> Answer<Vec<WebhookStats>> {
+        self.on_pool(|pool| async move { super::outbox_read::webhook_stats(&pool).await })
+    }
+
+    fn deliveries_page(&self, query: DeliveriesQuery) -> Answer<Vec<DeliveryRow>> {
+        self.on_pool(|pool| async move { super::outbox_read::deliveries_page(&pool, &query).await })
+    }
+
+    fn alert_states(&self) -> Answer<Vec<AlertState>> {
+        self.on_pool(|pool| async move { super::outbox_read::alert_states(&pool).await })
+    }
+
+    fn deliveries_due(&self, now: Timestamp) -> Answer<bool> {
+        self.on_pool(|pool| async move { super::outbox_read::deliveries_due(&pool, now).await })
     }
 
     fn ui_session(&self, id_sha256: String) -> Answer<Option<UiSessionRow>> {

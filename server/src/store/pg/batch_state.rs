@@ -15,6 +15,10 @@
 //!   checkout;
 //! - the blocks in force on the licenses its checkouts ask for, read in one
 //!   statement when the batch begins;
+//! - its counted refusals, written at the commit, one upsert per row
+//!   ([`DenialBatch`], `pg/denial_batch.rs`);
+//! - its webhook deliveries, rendered and inserted at the commit, once
+//!   their events are numbered ([`Outbox`], `pg/outbox.rs`);
 //! - its savepoint, opened only before a command's first statement: a
 //!   heartbeat served from what was read up front sends none.
 //!
@@ -31,13 +35,17 @@
 use std::collections::HashMap;
 
 use leasehold_common::Timestamp;
+use leasehold_common::api::DenialReason;
 use postgres::Client;
 
+use super::denial_batch::DenialBatch;
 use super::live_counts::LiveCounts;
+use super::outbox::Outbox;
 use super::pending::{PendingEvents, PendingWrites, WritesMark};
 use super::rows::lease_from_row;
 use super::statements::Statements;
-use crate::store::rules::{IdlePeriod, NewEvent};
+use crate::store::deliveries::Content;
+use crate::store::rules::{Denial, IdlePeriod, NewEvent};
 use crate::store::{LeaseRow, Scope};
 
 /// Everything a batch keeps between its statements.
@@ -65,6 +73,14 @@ pub struct BatchState {
     /// Events and writes of the commands before the current one.
     events_before: usize,
     writes_before: WritesMark,
+    /// Refusals counted, kept for the commit; those of the commands before
+    /// the current one.
+    denials: DenialBatch,
+    denials_before: usize,
+    /// Deliveries queued, kept for the commit; those of the commands
+    /// before the current one.
+    deliveries: Outbox,
+    deliveries_before: usize,
     /// Whether any live waiter stood in the shared line when the batch
     /// began: if not, nobody is ahead of any checkout in it.
     someone_waits: bool,
@@ -124,14 +140,21 @@ impl BatchState {
     }
 
     /// Number and write the batch's events at its commit
-    /// ([`PendingEvents::write`]).
+    /// ([`PendingEvents::write`]), then the deliveries that waited for
+    /// their ids.
     pub fn write_events(
         &mut self,
         client: &mut Client,
         statements: &Statements,
         now: Timestamp,
     ) -> Result<(), postgres::Error> {
-        self.events.write(client, statements, now)
+        let before = self.events.write(client, statements, now)?;
+        self.deliveries.write(client, statements, Some(before))
+    }
+
+    /// Keep deliveries for the commit ([`Outbox`]).
+    pub fn queue_deliveries(&mut self, deliveries: Vec<Content>) {
+        self.deliveries.push(deliveries, self.events.len());
     }
 
     /// Read up front the leases the batch's heartbeats will ask for.
@@ -218,6 +241,8 @@ impl BatchState {
         self.command_opened_savepoint = false;
         self.events_before = self.events.len();
         self.writes_before = self.writes.mark();
+        self.denials_before = self.denials.len();
+        self.deliveries_before = self.deliveries.len();
     }
 
     /// The command ended; keep what it did, or undo it (here and, if it sent
@@ -232,6 +257,8 @@ impl BatchState {
         }
         self.events.truncate(self.events_before);
         self.writes.truncate(self.writes_before);
+        self.denials.truncate(self.denials_before);
+        self.deliveries.truncate(self.deliveries_before);
         // It may have changed what is known or counted; read it again if asked.
         self.known.clear();
         self.blocks.clear();
@@ -278,7 +305,7 @@ impl BatchState {
             self.command_opened_savepoint = true;
             self.writes_before = WritesMark::default();
         }
-        self.write_pending(client, statements)
+        self.write_kept(client, statements)
     }
 
     /// The lease as this batch knows it, if it read it up front: `Some(None)`
@@ -323,14 +350,41 @@ impl BatchState {
         self.counts.forget();
     }
 
-    /// Write everything still kept (before a statement, and at the commit).
-    pub fn write_pending(
+    /// Keep a counted refusal for the commit.
+    pub fn denial(&mut self, denial: &Denial<'_>) {
+        self.denials.push(denial);
+    }
+
+    /// Refusals of `reason` on the license at `since` or later that the
+    /// batch counted and keeps for its commit.
+    pub fn denials_since(&self, license_id: &str, reason: DenialReason, since: Timestamp) -> u64 {
+        self.denials.count_since(license_id, reason, since)
+    }
+
+    /// Write the kept lease writes (before a statement).
+    fn write_kept(
         &mut self,
         client: &mut Client,
         statements: &Statements,
     ) -> Result<(), postgres::Error> {
         let all = self.writes.mark();
         self.writes.write(client, statements, all).map(|_| ())
+    }
+
+    /// Write everything still kept, the refusals too (at the commit), and
+    /// the deliveries unless one waits for its event's id
+    /// ([`BatchState::write_events`]).
+    pub fn write_pending(
+        &mut self,
+        client: &mut Client,
+        statements: &Statements,
+    ) -> Result<(), postgres::Error> {
+        self.write_kept(client, statements)?;
+        self.denials.write(client, statements)?;
+        if !self.deliveries.needs_event_ids() || self.events.is_empty() {
+            self.deliveries.write(client, statements, None)?;
+        }
+        Ok(())
     }
 
     /// The batch ended (committed or not): nothing kept survives it.

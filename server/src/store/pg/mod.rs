@@ -13,11 +13,14 @@
 
 mod backend;
 mod batch_state;
+mod denial_batch;
 pub(crate) mod denials;
 pub mod follower;
 mod history;
 pub mod line;
 mod live_counts;
+mod outbox;
+mod outbox_read;
 mod pending;
 pub mod pool;
 mod rows;

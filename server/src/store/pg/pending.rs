@@ -336,13 +336,14 @@ impl PendingEvents {
     /// Number and insert the events, and move the cluster's high-water mark
     /// and "alive" time to `now`: one statement, which takes the cluster
     /// row's lock until the commit that follows it. Empties the list.
+    /// Answers the id before the first event (theirs are `before + 1`, …).
     pub fn write(
         &mut self,
         client: &mut Client,
         statements: &Statements,
         now: Timestamp,
-    ) -> std::result::Result<(), postgres::Error> {
-        client.execute(
+    ) -> std::result::Result<i64, postgres::Error> {
+        let row = client.query_one(
             &statements.batch.number_events,
             &[
                 &self.at,
@@ -355,6 +356,6 @@ impl PendingEvents {
             ],
         )?;
         self.truncate(0);
-        Ok(())
+        Ok(row.get(0))
     }
 }

@@ -289,9 +289,10 @@ const MIGRATIONS: &[&str] = &[
     // millisecond (the same rows as SQLite's v11: a row per license,
     // second, holder, fingerprint and reason, the offsets 2 bytes each;
     // the v2 counts kept as `full` refusals of an unknown holder at the
-    // start of their second), pruned by second. Each append rewrites its
-    // row: a storm-second's row of about 2 KB leaves dead versions for
-    // vacuum (measured in BENCHMARKS.md). A holder's grants by start: one
+    // start of their second), pruned by second. A batch's refusals are
+    // written at its commit as one upsert per row (`denial_batch.rs`), so a
+    // storm-second's row is rewritten once per batch, not per refusal
+    // (measured in BENCHMARKS.md). A holder's grants by start: one
     // more index entry per
     // session row (written once, when the seat leaves); open sessions by
     // `leases_by_holder`, so no heartbeat pays for a new index.
@@ -315,6 +316,39 @@ const MIGRATIONS: &[&str] = &[
     ALTER INDEX denials_v13_pkey RENAME TO denials_pkey;
     CREATE INDEX denials_by_second ON denials (second_ms);
     CREATE INDEX sessions_by_license_holder ON sessions (license_id, holder, started_at);
+    "#,
+    // v14: the webhook outbox and the alert states (`pg/outbox.rs`). A
+    // delivery is inserted by the transaction that causes it, its body
+    // rendered once; `seq` is the deliveries list's cursor (newest first),
+    // `claimed_until` keeps other replicas off a delivery being attempted.
+    // Due ones are found by the partial index, a webhook's list by
+    // (webhook, seq), finished ones pruned by (status, created_at).
+    r#"
+    CREATE TABLE deliveries (
+        seq             BIGSERIAL PRIMARY KEY,
+        id              TEXT NOT NULL UNIQUE,
+        webhook         TEXT NOT NULL,
+        type            TEXT NOT NULL,
+        license_id      TEXT,
+        created_at      BIGINT NOT NULL,
+        body            TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at BIGINT NOT NULL,
+        claimed_until   BIGINT NOT NULL DEFAULT 0,
+        last_attempt_at BIGINT,
+        last_error      TEXT
+    );
+    CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';
+    CREATE INDEX deliveries_by_webhook ON deliveries (webhook, seq);
+    CREATE INDEX deliveries_by_status ON deliveries (status, created_at);
+
+    CREATE TABLE alert_states (
+        alert         TEXT PRIMARY KEY,
+        license_id    TEXT NOT NULL,
+        holding_since BIGINT,
+        firing_since  BIGINT
+    );
     "#,
 ];
 

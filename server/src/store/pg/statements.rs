@@ -47,6 +47,8 @@ pub struct Statements {
     pub(super) prune_blocks: Statement,
     pub(super) prune_events: Statement,
     pub(super) extend_live: Statement,
+    /// The webhook outbox and alert states (`pg/outbox.rs`).
+    pub(super) outbox: super::outbox::OutboxStatements,
 }
 
 impl Statements {
@@ -76,6 +78,7 @@ impl Statements {
                  WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1
                    AND mode = $4::integer",
             )?,
+            outbox: super::outbox::OutboxStatements::prepare(client)?,
         })
     }
 }
@@ -222,20 +225,24 @@ impl BatchStatements {
         Ok(BatchStatements {
             // At the commit, under the cluster row's lock: the batch's
             // events get the next ids (gap-free, visible in id order), and
-            // the high-water mark and "alive" time move, in one statement.
+            // the high-water mark and "alive" time move, in one statement;
+            // it answers the id before the first (the outbox renders the
+            // bodies of forwarded events with theirs).
             number_events: p("WITH numbered AS (
                      UPDATE cluster
                      SET last_event_id = last_event_id + cardinality($1::bigint[]),
                          clock_ms = greatest(clock_ms, $7),
                          last_alive_ms = greatest(last_alive_ms, $7)
                      WHERE id = 1
-                     RETURNING last_event_id - cardinality($1::bigint[]) AS before)
-                 INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
-                 SELECT numbered.before + e.n, e.at, e.kind, e.license_id, e.seat_id,
-                        e.holder, e.detail
-                 FROM numbered, unnest($1::bigint[], $2::text[], $3::text[], $4::text[],
-                                       $5::text[], $6::text[])
-                     WITH ORDINALITY AS e(at, kind, license_id, seat_id, holder, detail, n)")?,
+                     RETURNING last_event_id - cardinality($1::bigint[]) AS before),
+                 inserted AS (
+                     INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
+                     SELECT numbered.before + e.n, e.at, e.kind, e.license_id, e.seat_id,
+                            e.holder, e.detail
+                     FROM numbered, unnest($1::bigint[], $2::text[], $3::text[], $4::text[],
+                                           $5::text[], $6::text[])
+                         WITH ORDINALITY AS e(at, kind, license_id, seat_id, holder, detail, n))
+                 SELECT before FROM numbered")?,
             blocks_of_licenses: p(
                 "SELECT license_id, holder, fingerprint, until_ms FROM blocks
                  WHERE license_id = ANY($1::text[]) AND until_ms > $2",
@@ -262,7 +269,7 @@ impl BatchStatements {
 pub(super) struct HistoryStatements {
     pub(super) record_sessions: Statement,
     pub(super) ended_session: Statement,
-    pub(super) count_denial: Statement,
+    pub(super) count_denials: Statement,
     pub(super) current_pool_sizes: Statement,
     pub(super) record_pool_size: Statement,
     pub(super) prune_sessions: Statement,
@@ -288,13 +295,16 @@ impl HistoryStatements {
             ended_session: p("SELECT end_kind FROM sessions
                  WHERE license_id = $1 AND ended_at >= $3 AND seat_id = $2
                  ORDER BY ended_at DESC LIMIT 1")?,
-            // Appends the refusal's 2 bytes to its second's row
-            // (`store/denials.rs`).
-            count_denial: p("INSERT INTO denials
+            // At the commit, a batch's refusals, one element per row (each
+            // key once): appends their count and 2-byte offsets to their
+            // second's row (`store/denials.rs`, `pg/denial_batch.rs`).
+            count_denials: p("INSERT INTO denials
                      (license_id, second_ms, holder, fingerprint, reason, count, offsets)
-                 VALUES ($1, $2, $3, $4, $5, 1, $6)
+                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[],
+                                      $5::text[], $6::bigint[], $7::bytea[])
                  ON CONFLICT (license_id, second_ms, holder, fingerprint, reason) DO UPDATE
-                 SET count = denials.count + 1, offsets = denials.offsets || excluded.offsets")?,
+                 SET count = denials.count + excluded.count,
+                     offsets = denials.offsets || excluded.offsets")?,
             current_pool_sizes: p(
                 "SELECT DISTINCT ON (license_id) license_id, seats FROM pool_sizes
                  ORDER BY license_id, at DESC",

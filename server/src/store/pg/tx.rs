@@ -6,14 +6,15 @@
 use std::collections::HashMap;
 
 use leasehold_common::Timestamp;
-use leasehold_common::api::SessionEnd;
+use leasehold_common::api::{DenialReason, SessionEnd};
 use postgres::{Client, Row, Statement};
 
-use super::super::denials::{offset_bytes, second_of};
 use super::super::rules::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 use super::batch_state::BatchState;
 use super::rows::{lease_from_row, waiters};
 use super::statements::{STALE_MS, Statements};
+use super::outbox;
+use crate::store::deliveries::{AlertState, AttemptRecord, Content, DueDelivery};
 use crate::store::{LeaseRow, Scope, SeatMode, Waiter};
 
 /// One command's view of the writer's transaction: the client, inside the
@@ -360,19 +361,11 @@ impl LeaseTx for PgTx<'_> {
         Ok(())
     }
 
+    /// Kept and written at the commit, one upsert per row for the whole
+    /// batch (`pg/denial_batch.rs`): a retry storm's refusals of one batch
+    /// rewrite their row once.
     fn count_denial(&mut self, denial: &Denial<'_>) -> Result<()> {
-        self.ready()?;
-        self.client.execute(
-            &self.statements.history.count_denial,
-            &[
-                &denial.license_id,
-                &second_of(denial.at).as_millis(),
-                &denial.holder,
-                &denial.fingerprint.unwrap_or(""),
-                &denial.reason.as_str(),
-                &offset_bytes(denial.at).as_slice(),
-            ],
-        )?;
+        self.state.denial(denial);
         Ok(())
     }
 
@@ -459,5 +452,47 @@ impl LeaseTx for PgTx<'_> {
             self.state.event(e);
         }
         Ok(vec![0; events.len()])
+    }
+
+    fn queue_deliveries(&mut self, deliveries: Vec<Content>) -> Result<()> {
+        outbox::queue_deliveries(self, deliveries)
+    }
+
+    fn claim_deliveries(
+        &mut self,
+        now: Timestamp,
+        claim_until: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<DueDelivery>> {
+        outbox::claim_deliveries(self, now, claim_until, limit)
+    }
+
+    fn record_attempt(&mut self, attempt: &AttemptRecord) -> Result<bool> {
+        outbox::record_attempt(self, attempt)
+    }
+
+    fn prune_deliveries(&mut self, before: Timestamp, limit: usize) -> Result<usize> {
+        outbox::prune_deliveries(self, before, limit)
+    }
+
+    fn alert_states(&mut self) -> Result<Vec<AlertState>> {
+        outbox::alert_states(self)
+    }
+
+    fn set_alert_state(&mut self, state: &AlertState) -> Result<()> {
+        outbox::set_alert_state(self, state)
+    }
+
+    fn delete_alert_state(&mut self, alert: &str) -> Result<()> {
+        outbox::delete_alert_state(self, alert)
+    }
+
+    fn denials_since(
+        &mut self,
+        license_id: &str,
+        reason: DenialReason,
+        since: Timestamp,
+    ) -> Result<u64> {
+        outbox::denials_since(self, license_id, reason, since)
     }
 }

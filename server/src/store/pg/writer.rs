@@ -258,7 +258,8 @@ fn connection<'c>(
 /// never wait on each other in a cycle.
 struct BatchLocks {
     /// License advisory locks by key, in key order: exclusive where the
-    /// batch checks out, shared where it only renews or releases.
+    /// batch checks out, shared where it only renews or releases; and the
+    /// alerts' lock (exclusive) where it evaluates alerts.
     advisory: BTreeMap<i64, bool>,
     /// The `lease_rows` rows the batch's inserts and deletes will update
     /// (their statement triggers do), in license id order.
@@ -285,6 +286,10 @@ impl BatchLocks {
         let mut all_rows = false;
         for cmd in batch {
             let Command::Rule(rule) = cmd else { continue };
+            if matches!(rule, RuleCommand::Tick { .. }) && licenses.alerts().next().is_some() {
+                // Alert evaluation, serialized across replicas (`outbox.rs`).
+                advisory.insert(super::outbox::ALERTS_LOCK, true);
+            }
             let (license_id, exclusive) = match rule.lease_writes(licenses) {
                 LeaseWrites::Checkout(license_id) => (license_id, true),
                 LeaseWrites::Delete(license_id) => {

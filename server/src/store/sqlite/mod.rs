@@ -16,6 +16,7 @@ pub mod checkpoint;
 pub(crate) mod denials;
 mod history;
 mod live_index;
+mod outbox;
 mod read;
 mod rows;
 pub mod schema;
@@ -30,12 +31,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use leasehold_common::Timestamp;
 use leasehold_common::api::{DenialView, Event, SessionView};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::broadcast;
 
 use super::backend::{Answer, StoreBackend};
 use super::batch::{Writer, WriterStats};
+use super::deliveries::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use super::denials::DenialsQuery;
 use super::history::{SessionsQuery, UsageQuery};
 use super::seat_query::{SeatQuery, SeatsPage};
@@ -59,6 +62,8 @@ pub fn open(
 ) -> Result<Store, StoreError> {
     let mut conn = open_connection(path, false)?;
     schema::migrate(&mut conn)?;
+    // One owner process: claims left by one that died are nobody's now.
+    outbox::release_claims(&conn)?;
     // Checkpoints run on their own thread, not inside the writer's
     // COMMIT, so group commit never stalls behind copying the WAL back.
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
@@ -151,6 +156,22 @@ impl StoreBackend for SqliteBackend {
 
     fn denials_page(&self, query: DenialsQuery) -> Answer<Vec<DenialView>> {
         self.read(move |c| denials::denials_page(c, &query))
+    }
+
+    fn webhook_stats(&self) -> Answer<Vec<WebhookStats>> {
+        self.read(outbox::webhook_stats)
+    }
+
+    fn deliveries_page(&self, query: DeliveriesQuery) -> Answer<Vec<DeliveryRow>> {
+        self.read(move |c| outbox::deliveries_page(c, &query))
+    }
+
+    fn alert_states(&self) -> Answer<Vec<AlertState>> {
+        self.read(outbox::read_alert_states)
+    }
+
+    fn deliveries_due(&self, now: Timestamp) -> Answer<bool> {
+        self.read(move |c| outbox::deliveries_due(c, now))
     }
 
     fn ui_session(&self, id_sha256: String) -> Answer<Option<UiSessionRow>> {

@@ -258,6 +258,40 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX denials_by_second ON denials (second_ms);
     CREATE INDEX sessions_by_license_holder ON sessions (license_id, holder, started_at);
     "#,
+    // v12: alerts and webhooks. The outbox: each delivery is written in the
+    // transaction of the event or alert transition that causes it, its
+    // body rendered once (every attempt sends those bytes); `seq` (the
+    // rowid) is the deliveries list's cursor, newest first. The worker
+    // finds due ones in a partial index of the pending; the admin views
+    // read a webhook's by `seq`; pruning finds finished ones by age. Alert
+    // states make each transition happen once, across restarts.
+    r#"
+    CREATE TABLE deliveries (
+        seq             INTEGER PRIMARY KEY,
+        id              TEXT NOT NULL UNIQUE,
+        webhook         TEXT NOT NULL,
+        type            TEXT NOT NULL,
+        license_id      TEXT,
+        created_at      INTEGER NOT NULL,
+        body            TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NOT NULL,
+        claimed_until   INTEGER NOT NULL DEFAULT 0,
+        last_attempt_at INTEGER,
+        last_error      TEXT
+    );
+    CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';
+    CREATE INDEX deliveries_by_webhook ON deliveries (webhook, seq);
+    CREATE INDEX deliveries_by_status ON deliveries (status, created_at);
+
+    CREATE TABLE alert_states (
+        alert         TEXT PRIMARY KEY,
+        license_id    TEXT NOT NULL,
+        holding_since INTEGER,
+        firing_since  INTEGER
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.
