@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::{Event, EventKind};
+use crate::events::{Event, EventKind};
 use crate::time::Timestamp;
 
 /// What a delivery reports.

@@ -14,6 +14,7 @@ pub use crate::alerts::{
     AlertView, AlertsResponse, DeliveriesResponse, DeliveryStatus, DeliveryType, DeliveryView,
     WebhookView, WebhooksResponse,
 };
+pub use crate::events::{Event, EventKind, EventsResponse};
 pub use crate::rightsizing::{
     DenialReason, DenialView, DenialsByReason, DenialsResponse, WhatIfPoint, WhatIfRecommendation,
     WhatIfResponse,
@@ -284,74 +285,6 @@ pub struct RevokeRequest {
     /// expiry, so the pool may be over-used until then).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force: bool,
-}
-
-/// What happened, in the admin event log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    Checkout,
-    Release,
-    Reap,
-    Revoke,
-    Denied,
-    Lost,
-    Config,
-    /// A seat freed because its user was idle for the license's
-    /// `idle_timeout`.
-    Reclaim,
-    /// An alert of the licenses file began firing or resolved (detail
-    /// `firing <name>` / `resolved <name>`).
-    Alert,
-}
-
-impl EventKind {
-    pub const ALL: [EventKind; 9] = [
-        EventKind::Checkout,
-        EventKind::Release,
-        EventKind::Reap,
-        EventKind::Revoke,
-        EventKind::Denied,
-        EventKind::Lost,
-        EventKind::Config,
-        EventKind::Reclaim,
-        EventKind::Alert,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::Checkout => "checkout",
-            EventKind::Release => "release",
-            EventKind::Reap => "reap",
-            EventKind::Revoke => "revoke",
-            EventKind::Denied => "denied",
-            EventKind::Lost => "lost",
-            EventKind::Config => "config",
-            EventKind::Reclaim => "reclaim",
-            EventKind::Alert => "alert",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<EventKind> {
-        EventKind::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
-
-/// One entry of the event log. Ids are strictly increasing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Event {
-    pub id: i64,
-    pub at: Timestamp,
-    pub kind: EventKind,
-    pub license_id: Option<String>,
-    pub seat_id: Option<String>,
-    pub holder: Option<String>,
-    pub detail: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventsResponse {
-    pub events: Vec<Event>,
 }
 
 /// `GET /v1/admin/usage`: one license's use over a time range, in buckets.

@@ -22,6 +22,7 @@ pub mod alerts;
 pub mod api;
 #[cfg(feature = "client")]
 pub mod client;
+pub mod events;
 pub mod liveness;
 pub mod policy;
 pub mod rightsizing;

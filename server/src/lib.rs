@@ -19,6 +19,8 @@
 //! - [`metrics`]: Prometheus counters and the latency histogram.
 //! - [`proxies`]: trusted reverse proxies and the public URL.
 //! - [`clock`]: the clock trait; tests use [`clock::ManualClock`].
+//! - [`webhooks`]: the delivery worker that sends the signed webhook
+//!   deliveries the rules queue in the store.
 //!
 //! End-to-end tests run the real `leaseholdd` binary (crate
 //! `leasehold-tests`); route tests drive [`http::routes`] in-process.
@@ -38,6 +40,7 @@ pub mod serve;
 pub mod store;
 pub mod ui_sessions;
 pub mod usage;
+pub mod webhooks;
 
 use std::fs::File;
 use std::future::Future;
@@ -262,6 +265,10 @@ async fn serve_prepared(
         )),
         tokio::spawn(reaper::run_alive_tick(
             state.store.clone(),
+            reaper::AlertLines {
+                queues: state.queues.clone(),
+                licenses: state.licenses.clone(),
+            },
             config.stall_threshold,
             stop.clone(),
         )),
@@ -272,6 +279,13 @@ async fn serve_prepared(
         )),
         tokio::spawn(queue::refresh_shared_line(
             state.queues.clone(),
+            stop.clone(),
+        )),
+        tokio::spawn(webhooks::run(
+            state.store.clone(),
+            state.licenses.clone(),
+            state.metrics.clone(),
+            state.clock.clone(),
             stop.clone(),
         )),
         tokio::spawn(licenses_watch::watch_file(

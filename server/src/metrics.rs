@@ -5,6 +5,8 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use leasehold_common::alerts::DeliveryStatus;
+
 use crate::store::WriterStats;
 
 /// Upper bounds of the request latency histogram, in seconds.
@@ -51,6 +53,33 @@ pub struct Metrics {
     status_classes: [AtomicU64; 5],
     /// Grants beyond a license's `seats`, per license.
     overage_grants: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Webhook delivery attempts by webhook, counted by this replica's
+    /// worker: delivered, retry, failed ([`DELIVERY_RESULTS`]).
+    webhook_deliveries: std::sync::Mutex<std::collections::BTreeMap<String, [u64; 3]>>,
+}
+
+/// The `result` label of `leasehold_webhook_deliveries_total`, in the order
+/// of [`Metrics::count_delivery`]'s slots.
+const DELIVERY_RESULTS: [&str; 3] = ["delivered", "retry", "failed"];
+
+/// What `/metrics` shows of webhooks and alerts, read from the store at
+/// scrape time (`crate::webhooks::gauges`). `None`: the store could not
+/// answer, and the series are left out rather than shown as 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WebhookGauges {
+    /// The configured webhooks, in file order.
+    pub webhooks: Vec<String>,
+    /// Pending deliveries per webhook.
+    pub pending: Option<Vec<(String, u64)>>,
+    pub alerts: Option<Vec<AlertGauge>>,
+}
+
+/// One configured alert and whether it fires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertGauge {
+    pub license: String,
+    pub alert: String,
+    pub firing: bool,
 }
 
 impl Metrics {
@@ -63,6 +92,71 @@ impl Metrics {
         if let Ok(mut grants) = self.overage_grants.lock() {
             *grants.entry(license_id.to_string()).or_default() += 1;
         }
+    }
+
+    /// One delivery attempt's result, by the status it left the delivery
+    /// in: delivered, `retry` (still pending) or failed.
+    pub fn count_delivery(&self, webhook: &str, status: DeliveryStatus) {
+        let slot = match status {
+            DeliveryStatus::Delivered => 0,
+            DeliveryStatus::Pending => 1,
+            DeliveryStatus::Failed => 2,
+        };
+        if let Ok(mut counts) = self.webhook_deliveries.lock() {
+            counts.entry(webhook.to_string()).or_default()[slot] += 1;
+        }
+    }
+
+    /// The webhook and alert families: every configured webhook's
+    /// delivery counters (0 until its first attempt here, and any webhook
+    /// since removed that had some), its pending deliveries, and every
+    /// configured alert as 1 (firing) or 0.
+    pub fn render_webhooks(&self, gauges: &WebhookGauges) -> String {
+        let mut out = String::with_capacity(1024);
+        let mut counts = self
+            .webhook_deliveries
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default();
+        for w in &gauges.webhooks {
+            counts.entry(w.clone()).or_default();
+        }
+        let name = "leasehold_webhook_deliveries_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Webhook delivery attempts by this server, by what each left the delivery: delivered, retry (pending) or failed.\n# TYPE {name} counter"
+        );
+        for (webhook, n) in &counts {
+            for (result, n) in DELIVERY_RESULTS.iter().zip(n) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{webhook=\"{webhook}\",result=\"{result}\"}} {n}"
+                );
+            }
+        }
+        let name = "leasehold_webhook_pending";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Webhook deliveries waiting to be delivered (stored, all replicas).\n# TYPE {name} gauge"
+        );
+        for (webhook, n) in gauges.pending.iter().flatten() {
+            let _ = writeln!(out, "{name}{{webhook=\"{webhook}\"}} {n}");
+        }
+        let name = "leasehold_alerts_firing";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Whether an alert of the licenses file fires (1) or not (0).\n# TYPE {name} gauge"
+        );
+        for a in gauges.alerts.iter().flatten() {
+            let _ = writeln!(
+                out,
+                "{name}{{license=\"{}\",alert=\"{}\"}} {}",
+                a.license,
+                a.alert,
+                u8::from(a.firing)
+            );
+        }
+        out
     }
 
     pub fn observe_request(&self, status: u16, elapsed: Duration) {

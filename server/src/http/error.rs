@@ -165,8 +165,11 @@ pub fn allowed_methods(path: &str) -> Option<&'static str> {
         [
             "v1",
             "admin",
-            "licenses" | "seats" | "events" | "usage" | "sessions" | "denials",
+            "licenses" | "seats" | "events" | "usage" | "sessions" | "denials" | "webhooks"
+            | "alerts",
         ] => Some("GET"),
+        ["v1", "admin", "webhooks", "deliveries"] => Some("GET"),
+        ["v1", "admin", "webhooks", w, "test"] if param(w) => Some("POST"),
         ["v1", "admin", "events", "stream"] => Some("GET"),
         ["v1", "admin", "usage", "what-if"] => Some("GET"),
         ["v1", "admin", "seats", s] if param(s) => Some("DELETE"),

@@ -7,7 +7,9 @@
 //! The modules form layers, each using only those below it: [`error`],
 //! [`body`] and [`role`] at the bottom; then [`ui_auth`]; [`auth`];
 //! [`handlers`] (with [`sse`]) and [`history`] (with [`csv`]); [`denials`]
-//! and [`what_if`] over [`history`]; [`filters`].
+//! and [`what_if`] over [`history`]; [`filters`]; [`webhooks`] (the alert
+//! and webhook views, routes and handlers in one) over [`auth`] and
+//! [`handlers`].
 
 mod auth;
 pub mod body;
@@ -27,6 +29,9 @@ pub mod ui_auth;
 mod ui_static;
 #[cfg(test)]
 mod ui_tests;
+mod webhooks;
+#[cfg(test)]
+mod webhooks_tests;
 mod what_if;
 
 use std::sync::Arc;
@@ -65,6 +70,8 @@ pub fn routes(state: State) -> BoxedFilter<(Response,)> {
         .or(filters::client_seats(&state))
         .unify()
         .or(filters::admin(&state))
+        .unify()
+        .or(webhooks::routes(&state))
         .unify()
         .or(ui_static::routes())
         .unify()

@@ -442,9 +442,11 @@ impl LeaseTx for MemoryStore {
     }
 
     fn record_attempt(&mut self, attempt: &AttemptRecord) -> Result<bool> {
-        let Some(d) = self.deliveries.iter_mut().find(|d| {
-            d.delivery.id == attempt.id && d.status == DeliveryStatus::Pending
-        }) else {
+        let Some(d) = self
+            .deliveries
+            .iter_mut()
+            .find(|d| d.delivery.id == attempt.id && d.status == DeliveryStatus::Pending)
+        else {
             return Ok(false);
         };
         d.status = attempt.status;

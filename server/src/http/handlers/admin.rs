@@ -2,7 +2,7 @@
 //! event stream. They run only behind the admin auth filters (see
 //! [`crate::http::auth`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,8 +30,9 @@ const MAX_BLOCK_S: u64 = 30 * 24 * 3600;
 /// Longest `q` accepted.
 const SEATS_Q_MAX_CHARS: usize = 256;
 
-/// A pool as `GET /v1/admin/licenses` shows it.
-fn license_summary(pool: Pool) -> LicenseSummary {
+/// A pool as `GET /v1/admin/licenses` shows it; `firing`: the names of
+/// the file's alerts that fire now.
+fn license_summary(pool: Pool, firing: &HashSet<String>) -> LicenseSummary {
     let Pool {
         license: l,
         counts,
@@ -76,17 +77,36 @@ fn license_summary(pool: Pool) -> LicenseSummary {
             .map(|g| g.reserve.saturating_sub(g.live))
             .sum(),
         groups,
+        alerts_firing: l
+            .alerts
+            .iter()
+            .filter(|a| firing.contains(&a.name))
+            .map(|a| a.name.clone())
+            .collect(),
         id: l.id,
     }
 }
 
 pub async fn admin_licenses(state: &AppState) -> Result<Response> {
     let now = state.clock.now();
-    let licenses = pools(state)
-        .await
-        .map_err(store_err(state))?
+    let pools = pools(state).await.map_err(store_err(state))?;
+    // A file without alerts reads no alert state.
+    let firing: HashSet<String> = if pools.iter().any(|p| !p.license.alerts.is_empty()) {
+        state
+            .store
+            .alert_states()
+            .await
+            .map_err(store_err(state))?
+            .into_iter()
+            .filter(|s| s.firing_since.is_some())
+            .map(|s| s.alert)
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let licenses = pools
         .into_iter()
-        .map(license_summary)
+        .map(|p| license_summary(p, &firing))
         .collect();
     Ok(json(StatusCode::OK, &LicensesResponse { now, licenses }))
 }

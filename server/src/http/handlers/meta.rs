@@ -36,17 +36,15 @@ pub async fn metrics(state: &AppState) -> Response {
             waiting: p.waiting,
         })
         .collect();
-    warp::reply::with_header(
-        state.metrics.render(
-            &StoreGauges {
-                kind: state.store.kind().as_str(),
-                read_pool_idle: state.store.read_pool_idle(),
-            },
-            &pools,
-            state.store.writer_stats(),
-        ),
-        "content-type",
-        "text/plain; version=0.0.4",
-    )
-    .into_response()
+    let mut text = state.metrics.render(
+        &StoreGauges {
+            kind: state.store.kind().as_str(),
+            read_pool_idle: state.store.read_pool_idle(),
+        },
+        &pools,
+        state.store.writer_stats(),
+    );
+    let webhooks = crate::webhooks::gauges(&state.store, &state.licenses.current()).await;
+    text.push_str(&state.metrics.render_webhooks(&webhooks));
+    warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4").into_response()
 }

@@ -40,7 +40,7 @@ use postgres::Client;
 
 use super::denial_batch::DenialBatch;
 use super::live_counts::LiveCounts;
-use super::outbox::Outbox;
+use super::outbox_batch::Outbox;
 use super::pending::{PendingEvents, PendingWrites, WritesMark};
 use super::rows::lease_from_row;
 use super::statements::Statements;

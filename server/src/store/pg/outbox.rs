@@ -4,7 +4,7 @@
 //!
 //! - **Queued at the commit.** Events are numbered only at the commit
 //!   (`pg/pending.rs`: `PendingEvents::write`), and a forwarded event's
-//!   body carries its id, so the batch keeps its deliveries ([`Outbox`],
+//!   body carries its id, so the batch keeps its deliveries (`Outbox` (`outbox_batch.rs`),
 //!   each with its event's place among the batch's events) and renders and
 //!   inserts them in one statement at the commit: after the numbering if
 //!   one of them names an event (`before + place + 1`), else before it,
@@ -29,10 +29,10 @@
 
 use leasehold_common::Timestamp;
 use leasehold_common::api::DenialReason;
-use postgres::{Client, Statement};
+use postgres::Client;
 
+use super::batch_state::BatchState;
 use super::statements::Statements;
-use super::tx::PgTx;
 use crate::store::deliveries::{AlertState, AttemptRecord, Content, DueDelivery};
 use crate::store::denials::second_of;
 use crate::store::rules::Result;
@@ -42,155 +42,16 @@ use crate::store::rules::Result;
 /// prefixes (`pg::advisory_key`), the migration lock another constant.
 pub const ALERTS_LOCK: i64 = 0x6c65_6173_655f_616c;
 
-/// The outbox's statements, prepared once per writer connection.
-pub struct OutboxStatements {
-    insert: Statement,
-    claim: Statement,
-    record_attempt: Statement,
-    prune: Statement,
-    lock_alerts: Statement,
-    alert_states: Statement,
-    set_alert_state: Statement,
-    delete_alert_state: Statement,
-    denials_since: Statement,
-}
-
-impl OutboxStatements {
-    pub fn prepare(client: &mut Client) -> std::result::Result<Self, postgres::Error> {
-        let mut p = |sql: &str| client.prepare(sql);
-        Ok(OutboxStatements {
-            // In the order queued: `seq` follows it.
-            insert: p(
-                "INSERT INTO deliveries (id, webhook, type, license_id, created_at, body,
-                                          status, next_attempt_at)
-                 SELECT d.id, d.webhook, d.type, d.license_id, d.created_at, d.body,
-                        'pending', d.created_at
-                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
-                             $6::text[])
-                     WITH ORDINALITY AS d(id, webhook, type, license_id, created_at, body, n)
-                 ORDER BY d.n",
-            )?,
-            claim: p("UPDATE deliveries SET claimed_until = $2
-                 WHERE seq IN (
-                     SELECT seq FROM deliveries
-                     WHERE status = 'pending' AND next_attempt_at <= $1 AND claimed_until <= $1
-                     ORDER BY next_attempt_at, seq LIMIT $3
-                     FOR UPDATE SKIP LOCKED)
-                 RETURNING id, webhook, body, attempts, created_at, next_attempt_at, seq")?,
-            record_attempt: p("UPDATE deliveries
-                 SET status = $2, attempts = $3, last_attempt_at = $4, next_attempt_at = $5,
-                     last_error = $6, claimed_until = 0
-                 WHERE id = $1 AND status = 'pending'")?,
-            prune: p("DELETE FROM deliveries WHERE seq IN (
-                     SELECT seq FROM deliveries
-                     WHERE status IN ('delivered', 'failed') AND created_at < $1 LIMIT $2)")?,
-            lock_alerts: p("SELECT pg_advisory_xact_lock($1::bigint)")?,
-            alert_states: p(
-                "SELECT alert, license_id, holding_since, firing_since FROM alert_states
-                 ORDER BY alert",
-            )?,
-            set_alert_state: p(
-                "INSERT INTO alert_states (alert, license_id, holding_since, firing_since)
-                 VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (alert) DO UPDATE
-                 SET license_id = excluded.license_id, holding_since = excluded.holding_since,
-                     firing_since = excluded.firing_since",
-            )?,
-            delete_alert_state: p("DELETE FROM alert_states WHERE alert = $1")?,
-            // Whole seconds after `$3` by their counts; `$3`'s own rows by
-            // their offsets (the caller keeps those at or after `since`).
-            denials_since: p(
-                "SELECT coalesce(sum(count) FILTER (WHERE second_ms > $3), 0)::bigint,
-                        coalesce(string_agg(offsets, ''::bytea) FILTER (WHERE second_ms = $3),
-                                 ''::bytea)
-                 FROM denials WHERE license_id = $1 AND reason = $2 AND second_ms >= $3",
-            )?,
-        })
-    }
-}
-
-/// A batch's deliveries, kept for its commit, each with its event's place
-/// among the batch's events (0: the first), if it forwards one.
-#[derive(Default)]
-pub struct Outbox {
-    kept: Vec<(Content, Option<usize>)>,
-}
-
-impl Outbox {
-    /// How many are kept: where the next command's begin.
-    pub fn len(&self) -> usize {
-        self.kept.len()
-    }
-
-    /// Forget the deliveries after the first `len` (a command rolled back).
-    pub fn truncate(&mut self, len: usize) {
-        self.kept.truncate(len);
-    }
-
-    /// Keep deliveries; `events`: how many events the batch kept so far
-    /// (a delivery's event is among them, counted from the last).
-    pub fn push(&mut self, deliveries: Vec<Content>, events: usize) {
-        for content in deliveries {
-            let place = content
-                .event_from_last
-                .and_then(|back| events.checked_sub(back + 1));
-            debug_assert_eq!(place.is_some(), content.event_from_last.is_some());
-            self.kept.push((content, place));
-        }
-    }
-
-    /// Whether a kept delivery names an event: then they are written after
-    /// the events are numbered.
-    pub fn needs_event_ids(&self) -> bool {
-        self.kept.iter().any(|(_, place)| place.is_some())
-    }
-
-    /// Render and insert every kept delivery in one statement (nothing if
-    /// none) and forget them. `before`: the id before the batch's first
-    /// event, once they are numbered.
-    pub fn write(
-        &mut self,
-        client: &mut Client,
-        statements: &Statements,
-        before: Option<i64>,
-    ) -> std::result::Result<(), postgres::Error> {
-        if self.kept.is_empty() {
-            return Ok(());
-        }
-        let rendered: Vec<_> = self
-            .kept
-            .drain(..)
-            .map(|(content, place)| {
-                let event_id = before
-                    .zip(place)
-                    .map(|(before, place)| before + place as i64 + 1);
-                content.render(event_id)
-            })
-            .collect();
-        let text = |f: fn(&crate::store::deliveries::NewDelivery) -> &str| {
-            rendered.iter().map(f).collect::<Vec<_>>()
-        };
-        let licenses: Vec<Option<&str>> =
-            rendered.iter().map(|d| d.license_id.as_deref()).collect();
-        let created: Vec<i64> = rendered.iter().map(|d| d.created_at.as_millis()).collect();
-        client.execute(
-            &statements.outbox.insert,
-            &[
-                &text(|d| &d.id),
-                &text(|d| &d.webhook),
-                &text(|d| d.kind.as_str()),
-                &licenses,
-                &created,
-                &text(|d| &d.body),
-            ],
-        )?;
-        Ok(())
-    }
+/// The parts of the writer's transaction the outbox uses (`PgTx`'s).
+pub(super) struct OutboxTx<'a> {
+    pub client: &'a mut Client,
+    pub statements: &'a Statements,
+    pub state: &'a mut BatchState,
 }
 
 /// Before a statement: the batch's kept writes sent, the command's
 /// savepoint open (as every `PgTx` query does).
-fn ready(tx: &mut PgTx<'_>) -> Result<()> {
+fn ready(tx: &mut OutboxTx<'_>) -> Result<()> {
     tx.state.before_statement(tx.client, tx.statements)?;
     Ok(())
 }
@@ -199,14 +60,14 @@ fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Kept for the commit (no statement now): see [`Outbox`].
-pub(super) fn queue_deliveries(tx: &mut PgTx<'_>, deliveries: Vec<Content>) -> Result<()> {
+/// Kept for the commit (no statement now): see `Outbox` (`outbox_batch.rs`).
+pub(super) fn queue_deliveries(tx: &mut OutboxTx<'_>, deliveries: Vec<Content>) -> Result<()> {
     tx.state.queue_deliveries(deliveries);
     Ok(())
 }
 
 pub(super) fn claim_deliveries(
-    tx: &mut PgTx<'_>,
+    tx: &mut OutboxTx<'_>,
     now: Timestamp,
     claim_until: Timestamp,
     n: usize,
@@ -235,7 +96,7 @@ pub(super) fn claim_deliveries(
     Ok(claimed.into_iter().map(|(_, due)| due).collect())
 }
 
-pub(super) fn record_attempt(tx: &mut PgTx<'_>, attempt: &AttemptRecord) -> Result<bool> {
+pub(super) fn record_attempt(tx: &mut OutboxTx<'_>, attempt: &AttemptRecord) -> Result<bool> {
     ready(tx)?;
     let attempts = i32::try_from(attempt.attempts).unwrap_or(i32::MAX);
     let n = tx.client.execute(
@@ -252,7 +113,11 @@ pub(super) fn record_attempt(tx: &mut PgTx<'_>, attempt: &AttemptRecord) -> Resu
     Ok(n > 0)
 }
 
-pub(super) fn prune_deliveries(tx: &mut PgTx<'_>, before: Timestamp, n: usize) -> Result<usize> {
+pub(super) fn prune_deliveries(
+    tx: &mut OutboxTx<'_>,
+    before: Timestamp,
+    n: usize,
+) -> Result<usize> {
     ready(tx)?;
     let pruned = tx.client.execute(
         &tx.statements.outbox.prune,
@@ -263,7 +128,7 @@ pub(super) fn prune_deliveries(tx: &mut PgTx<'_>, before: Timestamp, n: usize) -
 
 /// Under [`ALERTS_LOCK`] (see the module's words): held until the batch
 /// ends, so the states read here stay the cluster's until its commit.
-pub(super) fn alert_states(tx: &mut PgTx<'_>) -> Result<Vec<AlertState>> {
+pub(super) fn alert_states(tx: &mut OutboxTx<'_>) -> Result<Vec<AlertState>> {
     ready(tx)?;
     tx.client
         .execute(&tx.statements.outbox.lock_alerts, &[&ALERTS_LOCK])?;
@@ -280,7 +145,7 @@ pub(super) fn alert_state(r: &postgres::Row) -> AlertState {
     }
 }
 
-pub(super) fn set_alert_state(tx: &mut PgTx<'_>, state: &AlertState) -> Result<()> {
+pub(super) fn set_alert_state(tx: &mut OutboxTx<'_>, state: &AlertState) -> Result<()> {
     ready(tx)?;
     tx.client.execute(
         &tx.statements.outbox.set_alert_state,
@@ -294,7 +159,7 @@ pub(super) fn set_alert_state(tx: &mut PgTx<'_>, state: &AlertState) -> Result<(
     Ok(())
 }
 
-pub(super) fn delete_alert_state(tx: &mut PgTx<'_>, alert: &str) -> Result<()> {
+pub(super) fn delete_alert_state(tx: &mut OutboxTx<'_>, alert: &str) -> Result<()> {
     ready(tx)?;
     tx.client
         .execute(&tx.statements.outbox.delete_alert_state, &[&alert])?;
@@ -305,7 +170,7 @@ pub(super) fn delete_alert_state(tx: &mut PgTx<'_>, alert: &str) -> Result<()> {
 /// its own by their offsets; and the refusals this batch counted and keeps
 /// for its commit (`pg/denial_batch.rs`).
 pub(super) fn denials_since(
-    tx: &mut PgTx<'_>,
+    tx: &mut OutboxTx<'_>,
     license_id: &str,
     reason: DenialReason,
     since: Timestamp,

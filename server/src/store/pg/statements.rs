@@ -48,7 +48,7 @@ pub struct Statements {
     pub(super) prune_events: Statement,
     pub(super) extend_live: Statement,
     /// The webhook outbox and alert states (`pg/outbox.rs`).
-    pub(super) outbox: super::outbox::OutboxStatements,
+    pub(super) outbox: super::outbox_statements::OutboxStatements,
 }
 
 impl Statements {
@@ -78,7 +78,7 @@ impl Statements {
                  WHERE license_id = $2 AND expires_at >= $3 AND expires_at < $1
                    AND mode = $4::integer",
             )?,
-            outbox: super::outbox::OutboxStatements::prepare(client)?,
+            outbox: super::outbox_statements::OutboxStatements::prepare(client)?,
         })
     }
 }

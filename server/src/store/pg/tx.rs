@@ -11,9 +11,9 @@ use postgres::{Client, Row, Statement};
 
 use super::super::rules::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 use super::batch_state::BatchState;
+use super::outbox;
 use super::rows::{lease_from_row, waiters};
 use super::statements::{STALE_MS, Statements};
-use super::outbox;
 use crate::store::deliveries::{AlertState, AttemptRecord, Content, DueDelivery};
 use crate::store::{LeaseRow, Scope, SeatMode, Waiter};
 
@@ -31,6 +31,15 @@ fn count(n: i64) -> u32 {
 }
 
 impl PgTx<'_> {
+    /// The outbox's view of this transaction.
+    fn outbox(&mut self) -> outbox::OutboxTx<'_> {
+        outbox::OutboxTx {
+            client: &mut *self.client,
+            statements: self.statements,
+            state: &mut *self.state,
+        }
+    }
+
     /// Before each statement: the batch's kept renewals written, the
     /// command's savepoint open.
     fn ready(&mut self) -> Result<()> {
@@ -455,7 +464,7 @@ impl LeaseTx for PgTx<'_> {
     }
 
     fn queue_deliveries(&mut self, deliveries: Vec<Content>) -> Result<()> {
-        outbox::queue_deliveries(self, deliveries)
+        outbox::queue_deliveries(&mut self.outbox(), deliveries)
     }
 
     fn claim_deliveries(
@@ -464,27 +473,27 @@ impl LeaseTx for PgTx<'_> {
         claim_until: Timestamp,
         limit: usize,
     ) -> Result<Vec<DueDelivery>> {
-        outbox::claim_deliveries(self, now, claim_until, limit)
+        outbox::claim_deliveries(&mut self.outbox(), now, claim_until, limit)
     }
 
     fn record_attempt(&mut self, attempt: &AttemptRecord) -> Result<bool> {
-        outbox::record_attempt(self, attempt)
+        outbox::record_attempt(&mut self.outbox(), attempt)
     }
 
     fn prune_deliveries(&mut self, before: Timestamp, limit: usize) -> Result<usize> {
-        outbox::prune_deliveries(self, before, limit)
+        outbox::prune_deliveries(&mut self.outbox(), before, limit)
     }
 
     fn alert_states(&mut self) -> Result<Vec<AlertState>> {
-        outbox::alert_states(self)
+        outbox::alert_states(&mut self.outbox())
     }
 
     fn set_alert_state(&mut self, state: &AlertState) -> Result<()> {
-        outbox::set_alert_state(self, state)
+        outbox::set_alert_state(&mut self.outbox(), state)
     }
 
     fn delete_alert_state(&mut self, alert: &str) -> Result<()> {
-        outbox::delete_alert_state(self, alert)
+        outbox::delete_alert_state(&mut self.outbox(), alert)
     }
 
     fn denials_since(
@@ -493,6 +502,6 @@ impl LeaseTx for PgTx<'_> {
         reason: DenialReason,
         since: Timestamp,
     ) -> Result<u64> {
-        outbox::denials_since(self, license_id, reason, since)
+        outbox::denials_since(&mut self.outbox(), license_id, reason, since)
     }
 }
