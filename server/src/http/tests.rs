@@ -36,7 +36,7 @@ pub(super) const VIEWER_TOKEN: &str = "the-viewer-token";
 pub(super) const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
 /// Every admin route, with a path that reaches it.
-pub(super) const ADMIN_ROUTES: [(&str, &str); 8] = [
+pub(super) const ADMIN_ROUTES: [(&str, &str); 12] = [
     ("GET", "/v1/admin/licenses"),
     ("GET", "/v1/admin/seats"),
     ("DELETE", "/v1/admin/seats/some-seat"),
@@ -45,6 +45,10 @@ pub(super) const ADMIN_ROUTES: [(&str, &str); 8] = [
     ("GET", "/v1/admin/usage"),
     ("GET", "/v1/admin/sessions"),
     ("GET", "/v1/admin/usage/what-if"),
+    ("GET", "/v1/admin/webhooks"),
+    ("GET", "/v1/admin/webhooks/deliveries"),
+    ("POST", "/v1/admin/webhooks/ops/test"),
+    ("GET", "/v1/admin/alerts"),
 ];
 
 /// A server's state on a fresh database in a temp dir.
