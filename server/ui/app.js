@@ -14,6 +14,7 @@ import { showHistory, moreSessions } from './history.js';
 import { bindKeys, openHelp } from './keys.js';
 import { fetchSession, showLogin } from './login.js';
 import { initTheme } from './theme.js';
+import { WebhooksPanel } from './webhooks.js';
 
 const S = {
   session: null,
@@ -29,6 +30,7 @@ const S = {
   tick: null,
   poll: null,
   polling: false,
+  webhooks: null,
 };
 
 const table = () => $('#holders');
@@ -115,8 +117,15 @@ async function pollHolders() {
   }
 }
 
+// Events queue deliveries (and an `alert` event is a transition): the
+// webhooks panel follows soon after, besides its own 5 s refresh.
+const webhooksSoon = throttle(() => {
+  if (!S.paused && S.webhooks) S.webhooks.refresh(BACKGROUND);
+}, 500, 2000);
+
 function onEvent(ev) {
   refreshSoon();
+  webhooksSoon();
   if (ev.license_id && ev.license_id === S.view.pool) historySoon();
 }
 
@@ -252,6 +261,9 @@ function startDashboard(session) {
   scheduleTick();
   clearInterval(S.poll);
   S.poll = setInterval(pollHolders, POLL_MS);
+  if (!S.webhooks) S.webhooks = new WebhooksPanel($('#webhooks'), isAdmin);
+  S.webhooks.setPaused(S.paused);
+  S.webhooks.start(POLL_MS);
   table().focus({ preventScroll: true });
 }
 
@@ -267,6 +279,7 @@ function stopDashboard() {
   S.retry = null;
   holders.clearHolders();
   clearPools();
+  if (S.webhooks) S.webhooks.clear();
   showHistory('', '');
   $('[data-events]').replaceChildren();
   $('#dash').hidden = true;
@@ -298,6 +311,7 @@ function togglePause() {
   setText(b, S.paused ? '▶ Resume live updates' : '‖ Pause live updates');
   document.body.classList.toggle('paused', S.paused);
   if (S.feed) S.feed.setPaused(S.paused);
+  if (S.webhooks) S.webhooks.setPaused(S.paused);
   if (!S.paused) refreshAll();
 }
 

@@ -9,7 +9,7 @@ import { fmtTime, utcTitle, shortId } from './format.js';
 
 const KEEP = 200;
 const BACKLOG = 50;
-const GLYPH = { checkout: '+', release: '−', reap: '†', revoke: '✗', denied: '!', lost: '?', config: '⚙', reclaim: 'z' };
+const GLYPH = { checkout: '+', release: '−', reap: '†', revoke: '✗', denied: '!', lost: '?', config: '⚙', reclaim: 'z', alert: '▲' };
 
 /**
  * The newest event id, by probing `?after=X&limit=1` (the API lists

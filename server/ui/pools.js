@@ -7,6 +7,9 @@
 // seats it holds), and `⇡ OVER +n` when more are live than the pool has
 // seats (granted from its overage). Every count has its digits grouped in
 // the viewer's locale (`1,000,000`), as the console's exact figures are.
+// A pool whose alerts fire (`alerts_firing`, from the licenses file's
+// `[[license.alert]]`) shows one `▲ ALERT name` badge per alert beside its
+// status, `data-alert="name"` on each.
 
 import { el, setText, setAttr, svg } from './dom.js';
 import { clock, fmtCount, fmtDuration, fmtSeconds, utcTitle, fmtTime } from './format.js';
@@ -51,6 +54,16 @@ function renderGroups(ul, groups) {
   ul.replaceChildren(...items);
 }
 
+/** One `<span data-alert>` badge per firing alert, replaced only on change. */
+function renderAlerts(span, names) {
+  const key = JSON.stringify(names);
+  if (span.dataset.key === key) return;
+  span.dataset.key = key;
+  span.replaceChildren(
+    ...names.map((n) => el('span', { class: 'alert-badge', 'data-alert': n, title: `alert ${n} is firing` }, `▲ ALERT ${n}`)),
+  );
+}
+
 function gauge() {
   const fill = svg('rect', { class: 'gauge-fill', x: 0, y: 0, height: GAUGE_H, width: 0, rx: 2 });
   const g = svg(
@@ -79,6 +92,7 @@ function makeRow(id, onSelect) {
     ttl: el('td', { class: 'num' }),
     status: el('span', { class: 'status' }),
     frees: el('span', { class: 'frees' }),
+    alerts: el('span', { class: 'alerts', 'data-field': 'alerts' }),
   };
   const tr = el(
     'tr',
@@ -93,7 +107,7 @@ function makeRow(id, onSelect) {
     cells.borrowed,
     el('td', {}, cells.groups),
     cells.ttl,
-    el('td', {}, cells.status, cells.frees),
+    el('td', {}, cells.status, cells.frees, cells.alerts),
   );
   return { tr, cells, license: null };
 }
@@ -130,7 +144,9 @@ export function renderPools(tbody, licenses, selected, onSelect) {
     setAttr(c.status, 'title', st.cls === 'over' ? `${fmtCount(l.live)} live of ${fmtCount(l.seats)} seats; overage allows ${fmtCount(l.overage || 0)} more` : null);
     const frac = l.seats > 0 ? Math.min(1, l.live / l.seats) : 1;
     setAttr(c.fill, 'width', Math.round(frac * GAUGE_W));
-    setAttr(row.tr, 'class', [st.cls, l.id === selected ? 'selected' : ''].join(' ').trim());
+    const firing = l.alerts_firing || [];
+    renderAlerts(c.alerts, firing);
+    setAttr(row.tr, 'class', [st.cls, firing.length ? 'alerting' : '', l.id === selected ? 'selected' : ''].filter(Boolean).join(' '));
     setAttr(c.pick, 'aria-pressed', l.id === selected ? 'true' : 'false');
     setAttr(c.pick, 'title', l.id === selected ? 'Show every pool' : `Show only ${l.id}: holders and history`);
     if (st.cls !== 'full' && st.cls !== 'over') freesAt.delete(l.id);

@@ -4,7 +4,8 @@
 //! (`GET /v1/admin/licenses`, `GET /v1/admin/seats`, `GET /v1/admin/events`,
 //! `DELETE /v1/admin/seats/{id}`, `GET /v1/admin/usage`,
 //! `GET /v1/admin/sessions` as JSON pages or streamed CSV, and in
-//! `rightsizing` `GET /v1/admin/usage/what-if`) and turns every
+//! `rightsizing` `GET /v1/admin/usage/what-if`; in `webhooks` the webhook
+//! and alert endpoints) and turns every
 //! failure into an [`ApiError`]
 //! whose `Display` is the one line a person reads on stderr or in the status
 //! bar. [`SseParser`] is a pure, incremental parser of the Server-Sent Events
@@ -23,7 +24,9 @@ use leasehold_common::text::sanitize_for_terminal;
 use reqwest::{Method, RequestBuilder, StatusCode};
 
 mod rightsizing;
+mod webhooks;
 pub use rightsizing::WhatIfQuery;
+pub use webhooks::DeliveriesQuery;
 
 /// How long a plain admin request may take before it counts as a failure.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

@@ -92,6 +92,10 @@ pub enum Command {
     /// holders, and a verdict: did we buy enough seats?
     #[command(after_help = crate::report::verdict::thresholds_help())]
     Report(crate::report::ReportArgs),
+    /// Webhooks with their deliveries (pending, delivered, failed, the last
+    /// error) and the alerts firing now; `deliveries` lists deliveries,
+    /// `test NAME` queues a test delivery.
+    Webhooks(crate::webhooks::WebhooksArgs),
 }
 
 /// Every subcommand: the admin one-shot commands, and `simulate`, which

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 
 use crate::api::{AdminClient, ApiError};
 use crate::cli::Command;
-use crate::format::{fmt_duration_ms, json_for_terminal};
+use crate::format::{fmt_duration_ms, json_for_terminal, table};
 use crate::stream::{self, StreamMsg};
 
 /// The server clamps `limit` to this.
@@ -74,6 +74,7 @@ pub async fn run(cmd: Command, client: &AdminClient, out: &mut dyn Write) -> any
             }
         }
         Command::Report(args) => crate::report::run(args, client, out).await?,
+        Command::Webhooks(args) => crate::webhooks::run(args, client, out).await?,
     }
     out.flush()?;
     Ok(())
@@ -195,37 +196,8 @@ fn clean(s: &str) -> String {
     sanitize_for_terminal(s).into_owned()
 }
 
-/// Left-aligned columns, two spaces apart, widths by character count.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
-        let mut l = String::new();
-        for (i, cell) in cells.enumerate() {
-            if i > 0 {
-                l.push_str("  ");
-            }
-            l.push_str(cell);
-            let pad = widths[i].saturating_sub(cell.chars().count());
-            l.extend(std::iter::repeat_n(' ', pad));
-        }
-        out.push_str(l.trim_end());
-        out.push('\n');
-    };
-    line(&mut header.iter().copied());
-    for row in rows {
-        line(&mut row.iter().map(String::as_str));
-    }
-    out
-}
-
 pub fn format_status(resp: &LicensesResponse, server: &str) -> String {
-    let rows: Vec<Vec<String>> = resp
+    let mut rows: Vec<Vec<String>> = resp
         .licenses
         .iter()
         .map(|l| {
@@ -261,24 +233,32 @@ pub fn format_status(resp: &LicensesResponse, server: &str) -> String {
         })
         .collect();
     let mut out = format!("server {} · server time {}\n", clean(server), resp.now);
+    let mut header = vec![
+        "LICENSE",
+        "LIVE/SEATS",
+        "FREE",
+        "RESERVED",
+        "LINGERING",
+        "BORROWED",
+        "TTL",
+        "SKEW",
+        "REAP GRACE",
+        "STATUS",
+    ];
+    // Firing alerts, when any pool has one (`leasehold webhooks` says more).
+    if resp.licenses.iter().any(|l| !l.alerts_firing.is_empty()) {
+        header.push("ALERTS");
+        for (row, l) in rows.iter_mut().zip(&resp.licenses) {
+            row.push(match l.alerts_firing.as_slice() {
+                [] => "-".into(),
+                names => format!("ALERT {}", clean(&names.join(","))),
+            });
+        }
+    }
     if rows.is_empty() {
         out.push_str("no licenses configured\n");
     } else {
-        out.push_str(&table(
-            &[
-                "LICENSE",
-                "LIVE/SEATS",
-                "FREE",
-                "RESERVED",
-                "LINGERING",
-                "BORROWED",
-                "TTL",
-                "SKEW",
-                "REAP GRACE",
-                "STATUS",
-            ],
-            &rows,
-        ));
+        out.push_str(&table(&header, &rows));
     }
     let groups: Vec<Vec<String>> = resp
         .licenses

@@ -1,7 +1,7 @@
 //! How values are printed for people, shared by the console, the one-shot
 //! commands and `simulate`: compact durations, short seat ids, counts (exact,
 //! grouped, or compact), text cut to a width with `…`, and JSON made safe
-//! for a terminal.
+//! for a terminal; plain-text tables of the one-shot commands.
 
 use std::borrow::Cow;
 
@@ -180,6 +180,35 @@ pub fn json_for_terminal(json: &str) -> String {
         } else {
             out.push(c);
         }
+    }
+    out
+}
+
+/// Left-aligned columns, two spaces apart, widths by character count.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut l = String::new();
+        for (i, cell) in cells.enumerate() {
+            if i > 0 {
+                l.push_str("  ");
+            }
+            l.push_str(cell);
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            l.extend(std::iter::repeat_n(' ', pad));
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(&mut header.iter().copied());
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
     }
     out
 }

@@ -27,6 +27,8 @@
 //!   (enough seats?), as a table, JSON, or the sessions as streamed CSV.
 //! - [`borrow`]: `borrow` and `return`, a seat for offline use, on the
 //!   client API with the license key.
+//! - [`webhooks`]: `webhooks` (and `webhooks deliveries`, `webhooks
+//!   test`), the webhooks' delivery counts and the alerts firing.
 //! - [`simulate`]: `simulate`, simulated clients (LeaseKeeper and the typed
 //!   client) so the console has something to show.
 
@@ -43,6 +45,7 @@ pub mod report;
 pub mod simulate;
 pub mod stream;
 pub mod ui;
+pub mod webhooks;
 
 use std::path::PathBuf;
 

@@ -31,6 +31,7 @@ pub const FILES: &[(&str, &str, &[u8])] = &[
     ("history.js", JS, include_bytes!("../../ui/history.js")),
     ("chart.js", JS, include_bytes!("../../ui/chart.js")),
     ("what_if.js", JS, include_bytes!("../../ui/what_if.js")),
+    ("webhooks.js", JS, include_bytes!("../../ui/webhooks.js")),
     ("keys.js", JS, include_bytes!("../../ui/keys.js")),
     ("login.js", JS, include_bytes!("../../ui/login.js")),
     ("theme.js", JS, include_bytes!("../../ui/theme.js")),

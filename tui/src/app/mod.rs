@@ -386,10 +386,7 @@ impl App {
             .licenses
             .licenses
             .into_iter()
-            .map(|mut l| {
-                l.id = sanitize_for_terminal(&l.id).into_owned();
-                l
-            })
+            .map(sanitize::sanitize_license)
             .collect();
         self.policies = self
             .licenses

@@ -1,6 +1,6 @@
 //! Server strings made safe for the terminal on their way into the app.
 
-use leasehold_common::api::{Event, SeatView};
+use leasehold_common::api::{Event, LicenseSummary, SeatView};
 use leasehold_common::text::sanitize_for_terminal;
 
 fn clean(s: String) -> String {
@@ -20,6 +20,13 @@ pub(super) fn sanitize_seat(mut s: SeatView) -> SeatView {
     s.holder = clean(s.holder);
     s.fingerprint = s.fingerprint.map(clean);
     s
+}
+
+/// A pool's id and the names of its firing alerts.
+pub(super) fn sanitize_license(mut l: LicenseSummary) -> LicenseSummary {
+    l.id = clean(l.id);
+    l.alerts_firing = l.alerts_firing.into_iter().map(clean).collect();
+    l
 }
 
 pub(super) fn sanitize_event(mut e: Event) -> Event {

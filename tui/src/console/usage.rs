@@ -45,7 +45,8 @@ pub fn changes_usage(kind: EventKind) -> bool {
         | EventKind::Denied
         | EventKind::Config
         | EventKind::Reclaim => true,
-        EventKind::Lost => false,
+        // An alert's firing or resolving is fetched with the pools.
+        EventKind::Lost | EventKind::Alert => false,
     }
 }
 
@@ -180,8 +181,10 @@ mod tests {
     #[test]
     fn a_denial_or_a_seat_change_asks_for_the_usage_a_lost_seat_not() {
         for kind in EventKind::ALL {
-            // A heartbeat on a vanished seat changes no count.
-            assert_eq!(changes_usage(kind), kind != EventKind::Lost, "{kind:?}");
+            // A heartbeat on a vanished seat changes no count, nor does
+            // an alert firing or resolving (the pools' poll shows it).
+            let no_count = matches!(kind, EventKind::Lost | EventKind::Alert);
+            assert_eq!(changes_usage(kind), !no_count, "{kind:?}");
         }
     }
 

@@ -141,6 +141,9 @@ fn pool_figures(app: &App, theme: Theme, width: usize, room: usize) -> Vec<Line<
             figures.push(format!("{} denied today", grouped(d)));
         }
         figures.extend(policy_figures(l));
+        if !l.alerts_firing.is_empty() {
+            figures.push(format!("▲ {}", super::pools::alerts_cell(l)));
+        }
         let mut lines = vec![Line::from(Span::styled(
             format!("  {}", ellipsize(&l.id, width.saturating_sub(2))),
             bold,

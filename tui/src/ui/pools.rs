@@ -33,6 +33,9 @@ const GAUGE_MIN: usize = 10;
 /// the numbers go compact.
 const ID_MAX: usize = 40;
 const ID_MIN: usize = 8;
+/// The widest the ALERTS column gets (longer lists end in `…`; the help
+/// lists every firing alert).
+const ALERTS_MAX: usize = 32;
 
 /// Widths of the pane's columns, in cells; `spark` 0 means no sparkline,
 /// `denied` 0 no usage columns at all (nothing fetched yet, or a server
@@ -51,6 +54,8 @@ struct Columns {
     borrowed: usize,
     ttl: usize,
     status: usize,
+    /// 0 when no pool has an alert firing.
+    alerts: usize,
     denied: usize,
     spark: usize,
     compact: bool,
@@ -106,6 +111,15 @@ pub(super) fn over(l: &LicenseSummary) -> u32 {
     l.live.saturating_sub(l.seats)
 }
 
+/// `ALERT cad-full, cad-busy`, or empty when none of the pool's alerts fires.
+pub(super) fn alerts_cell(l: &LicenseSummary) -> String {
+    if l.alerts_firing.is_empty() {
+        String::new()
+    } else {
+        format!("ALERT {}", l.alerts_firing.join(", "))
+    }
+}
+
 fn denied_cell(app: &App, l: &LicenseSummary, compact: bool) -> String {
     match app.pool_usage(&l.id).and_then(|u| u.denials_today) {
         Some(d) => count(d, compact),
@@ -124,6 +138,11 @@ fn columns(inner: usize, app: &App) -> Columns {
     let id_full = widest(&|l| l.id.clone(), 8).min(ID_MAX);
     let ttl = widest(&|l| policy_secs(l.ttl_s), 6);
     let status = 8;
+    let alerts = if app.licenses.iter().any(|l| !l.alerts_firing.is_empty()) {
+        widest(&alerts_cell, "ALERTS".len()).min(ALERTS_MAX)
+    } else {
+        0
+    };
     let usage = app.has_usage();
     let mut cols = Columns {
         id: id_full,
@@ -135,6 +154,7 @@ fn columns(inner: usize, app: &App) -> Columns {
         borrowed: 0,
         ttl,
         status,
+        alerts,
         denied: 0,
         spark: 0,
         compact: false,
@@ -162,7 +182,8 @@ fn columns(inner: usize, app: &App) -> Columns {
         }
         // The columns and the filler after them, one space apart (one
         // more than needed without usage: the pane looked so before).
-        let fixed = cols.live + cols.free + policy + ttl + status + cols.denied + 8;
+        let alerts = if alerts > 0 { alerts + 1 } else { 0 };
+        let fixed = cols.live + cols.free + policy + ttl + status + alerts + cols.denied + 8;
         let id_least = ID_MIN.min(id_full);
         cols.id = inner
             .saturating_sub(fixed + GAUGE_MIN)
@@ -241,6 +262,18 @@ fn pool_row(l: &LicenseSummary, app: &App, cols: Columns, theme: Theme) -> Row<'
     }
     cells.push(Cell::from(policy_secs(l.ttl_s)));
     cells.push(Cell::from(status).style(style));
+    if cols.alerts > 0 {
+        let alert = theme
+            .fg(Color::Red)
+            .add_modifier(Modifier::BOLD | Modifier::REVERSED);
+        cells.push(match alerts_cell(l) {
+            a if a.is_empty() => Cell::from(""),
+            a => Cell::from(Line::from(Span::styled(
+                ellipsize(&a, cols.alerts).into_owned(),
+                alert,
+            ))),
+        });
+    }
     if cols.denied > 0 {
         let usage = app.pool_usage(&l.id);
         let denied = usage.and_then(|u| u.denials_today);
@@ -275,6 +308,10 @@ pub(super) fn draw_pools(frame: &mut Frame, area: Rect, app: &App, theme: Theme)
     }
     header.extend(["TTL", "STATUS"]);
     widths.extend([cols.ttl, cols.status]);
+    if cols.alerts > 0 {
+        header.push("ALERTS");
+        widths.push(cols.alerts);
+    }
     if cols.denied > 0 {
         header.push("DENIED");
         widths.push(cols.denied);
@@ -340,6 +377,48 @@ mod tests {
             (tiny.compact, tiny.denied, tiny.gauge, tiny.spark),
             (true, 6, 9, 0)
         );
+    }
+
+    /// A pool with firing alerts gets an ALERTS column naming them (only
+    /// while some pool has one), the help lists them, and an `alert`
+    /// event has its glyph and word in the feed.
+    #[test]
+    fn firing_alerts_are_marked_on_their_pool() {
+        use leasehold_common::api::EventKind;
+        let mut app = App::new("s", false, false);
+        let mut cad = pool("demo-cad", 3, 3);
+        cad.alerts_firing = vec!["cad-full".into(), "cad-\u{1b}[2Jbusy".into()];
+        app.update(
+            snapshot(vec![cad, pool("render", 5, 1)], ts(0), ts(0)),
+            ts(0),
+        );
+        let c = columns(98, &app);
+        assert_eq!(c.alerts, "ALERT cad-full, cad-�[2Jbusy".len() - 2);
+        let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 5)).unwrap();
+        term.draw(|f| draw_pools(f, f.area(), &app, Theme::new(false)))
+            .unwrap();
+        insta::assert_snapshot!(term.backend(), @r#"
+        "┌ Pools (2) ───────────────────────────────────────────────────────────────────────────────────────┐"
+        "│POOL     USED                 LIVE/SEATS FREE  TTL    STATUS   ALERTS                             │"
+        "│demo-cad ████████████████████    3/3     0     1m     ■ FULL   ALERT cad-full, cad-�[2Jbusy       │"
+        "│render   ████░░░░░░░░░░░░░░░░    1/5     4     1m     ● ok                                        │"
+        "└──────────────────────────────────────────────────────────────────────────────────────────────────┘"
+        "#);
+        let mut ev = event(7, EventKind::Alert);
+        (ev.seat_id, ev.holder, ev.detail) = (None, None, Some("firing cad-full".into()));
+        app.update(AppEvent::StreamEvent(Box::new(ev)), ts(7));
+        let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 30)).unwrap();
+        term.draw(|f| crate::ui::draw(f, &app, ts(8))).unwrap();
+        let screen = format!("{}", term.backend());
+        let feed = screen
+            .lines()
+            .find(|l| l.contains("firing cad-full"))
+            .unwrap();
+        assert!(feed.contains("▲ alert"), "{feed}");
+
+        // None firing: no column, as before.
+        app.update(snapshot(vec![pool("demo-cad", 3, 3)], ts(9), ts(9)), ts(9));
+        assert_eq!(columns(98, &app).alerts, 0);
     }
 
     #[test]

@@ -71,6 +71,7 @@ impl Theme {
             EventKind::Denied | EventKind::Lost => self.fg(Color::Red),
             EventKind::Config => self.fg(Color::Cyan),
             EventKind::Reclaim => self.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            EventKind::Alert => self.fg(Color::LightRed).add_modifier(Modifier::BOLD),
         }
     }
 }
@@ -86,6 +87,7 @@ pub fn kind_glyph(k: EventKind) -> &'static str {
         EventKind::Lost => "?",
         EventKind::Config => "⚙",
         EventKind::Reclaim => "z",
+        EventKind::Alert => "▲",
     }
 }
 
