@@ -59,6 +59,8 @@ pub struct Server {
     /// The PostgreSQL URL this server (all its replicas, across restarts)
     /// runs on.
     database: Option<String>,
+    /// Whether `database` was made for this server (then dropped with it).
+    owns_database: bool,
     pub addr: String,
     /// `http://127.0.0.1:PORT`
     pub base: String,
@@ -84,12 +86,14 @@ impl Server {
                 leasehold_testkit::postgres::PgCluster::shared().create_database()
             })),
         };
+        let owns_database = database.is_some() && options.database.is_none();
         let mut server = Server {
             child: None,
             other_replica: None,
             proxy: None,
             replica_addrs: Vec::new(),
             database,
+            owns_database,
             addr: String::new(),
             base: String::new(),
             admin_token: String::new(),
@@ -321,6 +325,14 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill9();
+        // A suite makes a database per test; keep only the live ones on
+        // disk. Not while unwinding: a failed test's data stays to look at.
+        if let Some(url) = self.database.as_deref()
+            && self.owns_database
+            && !std::thread::panicking()
+        {
+            leasehold_testkit::postgres::PgCluster::drop_shared_database_soon(url);
+        }
     }
 }
 

@@ -40,6 +40,20 @@ pub enum TestDb {
     Postgres(String),
 }
 
+/// A PostgreSQL database is dropped with its test: the model test makes one
+/// per case, hundreds per process, and CI's disk is not unbounded.
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        // Not while unwinding: a failing test keeps its database to look at
+        // (and a second panic would abort the process).
+        if let TestDb::Postgres(url) = self
+            && !std::thread::panicking()
+        {
+            PgCluster::drop_shared_database_soon(url);
+        }
+    }
+}
+
 impl TestDb {
     /// The store `LEASEHOLD_TEST_STORE` names, as the end-to-end harness
     /// reads it (`tests/src/lib.rs::TestStore::from_env`): unset or `sqlite`
