@@ -656,6 +656,60 @@ async fn old_per_second_counts_are_kept_as_full_refusals(db: TestDb) {
     h.finish().await;
 }
 
+/// SQLite holds a batch that only counted refusals uncommitted (no
+/// `fdatasync` per batch of a retry storm); the counts are committed by the
+/// next batch with anything else (the alive tick), by a read of the
+/// history, after a second of holding at most, and at a clean stop.
+#[tokio::test]
+async fn sqlite_holds_refusal_counts_until_a_tick_a_read_a_second_or_the_stop() {
+    let h = Harness::on(TestDb::sqlite());
+    h.set(ms(1_000));
+    h.granted(&req("tiny", "a", None)).await;
+    let storm = req("tiny", "storm", Some("loop"));
+    let file = rusqlite::Connection::open(h.db.sqlite_path()).unwrap();
+    let committed = || -> i64 {
+        file.query_row("SELECT coalesce(sum(count), 0) FROM denials", [], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    };
+
+    // The first refusal of a holder also logs a `denied` event (once a
+    // window): that batch commits.
+    refuse_many(&h, &storm, 1).await;
+    assert_eq!(committed(), 1);
+    refuse_many(&h, &storm, 5).await;
+    assert_eq!(committed(), 1, "a batch of refusals alone is held");
+    h.store.tick().await.unwrap();
+    assert_eq!(committed(), 6, "the alive tick commits them");
+
+    refuse_many(&h, &storm, 3).await;
+    assert_eq!(committed(), 6);
+    let whole = (ms(0), ms(10_000));
+    assert_eq!(h.summary("tiny", whole, MINUTE).await.denials, 9);
+    assert_eq!(committed(), 9, "a read of the history commits them first");
+
+    refuse_many(&h, &storm, 2).await;
+    h.set(ms(1_999));
+    refuse_many(&h, &storm, 1).await;
+    assert_eq!(committed(), 9, "held for less than a second");
+    h.set(ms(2_000));
+    refuse_many(&h, &storm, 1).await;
+    assert_eq!(committed(), 13, "never held for a second");
+
+    // The next batch that writes anything else (a grant) commits them.
+    refuse_many(&h, &storm, 2).await;
+    h.granted(&req("other", "b", None)).await;
+    assert_eq!(committed(), 15);
+
+    refuse_many(&h, &storm, 4).await;
+    assert_eq!(committed(), 15);
+    let db = h.db;
+    h.store.close().await;
+    assert_eq!(committed(), 19, "a clean stop commits them");
+    drop(db);
+}
+
 /// The figures of BENCHMARKS.md: what a minute of a retry storm (one
 /// client refused 1,000 times a second) costs the history, on each store.
 /// `cargo test --release -p leasehold-server --test denials -- --ignored

@@ -13,7 +13,7 @@
 //! in [`super::rules`].
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -92,6 +92,12 @@ pub struct WriterStats {
     pub wal_catch_up_us: AtomicU64,
     /// Seats this writer reclaimed for idleness, per license (committed).
     pub idle_reclaims: Mutex<BTreeMap<String, u64>>,
+    /// Refusal counts are written but not yet committed (SQLite holds a
+    /// batch that wrote nothing else: `sqlite/writer.rs`); a read of the
+    /// history first has the writer commit them ([`RuleCommand::Flush`]).
+    ///
+    /// [`RuleCommand::Flush`]: super::command::RuleCommand::Flush
+    pub denials_held: AtomicBool,
 }
 
 impl WriterStats {

@@ -81,6 +81,11 @@ pub enum RuleCommand {
         waiting: HashMap<String, Vec<Waiter>>,
         reply: Reply<()>,
     },
+    /// Nothing, but its batch commits: whatever an earlier batch left
+    /// uncommitted (held refusal counts) is then in the database.
+    Flush {
+        reply: Reply<()>,
+    },
     /// Live seats per license, by the one predicate, from the live index.
     LiveCounts {
         reply: Reply<Vec<(String, PoolCounts)>>,
@@ -148,6 +153,7 @@ impl RuleCommand {
             RuleCommand::Revoke { .. } | RuleCommand::Reap { .. } => LeaseWrites::DeleteAny,
             RuleCommand::PruneHistory { .. }
             | RuleCommand::Tick { .. }
+            | RuleCommand::Flush { .. }
             | RuleCommand::LiveCounts { .. }
             | RuleCommand::RecordEvent { .. }
             | RuleCommand::ClaimDeliveries { .. }
@@ -180,6 +186,7 @@ pub fn error_finish(cmd: Command, e: StoreError) -> Finish {
         Command::Rule(RuleCommand::Reap { reply, .. }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::PruneHistory { reply, .. }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::Tick { reply, .. }) => finish(reply, Err(e)),
+        Command::Rule(RuleCommand::Flush { reply }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::LiveCounts { reply }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::RecordEvent { reply, .. }) => finish(reply, Err(e)),
         Command::Rule(RuleCommand::ClaimDeliveries { reply, .. }) => finish(reply, Err(e)),
@@ -259,6 +266,7 @@ pub fn apply<T: LeaseTx>(
         }
         // The alive tick is also when alerts are evaluated (each second).
         RuleCommand::Tick { waiting, reply } => done(reply, rules.evaluate_alerts(&waiting)),
+        RuleCommand::Flush { reply } => done(reply, Ok(())),
         RuleCommand::LiveCounts { reply } => done(reply, rules.live_counts()),
         RuleCommand::RecordEvent {
             kind,

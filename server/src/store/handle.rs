@@ -5,6 +5,7 @@
 //! handle, so it names neither of them.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -340,28 +341,43 @@ impl Store {
         detached(self.reads.sessions_page(query)).await
     }
 
-    /// A license's usage over a range (see [`crate::usage`]). A read: it
-    /// never waits for the writer.
+    /// A license's usage over a range (see [`crate::usage`]). A read: the
+    /// writer only commits held refusal counts first.
     pub async fn usage(&self, query: history::UsageQuery) -> Result<Usage, StoreError> {
+        self.commit_held_denials().await?;
         detached(self.reads.usage(query)).await
     }
 
     /// One page of a license's recorded refusals, newest first (see
-    /// [`super::denials`]). A read: it never waits for the writer.
+    /// [`super::denials`]). A read: the writer only commits held refusal
+    /// counts first.
     pub async fn denials_page(
         &self,
         query: super::denials::DenialsQuery,
     ) -> Result<Vec<DenialView>, StoreError> {
+        self.commit_held_denials().await?;
         detached(self.reads.denials_page(query)).await
     }
 
     /// A license's recorded demand over a range, for the what-if replay
-    /// (see [`crate::usage::what_if`]). A read: it never waits for the writer.
+    /// (see [`crate::usage::what_if`]). A read: the writer only commits held
+    /// refusal counts first.
     pub async fn what_if_demand(
         &self,
         query: crate::usage::what_if::WhatIfQuery,
     ) -> Result<crate::usage::what_if::Demand, StoreError> {
+        self.commit_held_denials().await?;
         detached(self.reads.what_if_demand(query)).await
+    }
+
+    /// Have the writer commit refusal counts it holds (SQLite, in a retry
+    /// storm: `sqlite/writer.rs`), so a read of the history that follows
+    /// sees every refusal already answered. Free when none are held.
+    async fn commit_held_denials(&self) -> Result<(), StoreError> {
+        if !self.stats.denials_held.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.call(|reply| RuleCommand::Flush { reply }).await
     }
 
     /// Batches, commands and time spent by the writer so far.

@@ -22,6 +22,9 @@ use crate::store::{LeaseRow, Scope, SeatMode, StoreError, Waiter};
 pub struct SqliteTx<'a> {
     pub conn: &'a Connection,
     pub index: &'a mut LiveIndex,
+    /// Rows written by [`LeaseTx::count_denial`] (the writer holds a batch
+    /// that wrote nothing else uncommitted: `writer.rs`).
+    pub denial_rows: &'a mut u64,
 }
 
 impl LeaseTx for SqliteTx<'_> {
@@ -389,6 +392,7 @@ impl LeaseTx for SqliteTx<'_> {
                 denial.reason.as_str(),
                 offset_bytes(denial.at).as_slice(),
             ])?;
+        *self.denial_rows += 1;
         Ok(())
     }
 

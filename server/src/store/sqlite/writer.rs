@@ -2,6 +2,17 @@
 //! that writes, one `BEGIN IMMEDIATE` transaction per batch with a
 //! savepoint per command, the live index kept in step, and the server's
 //! "alive" time persisted for the outage rule.
+//!
+//! A batch of checkouts whose only writes are refusal counts is not
+//! committed at once: its transaction stays open for the next batch, which
+//! commits it with its own writes. A client refused 1,000 times a second
+//! (a retry storm) would otherwise cost an `fdatasync` per batch, slowing
+//! every other client's commit behind it. The refusal is answered at once
+//! (it promises the client nothing), and the counts are committed by the
+//! first batch with anything else in it: the alive tick sends one every
+//! second, and a read of the history first asks for one (`Flush`). A crash
+//! loses at most that second of refusal counts; no lease, event or
+//! delivery is ever held.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,10 +28,13 @@ use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
 use crate::store::StoreError;
 use crate::store::batch::{BatchStore, Begun, WriterStats, micros};
-use crate::store::command::Command;
+use crate::store::command::{Command, RuleCommand};
 
 /// How often "the server is alive" is persisted, for the outage rule.
 const ALIVE_PERSIST_MS: i64 = 1_000;
+
+/// The longest refusal counts are held uncommitted, whatever the batches.
+const HOLD_DENIALS_MS: i64 = 1_000;
 
 const META_LAST_ALIVE: &str = "last_alive_ms";
 
@@ -37,6 +51,15 @@ pub struct SqliteBatches {
     index_stale: bool,
     stats: Arc<WriterStats>,
     wal: Arc<WalHousekeeping>,
+    /// The open transaction's refusal counts, held since then (see the
+    /// module's doc); `None`: no transaction outlives its batch.
+    held_since: Option<Timestamp>,
+    /// The connection's `total_changes` when the transaction began, and
+    /// the rows of it that were refusal counts: equal, nothing else changed.
+    changes_at_begin: u64,
+    denial_rows: u64,
+    /// The batch has a command other than a checkout: it commits.
+    commit_due: bool,
 }
 
 impl SqliteBatches {
@@ -69,7 +92,29 @@ impl SqliteBatches {
             index_stale: false,
             stats,
             wal,
+            held_since: None,
+            changes_at_begin: 0,
+            denial_rows: 0,
+            commit_due: true,
         })
+    }
+
+    /// Whether the batch ending now may leave its transaction open: it
+    /// wrote only refusal counts (and the transaction nothing else), it is
+    /// only checkouts, and no count has been held for a second yet.
+    fn may_hold(&self, now: Timestamp) -> bool {
+        let only_denials = self.conn.total_changes() - self.changes_at_begin == self.denial_rows;
+        !self.commit_due
+            && self.denial_rows > 0
+            && only_denials
+            && self
+                .held_since
+                .is_none_or(|since| now.millis_since(since) < HOLD_DENIALS_MS)
+    }
+
+    fn release_hold(&mut self) {
+        self.held_since = None;
+        self.stats.denials_held.store(false, Ordering::Release);
     }
 
     /// Let the WAL start over if it grew long (outside any transaction).
@@ -90,14 +135,23 @@ impl BatchStore for SqliteBatches {
     const OUTAGE_WHAT: &'static str = "server was not running";
     const OUTAGE_WHY: &'static str = "down, paused or clock jump";
 
-    fn begin(&mut self, _batch: &[Command]) -> Result<Begun, String> {
-        self.wal_catch_up();
+    fn begin(&mut self, batch: &[Command]) -> Result<Begun, String> {
+        // An empty batch is the clean stop's: it commits.
+        self.commit_due = batch.is_empty()
+            || !batch
+                .iter()
+                .all(|c| matches!(c, Command::Rule(RuleCommand::Checkout { .. })));
         // The writer's time never goes backwards: if the wall clock steps
         // back (an NTP step), a lease that lapsed must not come back to life
         // beside the seat that replaced it. Time stands still until the clock
         // catches up instead.
         let now = self.clock.now().max(self.last_alive);
-        exec_cached(&self.conn, "BEGIN IMMEDIATE").map_err(|e| e.to_string())?;
+        if self.held_since.is_none() {
+            self.wal_catch_up();
+            exec_cached(&self.conn, "BEGIN IMMEDIATE").map_err(|e| e.to_string())?;
+            self.changes_at_begin = self.conn.total_changes();
+            self.denial_rows = 0;
+        }
         Ok(Begun {
             now,
             licenses: self.licenses.current(),
@@ -126,6 +180,7 @@ impl BatchStore for SqliteBatches {
         SqliteTx {
             conn: &self.conn,
             index: &mut self.index,
+            denial_rows: &mut self.denial_rows,
         }
     }
 
@@ -146,6 +201,13 @@ impl BatchStore for SqliteBatches {
     }
 
     fn commit(&mut self, now: Timestamp, _wrote_events: bool) -> Result<(), String> {
+        if self.may_hold(now) {
+            self.held_since.get_or_insert(now);
+            self.stats.denials_held.store(true, Ordering::Release);
+            self.last_alive = now;
+            return Ok(());
+        }
+        self.release_hold();
         let persist_alive = now.millis_since(self.last_alive_persisted) >= ALIVE_PERSIST_MS;
         let committed = (|| -> rusqlite::Result<()> {
             if persist_alive {
@@ -173,6 +235,9 @@ impl BatchStore for SqliteBatches {
     }
 
     fn rollback(&mut self) {
+        // Refusal counts held from earlier batches go too: only on a failed
+        // commit or outage rule, after which the database may be unusable.
+        self.release_hold();
         self.index_stale = true;
         let _ = self.conn.execute_batch("ROLLBACK");
     }
