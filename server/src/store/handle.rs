@@ -313,7 +313,11 @@ impl Store {
     }
 
     /// Create, touch or delete dashboard sessions. Returns the rows changed.
+    /// On SQLite they are written on a connection of their own, which would
+    /// wait for the writer's lock while it holds refusal counts: so those
+    /// are committed first.
     pub async fn ui_session_write(&self, op: UiSessionOp) -> Result<usize, StoreError> {
+        self.commit_held_denials().await?;
         detached(self.reads.ui_session_write(op)).await
     }
 
