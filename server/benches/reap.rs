@@ -174,11 +174,62 @@ fn apply_page_size_hook(path: &Path) {
     }
 }
 
+/// Experiment hook: `REAP_DROP_INDEXES=a,b` drops those indexes before the
+/// backlog is written, to see what each costs a reap. Not a shippable
+/// schema: reads that name a dropped index fail.
+fn apply_drop_indexes_hook(path: &Path) {
+    if let Ok(names) = std::env::var("REAP_DROP_INDEXES") {
+        let c = rusqlite::Connection::open(path).expect("raw");
+        for name in names.split(',').filter(|n| !n.is_empty()) {
+            c.execute_batch(&format!("DROP INDEX {name}"))
+                .expect("drop index");
+        }
+    }
+}
+
+/// SplitMix64: a fixed pseudo-random value for each `i`.
+fn mix(i: u64) -> u64 {
+    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Lease `i` of the backlog as (seat id, holder, checked out, expires).
+/// By default seat ids, holders and insertion order all follow `i` and
+/// expiries cycle through 1,000 values, so leases reaped one after the
+/// other often share pages. `REAP_SHAPE=random`: random seat ids and
+/// holders, checkouts spread over a week, expiries over one minute, as
+/// when many clients vanish at once; then no two B-trees agree on order.
+fn backlog_lease(i: u64, expired_at: i64, random: bool) -> (String, String, i64, i64) {
+    if !random {
+        let seat = (u128::from(i)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let expires = expired_at + (i % 1000) as i64;
+        return (
+            format!("{seat:032x}"),
+            format!("gone-{i}"),
+            expired_at - 60_000,
+            expires,
+        );
+    }
+    let seat = (u128::from(mix(3 * i)) << 64) | u128::from(mix(3 * i + 1));
+    let r = mix(3 * i + 2);
+    let checked_out = expired_at - 3_600_000 - (r % 604_800_000) as i64;
+    let expires = expired_at + ((r >> 32) % 60_000) as i64;
+    (
+        format!("{seat:032x}"),
+        format!("user-{:012x}", r >> 16),
+        checked_out,
+        expires,
+    )
+}
+
 /// `n` leases of `expired`, lapsed an hour ago, written straight into the
 /// database in one transaction (through the store it would take longer than
 /// the reaping it sets up).
 fn write_backlog(path: &Path, n: usize, clock: &SharedClock) {
     let expired_at = clock.now().as_millis() - 3_600_000;
+    let random = std::env::var("REAP_SHAPE").is_ok_and(|s| s == "random");
     let started = Instant::now();
     // Closing the connection (its checkpoint) is part of the timed write.
     {
@@ -192,21 +243,18 @@ fn write_backlog(path: &Path, n: usize, clock: &SharedClock) {
                      VALUES (?1, 'expired', ?2, NULL, NULL, ?3, ?3, ?4)",
                 )
                 .expect("prepare");
-            for i in 0..n {
+            for i in 0..n as u64 {
+                let (seat, holder, checked_out, expires) = backlog_lease(i, expired_at, random);
                 insert
-                    .execute(rusqlite::params![
-                        format!("{:032x}", (i as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-                        format!("gone-{i}"),
-                        expired_at - 60_000,
-                        expired_at + (i % 1000) as i64,
-                    ])
+                    .execute(rusqlite::params![seat, holder, checked_out, expires])
                     .expect("insert");
             }
         }
         tx.commit().expect("commit");
     }
     println!(
-        "backlog: {n} expired leases written in {:.1?}",
+        "backlog: {n} expired leases ({}) written in {:.1?}",
+        if random { "random" } else { "ordered" },
         started.elapsed()
     );
 }
@@ -222,6 +270,7 @@ fn prepare_backlog(rt: &tokio::runtime::Runtime, path: &Path, n: usize, clock: &
     }
     apply_page_size_hook(path);
     rt.block_on(open(path, clock).close());
+    apply_drop_indexes_hook(path);
     write_backlog(path, n, clock);
     if let Some(kept) = kept {
         std::fs::copy(path, &kept).expect("keep the backlog");
