@@ -207,7 +207,6 @@ impl BatchStore for SqliteBatches {
             self.last_alive = now;
             return Ok(());
         }
-        self.release_hold();
         let persist_alive = now.millis_since(self.last_alive_persisted) >= ALIVE_PERSIST_MS;
         let committed = (|| -> rusqlite::Result<()> {
             if persist_alive {
@@ -221,6 +220,9 @@ impl BatchStore for SqliteBatches {
         })();
         match committed {
             Ok(()) => {
+                // Only now: a read that finds nothing held must find the
+                // counts committed.
+                self.release_hold();
                 self.last_alive = now;
                 if persist_alive {
                     self.last_alive_persisted = now;
