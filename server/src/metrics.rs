@@ -367,6 +367,11 @@ fn write_writer_counters(out: &mut String, writer: &WriterStats) {
             "Checkpoints the writer finished between batches so the WAL could start over.",
             writer.wal_catch_ups.load(Relaxed),
         ),
+        (
+            "leasehold_store_refusals_repeated_total",
+            "Refusals repeated beside the writer while nothing could change them (SQLite).",
+            writer.refusals_repeated.load(Relaxed),
+        ),
     ] {
         let _ = writeln!(
             out,

@@ -526,6 +526,17 @@ async fn refuse_many(h: &Harness, r: &CheckoutRequest, n: usize) {
     }
 }
 
+/// Refusals of one holder, each from a machine not seen before.
+#[derive(Default)]
+struct Fresh(std::sync::atomic::AtomicUsize);
+
+async fn refuse_fresh(h: &Harness, fresh: &Fresh, n: usize) {
+    for _ in 0..n {
+        let i = fresh.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        refuse_many(h, &req("tiny", "storm", Some(&format!("machine-{i}"))), 1).await;
+    }
+}
+
 async fn a_retry_storm_keeps_every_count_and_is_pruned(db: TestDb) {
     let h = Harness::on(db);
     h.granted(&req("tiny", "a", None)).await;
@@ -666,7 +677,9 @@ async fn sqlite_holds_refusal_counts_until_a_tick_a_read_a_second_or_the_stop() 
     let h = Harness::on(TestDb::sqlite());
     h.set(ms(1_000));
     h.granted(&req("tiny", "a", None)).await;
-    let storm = req("tiny", "storm", Some("loop"));
+    // Each refusal a new question (a new machine): a repeat would be
+    // answered beside the writer (`repeats.rs`), which this is not about.
+    let storm = Fresh::default();
     let file = rusqlite::Connection::open(h.db.sqlite_path()).unwrap();
     let committed = || -> i64 {
         file.query_row("SELECT coalesce(sum(count), 0) FROM denials", [], |r| {
@@ -677,35 +690,35 @@ async fn sqlite_holds_refusal_counts_until_a_tick_a_read_a_second_or_the_stop() 
 
     // The first refusal of a holder also logs a `denied` event (once a
     // window): that batch commits.
-    refuse_many(&h, &storm, 1).await;
+    refuse_fresh(&h, &storm, 1).await;
     assert_eq!(committed(), 1);
-    refuse_many(&h, &storm, 5).await;
+    refuse_fresh(&h, &storm, 5).await;
     assert_eq!(committed(), 1, "a batch of refusals alone is held");
     h.store.tick().await.unwrap();
     assert_eq!(committed(), 6, "the alive tick commits them");
 
-    refuse_many(&h, &storm, 3).await;
+    refuse_fresh(&h, &storm, 3).await;
     assert_eq!(committed(), 6);
     let whole = (ms(0), ms(10_000));
     assert_eq!(h.summary("tiny", whole, MINUTE).await.denials, 9);
     assert_eq!(committed(), 9, "a read of the history commits them first");
 
-    refuse_many(&h, &storm, 2).await;
+    refuse_fresh(&h, &storm, 2).await;
     h.set(ms(1_999));
-    refuse_many(&h, &storm, 1).await;
+    refuse_fresh(&h, &storm, 1).await;
     assert_eq!(committed(), 9, "held for less than a second");
     h.set(ms(2_000));
-    refuse_many(&h, &storm, 1).await;
+    refuse_fresh(&h, &storm, 1).await;
     assert_eq!(committed(), 13, "never held for a second");
 
     // The next batch that writes anything else (a grant) commits them.
-    refuse_many(&h, &storm, 2).await;
+    refuse_fresh(&h, &storm, 2).await;
     h.granted(&req("other", "b", None)).await;
     assert_eq!(committed(), 15);
 
     // A dashboard session is written on a connection of its own, which
     // would wait for the writer's lock: the held counts go first.
-    refuse_many(&h, &storm, 1).await;
+    refuse_fresh(&h, &storm, 1).await;
     assert_eq!(committed(), 15);
     let deleted = h
         .store
@@ -716,7 +729,7 @@ async fn sqlite_holds_refusal_counts_until_a_tick_a_read_a_second_or_the_stop() 
         .unwrap();
     assert_eq!((deleted, committed()), (0, 16));
 
-    refuse_many(&h, &storm, 4).await;
+    refuse_fresh(&h, &storm, 4).await;
     assert_eq!(committed(), 16);
     let db = h.db;
     h.store.close().await;

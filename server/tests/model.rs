@@ -369,6 +369,9 @@ enum Op {
         block: usize,
         ended: bool,
     },
+    /// The last checkout again, as a client retrying asks it (on SQLite a
+    /// repeated refusal may be answered beside the writer: `repeats.rs`).
+    Again,
 }
 
 fn target() -> impl Strategy<Value = Target> {
@@ -399,6 +402,7 @@ fn op() -> impl Strategy<Value = Op> {
                 fingerprint,
                 key,
             }),
+        4 => Just(Op::Again),
         5 => target().prop_map(Op::Heartbeat),
         3 => target().prop_map(Op::Release),
         3 => (
@@ -1201,6 +1205,8 @@ impl Run {
                     self.set_clock(targets[lease % targets.len()]);
                 }
             }
+            // Resolved to the last checkout before `step`.
+            Op::Again => {}
             Op::ToBlockEnd { block, ended } => {
                 let now = self.model.now;
                 let ends: Vec<Timestamp> = self
@@ -1442,7 +1448,16 @@ fn run(pols: Vec<Pol>, seat_pols: Vec<SeatPol>, ops: Vec<Op>) -> Result<(), Test
             last_event: 0,
         };
         let mut result = Ok(());
+        let mut last_checkout = None;
         for (i, op) in ops.iter().enumerate() {
+            let op = match op {
+                Op::Again => match &last_checkout {
+                    Some(checkout) => checkout,
+                    None => continue,
+                },
+                Op::Checkout { .. } => last_checkout.insert(op.clone()),
+                op => op,
+            };
             let ctx = format!("step {i} {op:?} at {}", Rel(run.model.now));
             result = run.step(&ctx, op).await;
             if result.is_err() {

@@ -12,7 +12,7 @@
 //! round trips, caches) is behind [`BatchStore`]; what a command means is
 //! in [`super::rules`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,7 +21,8 @@ use leasehold_common::api::{Event, EventKind};
 use leasehold_common::{Licenses, Timestamp};
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::command::{Command, Finish, apply, error_finish, finish, run_batches};
+use super::command::{Command, Done, Finish, apply, error_finish, finish, run_batches};
+use super::repeats::{Remembered, Repeated, RepeatedRefusals, Touch};
 use super::rules::{EventThrottle, LeaseTx, Rules};
 use super::{StoreError, StoreOptions};
 
@@ -98,6 +99,8 @@ pub struct WriterStats {
     ///
     /// [`RuleCommand::Flush`]: super::command::RuleCommand::Flush
     pub denials_held: AtomicBool,
+    /// Refusals repeated beside the writer (`store/repeats.rs`).
+    pub refusals_repeated: AtomicU64,
 }
 
 impl WriterStats {
@@ -138,6 +141,9 @@ pub struct Writer<S: BatchStore> {
     /// SQLite publishes its events here; PostgreSQL's reach every replica
     /// through the event follower instead.
     publish: Option<broadcast::Sender<Event>>,
+    /// Refusals repeated beside the writer (SQLite: one writer owns every
+    /// seat, so it sees every change that could end one).
+    repeats: Option<Arc<RepeatedRefusals>>,
 }
 
 impl<S: BatchStore> Writer<S> {
@@ -155,7 +161,15 @@ impl<S: BatchStore> Writer<S> {
             recorded_policy: None,
             stats,
             publish,
+            repeats: None,
         }
+    }
+
+    /// Repeat the refusals of plain checkouts beside the writer, through
+    /// `repeats` (only right for a store with this one writer).
+    pub fn repeating(mut self, repeats: Arc<RepeatedRefusals>) -> Self {
+        self.repeats = Some(repeats);
+        self
     }
 
     /// Serve commands until the store stops.
@@ -182,37 +196,56 @@ impl<S: BatchStore> Writer<S> {
             Ok(begun) => begun,
             Err(msg) => return fail_batch::<S>(batch, &msg),
         };
-        if let Err(msg) = self.outage_rule(now, &licenses) {
-            self.store.rollback();
-            return fail_batch::<S>(batch, &msg);
-        }
+        let outage = match self.outage_rule(now, &licenses) {
+            Ok(outage) => outage,
+            Err(msg) => {
+                self.store.rollback();
+                return fail_batch::<S>(batch, &msg);
+            }
+        };
         let policy_recorded = self.record_pool_sizes(now, &licenses);
+        let repeats = self.count_repeats(now, &licenses);
 
         let (commit_tx, commit) = watch::channel(None);
         let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
         let mut published = Vec::new();
+        let mut changes = Changes::new(outage);
         for cmd in batch {
             if let Err(e) = self.store.open_savepoint() {
                 finishes.push(error_finish(cmd, e));
                 continue;
             }
-            let (done, ok, events) = self.apply_one(cmd, now, &licenses, &commit);
-            self.store.close_savepoint(ok);
-            if ok {
-                published.extend(events);
+            let touch = touch_of(&cmd, &licenses);
+            let done = self.apply_one(cmd, now, &licenses, &commit);
+            self.store.close_savepoint(done.ok);
+            if done.ok {
+                published.extend(done.events);
             }
-            finishes.push(done);
+            changes.note(touch, done.refusal.filter(|_| done.ok));
+            finishes.push(done.finish);
         }
 
         let applied = Instant::now();
         self.stats
             .apply_us
             .fetch_add(micros(applied - started), Ordering::Relaxed);
+        // Forgotten before the commit, so nobody told of a change is then
+        // answered from before it.
+        if let Some(memo) = &self.repeats {
+            changes.forget_in(memo);
+        }
         let committed = self.store.commit(now, !published.is_empty());
         self.stats
             .commit_us
             .fetch_add(micros(applied.elapsed()), Ordering::Relaxed);
         let ok = committed.is_ok();
+        if let Some(memo) = &self.repeats {
+            if ok {
+                memo.remember(&licenses, changes.still_holding());
+            } else {
+                memo.count_again(repeats);
+            }
+        }
         self.answer(committed, commit_tx, finishes, published);
         if ok && policy_recorded {
             self.recorded_policy = Some(licenses);
@@ -220,24 +253,58 @@ impl<S: BatchStore> Writer<S> {
         self.store.after_batch(ok);
     }
 
-    /// One command, decided by the rules. Returns its held-back answer,
-    /// whether it succeeded, and the events it wrote.
+    /// Count the refusals repeated beside the writer since its last batch,
+    /// in a savepoint of their own; returns them, to count again if the
+    /// batch does not commit.
+    fn count_repeats(&mut self, now: Timestamp, licenses: &Licenses) -> Vec<Repeated> {
+        let Some(memo) = &self.repeats else {
+            return Vec::new();
+        };
+        let repeats = memo.take_uncounted();
+        if repeats.is_empty() {
+            return repeats;
+        }
+        if let Err(e) = self.store.open_savepoint() {
+            tracing::error!("store: cannot count repeated refusals: {e}");
+            memo.count_again(repeats);
+            return Vec::new();
+        }
+        let counted = {
+            let mut tx = self.store.tx();
+            Rules::new(&mut tx, now, licenses, &mut self.throttle).count_repeats(&repeats)
+        };
+        self.store.close_savepoint(counted.is_ok());
+        if let Err(e) = counted {
+            tracing::error!("store: cannot count repeated refusals: {e}");
+            memo.count_again(repeats);
+            return Vec::new();
+        }
+        repeats
+    }
+
+    /// One command, decided by the rules.
     fn apply_one(
         &mut self,
         cmd: Command,
         now: Timestamp,
         licenses: &Licenses,
         commit: &super::command::CommitSignal,
-    ) -> (Finish, bool, Vec<Event>) {
+    ) -> Done {
+        let remember_refusals = self.repeats.is_some();
         match cmd {
             Command::Rule(cmd) => {
                 let mut tx = self.store.tx();
                 let mut rules = Rules::new(&mut tx, now, licenses, &mut self.throttle);
                 rules.idle_counted_from = self.idle_counted_from;
-                apply(rules, cmd, &self.options, commit)
+                apply(rules, cmd, &self.options, commit, remember_refusals)
             }
             // `run_batches` never hands a stop to a batch.
-            Command::Shutdown { reply } => (finish(reply, Ok(())), true, Vec::new()),
+            Command::Shutdown { reply } => Done {
+                finish: finish(reply, Ok(())),
+                ok: true,
+                events: Vec::new(),
+                refusal: None,
+            },
         }
     }
 
@@ -277,9 +344,10 @@ impl<S: BatchStore> Writer<S> {
 
     /// The outage rule: after a gap in which nobody could renew, every lease
     /// that was live when it began gets one TTL from now.
-    fn outage_rule(&mut self, now: Timestamp, licenses: &Licenses) -> Result<(), String> {
+    /// Returns whether it ran.
+    fn outage_rule(&mut self, now: Timestamp, licenses: &Licenses) -> Result<bool, String> {
         let Some(last_alive) = self.store.outage_began(now, self.options.stall_threshold)? else {
-            return Ok(());
+            return Ok(false);
         };
         let mut tx = self.store.tx();
         let extended = Rules::new(&mut tx, now, licenses, &mut self.throttle).outage(last_alive);
@@ -291,7 +359,7 @@ impl<S: BatchStore> Writer<S> {
             now.millis_since(last_alive) as f64 / 1000.0,
             S::OUTAGE_WHY,
         );
-        Ok(())
+        Ok(true)
     }
 
     /// Record the pool sizes of a policy the history has not seen yet (at
@@ -318,6 +386,69 @@ impl<S: BatchStore> Writer<S> {
         }
         self.store.close_savepoint(recorded.is_ok());
         recorded.is_ok()
+    }
+}
+
+/// Whose remembered refusals `cmd` may change. A refusal changes no seat
+/// (unless a retried request's lapsed key was let go), so another client's
+/// repeats of it still hold.
+fn touch_of(cmd: &Command, licenses: &Licenses) -> Touch {
+    match cmd {
+        Command::Rule(rule) => rule.lease_writes(licenses).touch(),
+        Command::Shutdown { .. } => Touch::Nothing,
+    }
+}
+
+/// What a batch changed, in order, and the refusals it decided: a refusal
+/// still holds at the commit if no later command in the batch touched its
+/// license.
+struct Changes {
+    everything: bool,
+    licenses: HashSet<String>,
+    refusals: Vec<Remembered>,
+}
+
+impl Changes {
+    fn new(outage: bool) -> Self {
+        Changes {
+            everything: outage,
+            licenses: HashSet::new(),
+            refusals: Vec::new(),
+        }
+    }
+
+    /// The next command touched `touch`, and decided `refusal`.
+    fn note(&mut self, touch: Touch, refusal: Option<Remembered>) {
+        let plain_refusal = refusal
+            .as_ref()
+            .is_some_and(|r| r.idempotency_key.is_none());
+        match touch {
+            _ if plain_refusal => {}
+            Touch::Nothing => {}
+            Touch::License(id) => {
+                self.refusals.retain(|r| r.license_id != id);
+                self.licenses.insert(id);
+            }
+            Touch::Everything => {
+                self.refusals.clear();
+                self.everything = true;
+            }
+        }
+        self.refusals.extend(refusal);
+    }
+
+    fn forget_in(&self, memo: &RepeatedRefusals) {
+        if self.everything {
+            memo.forget(&Touch::Everything);
+            return;
+        }
+        for id in &self.licenses {
+            memo.forget(&Touch::License(id.clone()));
+        }
+    }
+
+    fn still_holding(self) -> Vec<Remembered> {
+        self.refusals
     }
 }
 

@@ -10,6 +10,7 @@ use leasehold_common::api::{Event, EventKind};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::deliveries::{AttemptRecord, DueDelivery};
+use super::repeats::{Remembered, Touch};
 use super::rules::{LeaseTx, Rules};
 use super::{
     Ahead, Applied, CheckoutOutcome, CheckoutRequest, HeartbeatOutcome, PoolCounts, RevokeOutcome,
@@ -163,6 +164,19 @@ impl RuleCommand {
     }
 }
 
+impl LeaseWrites<'_> {
+    /// Whose remembered refusals such a command may change.
+    pub fn touch(self) -> Touch {
+        match self {
+            LeaseWrites::Nothing => Touch::Nothing,
+            LeaseWrites::Checkout(id) | LeaseWrites::Renew(id) | LeaseWrites::Delete(id) => {
+                Touch::License(id.to_string())
+            }
+            LeaseWrites::DeleteAny => Touch::Everything,
+        }
+    }
+}
+
 /// An answer held back until the batch commits.
 pub type Finish = Box<dyn FnOnce(Result<(), &str>) + Send>;
 
@@ -196,16 +210,30 @@ pub fn error_finish(cmd: Command, e: StoreError) -> Finish {
     }
 }
 
+/// What one applied command leaves to its batch.
+pub struct Done {
+    /// Its held-back answer.
+    pub finish: Finish,
+    /// Whether it succeeded (a failed command's savepoint is rolled back).
+    pub ok: bool,
+    /// The events it wrote, published after commit.
+    pub events: Vec<Event>,
+    /// A refusal the writer may repeat beside itself once the batch
+    /// commits (`store/repeats.rs`).
+    pub refusal: Option<Remembered>,
+}
+
 /// Apply one command by the lease rules, in the store transaction `rules`
-/// holds. Returns its held-back answer, whether it succeeded (a failed
-/// command's savepoint is rolled back), and the events it wrote (published
-/// after commit). `commit` is the batch's commit, for answers given before it.
+/// holds. `commit` is the batch's commit, for answers given before it;
+/// `remember_refusals`: the store repeats refusals (SQLite), so say how
+/// long a plain checkout's refusal holds.
 pub fn apply<T: LeaseTx>(
     mut rules: Rules<'_, T>,
     cmd: RuleCommand,
     options: &StoreOptions,
     commit: &CommitSignal,
-) -> (Finish, bool, Vec<Event>) {
+    remember_refusals: bool,
+) -> Done {
     fn done<T: Send + 'static>(reply: Reply<T>, r: Result<T, StoreError>) -> (Finish, bool) {
         let ok = r.is_ok();
         (finish(reply, r), ok)
@@ -225,6 +253,7 @@ pub fn apply<T: LeaseTx>(
         let _ = reply.send(applied);
         (Box::new(|_| {}), ok)
     }
+    let mut refusal = None;
     let (finish, ok) = match cmd {
         RuleCommand::Checkout {
             req,
@@ -236,7 +265,15 @@ pub fn apply<T: LeaseTx>(
                 Ahead::Waiters(waiters) => Ok(waiters),
                 Ahead::SharedLine { before } => rules.tx.waiting_line(&req.license_id, before),
             };
-            let decided = ahead.and_then(|ahead| rules.checkout(&req, &ahead, counted));
+            let decided = ahead.and_then(|ahead| {
+                let outcome = rules.checkout(&req, &ahead, counted)?;
+                if remember_refusals && counted && ahead.is_empty() {
+                    // Not remembering is always right: a failed look-up
+                    // only costs the repeats a trip to the writer.
+                    refusal = rules.remembered(&req, &outcome).ok().flatten();
+                }
+                Ok(outcome)
+            });
             early(reply, decided, commit)
         }
         RuleCommand::Heartbeat {
@@ -283,7 +320,12 @@ pub fn apply<T: LeaseTx>(
         }
         RuleCommand::QueueTest { webhook, reply } => done(reply, rules.queue_test(&webhook)),
     };
-    (finish, ok, rules.events)
+    Done {
+        finish,
+        ok,
+        events: rules.events,
+        refusal,
+    }
 }
 
 /// A writer's loop: take the first queued command, then whatever else is

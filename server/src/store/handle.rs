@@ -27,6 +27,7 @@ use super::history;
 use super::lease::LeaseRow;
 use super::options::{StoreKind, StoreOptions};
 use super::outcome::{Applied, CheckoutOutcome, HeartbeatOutcome, PoolCounts, RevokeOutcome};
+use super::repeats::RepeatedRefusals;
 use super::request::{Ahead, CheckoutRequest, Waiter};
 use super::seat_query::{SeatQuery, SeatsPage};
 use super::ui_sessions::{UiSessionOp, UiSessionRow};
@@ -43,6 +44,8 @@ pub struct Store {
     /// PostgreSQL's waiting line, shared by every replica (`None` on
     /// SQLite, where the line is the server's own, in memory).
     pub(super) shared_line: Option<super::pg::line::SharedLine>,
+    /// Refusals the writer lets this handle repeat (SQLite).
+    pub(super) repeats: Option<Arc<RepeatedRefusals>>,
 }
 
 impl Store {
@@ -69,6 +72,7 @@ impl Store {
             stats,
             writer_thread: Arc::new(Mutex::new(Some(thread))),
             shared_line: None,
+            repeats: None,
         })
     }
 
@@ -128,6 +132,15 @@ impl Store {
         ahead: Ahead,
         counted: bool,
     ) -> Result<Applied<CheckoutOutcome>, StoreError> {
+        let nobody_ahead = matches!(&ahead, Ahead::Waiters(line) if line.is_empty());
+        if let Some(repeats) = &self.repeats
+            && counted
+            && nobody_ahead
+            && let Some(outcome) = repeats.answer(&req)
+        {
+            self.stats.refusals_repeated.fetch_add(1, Ordering::Relaxed);
+            return Ok(Applied::settled(outcome));
+        }
         self.call(|reply| RuleCommand::Checkout {
             req,
             ahead,
@@ -378,7 +391,8 @@ impl Store {
     /// storm: `sqlite/writer.rs`), so a read of the history that follows
     /// sees every refusal already answered. Free when none are held.
     async fn commit_held_denials(&self) -> Result<(), StoreError> {
-        if !self.stats.denials_held.load(Ordering::Acquire) {
+        let repeated = self.repeats.as_ref().is_some_and(|r| r.has_uncounted());
+        if !repeated && !self.stats.denials_held.load(Ordering::Acquire) {
             return Ok(());
         }
         self.call(|reply| RuleCommand::Flush { reply }).await

@@ -21,6 +21,8 @@
 //! - `options.rs` — [`StoreOptions`] (tuning) and [`StoreKind`].
 //! - `lease.rs` — [`LeaseRow`], [`SeatMode`] and the `lease_columns!` list.
 //! - `request.rs` — [`CheckoutRequest`], [`Ahead`] and [`Waiter`].
+//! - `repeats.rs` — a retry storm's repeated refusals, answered beside the
+//!   writer while nothing that decides them changes (SQLite).
 //! - `deliveries.rs` — the webhook outbox: a queued delivery and its body,
 //!   claims, the retry schedule, alert states.
 //! - `denials.rs` — recorded refusals: how a row packs them, the page
@@ -45,6 +47,7 @@ mod open;
 mod options;
 mod outcome;
 pub mod pg;
+pub mod repeats;
 mod request;
 pub mod rules;
 #[cfg(test)]

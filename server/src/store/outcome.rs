@@ -146,6 +146,13 @@ pub struct Applied<T> {
 }
 
 impl<T> Applied<T> {
+    /// A decision that waits for no commit (a refusal repeated beside the
+    /// writer: it wrote nothing).
+    pub(super) fn settled(value: T) -> Self {
+        let (_, commit) = watch::channel(Some(Ok(())));
+        Applied { value, commit }
+    }
+
     /// `value`, once the batch that decided it is committed.
     pub async fn committed(self) -> Result<T, StoreError> {
         let Applied { value, mut commit } = self;

@@ -469,10 +469,12 @@ impl<T: LeaseTx> Rules<'_, T> {
         threshold: Timestamp,
     ) -> Result<Duration> {
         let skew = lic.policy.skew;
-        let ms = self
+        self.retry_deadline = self
             .tx
             .earliest_live_expiry(scope, threshold)?
-            .map(|e| lapses_at(e, skew).millis_since(self.now))
+            .map(|e| lapses_at(e, skew));
+        let ms = (self.retry_deadline)
+            .map(|at| at.millis_since(self.now))
             .unwrap_or(lic.policy.ttl.as_millis() as i64)
             .max(0);
         Ok(Duration::from_millis(ms as u64))
@@ -533,7 +535,7 @@ pub fn waits_in_line(outcome: &CheckoutOutcome) -> Option<Duration> {
 
 /// Why a refusal is counted; `None` for an answer that is not a counted
 /// refusal.
-fn denial_reason(outcome: &CheckoutOutcome) -> Option<DenialReason> {
+pub(super) fn denial_reason(outcome: &CheckoutOutcome) -> Option<DenialReason> {
     Some(match outcome {
         CheckoutOutcome::Full { .. } => DenialReason::Full,
         CheckoutOutcome::LimitReached { limit, .. } => match limit {

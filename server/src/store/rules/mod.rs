@@ -36,6 +36,7 @@ mod history;
 mod idle;
 mod lease_tx;
 mod reap;
+mod repeat;
 mod scope;
 mod seat;
 mod webhooks;
@@ -77,6 +78,17 @@ impl EventThrottle {
             }
         }
     }
+
+    /// When `key`'s current window ends (`None`: it has none open).
+    fn window_end(&self, key: &str) -> Option<Timestamp> {
+        let at = *self.seen.get(key)?;
+        Some(Timestamp::from_millis(at.saturating_add(EVENT_THROTTLE_MS)))
+    }
+}
+
+/// The throttle key of a holder's `denied` events on a license.
+fn denied_key(license_id: &str, holder: &str) -> String {
+    format!("denied\0{license_id}\0{holder}")
 }
 
 /// The text of a `reap` event.
@@ -96,6 +108,9 @@ pub struct Rules<'a, T: LeaseTx> {
     /// end of the last outage, when nobody could report coming back
     /// (outages don't evict).
     pub idle_counted_from: Timestamp,
+    /// When the retry time of this command's refusal runs out, if it is
+    /// the lapse of a seat (set by `retry_after`; a repeat counts it down).
+    retry_deadline: Option<Timestamp>,
 }
 
 impl<'a, T: LeaseTx> Rules<'a, T> {
@@ -113,6 +128,7 @@ impl<'a, T: LeaseTx> Rules<'a, T> {
             throttle,
             events: Vec::new(),
             idle_counted_from: Timestamp::from_millis(0),
+            retry_deadline: None,
         }
     }
 
@@ -136,7 +152,7 @@ impl<'a, T: LeaseTx> Rules<'a, T> {
     ) -> Result<()> {
         if self
             .throttle
-            .first_in_window(format!("denied\0{license_id}\0{holder}"), self.now)
+            .first_in_window(denied_key(license_id, holder), self.now)
         {
             let detail = detail();
             self.event(

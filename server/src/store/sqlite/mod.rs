@@ -41,6 +41,7 @@ use super::batch::{Writer, WriterStats};
 use super::deliveries::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use super::denials::DenialsQuery;
 use super::history::{SessionsQuery, UsageQuery};
+use super::repeats::RepeatedRefusals;
 use super::seat_query::{SeatQuery, SeatsPage};
 use super::ui_sessions::{UiSessionOp, UiSessionRow};
 use super::{LeaseRow, Store, StoreError, StoreKind, StoreOptions};
@@ -76,20 +77,26 @@ pub fn open(
     )?;
     let stats = Arc::new(WriterStats::default());
     let (events, _) = broadcast::channel(4096);
+    // One writer owns every seat, so it can let refusals be repeated
+    // beside it (`store/repeats.rs`).
+    let repeats = Arc::new(RepeatedRefusals::new(clock.clone(), licenses.clone()));
     let batches = SqliteBatches::new(conn, licenses, clock, stats.clone(), wal)?;
     let mut writer = Writer::new(
         batches,
         options.clone(),
         stats.clone(),
         Some(events.clone()),
-    );
+    )
+    .repeating(repeats.clone());
     writer.process(Vec::new());
     let reads = SqliteBackend {
         pool: Arc::new(ReadPool::new(path.to_path_buf())),
         sessions: Arc::new(Mutex::new(open_connection(path, false)?)),
         checkpointer: Mutex::new(Some(checkpointer)),
     };
-    Store::start(writer, Arc::new(reads), events, stats, &options)
+    let mut store = Store::start(writer, Arc::new(reads), events, stats, &options)?;
+    store.repeats = Some(repeats);
+    Ok(store)
 }
 
 /// SQLite's read side: the read pool, the sign-in sessions' connection and
