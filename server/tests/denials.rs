@@ -11,20 +11,19 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold_common::Timestamp;
 use leasehold_common::api::{DenialReason, DenialView, DenialsByReason, UsageSummary};
-use leasehold_common::{Licenses, Timestamp};
-use leasehold_server::clock::{Clock, ManualClock};
-use leasehold_server::licenses::LicensesHandle;
+use leasehold_server::clock::Clock;
 use leasehold_server::queue::{WaitQueues, checkout_in_line};
 use leasehold_server::store::denials::{DenialCursor, DenialsQuery};
 use leasehold_server::store::history::UsageQuery;
 use leasehold_server::store::ui_sessions::UiSessionOp;
 use leasehold_server::store::{
-    Ahead, CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, NotAllowedBecause, Store, pg,
+    Ahead, CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, NotAllowedBecause, pg,
     sqlite_migrate_to,
 };
 use leasehold_server::usage::UsageRange;
-use support::{NO_STALL, TestDb, at};
+use support::{Harness, TestDb, at, req};
 
 /// `tiny`: one seat. `other`: one seat, for a grant elsewhere. `caps`: a
 /// holder cap of 1, a group `team` (`t-*`) capped at 1, `evil` denied, and
@@ -98,35 +97,12 @@ fn ms(n: i64) -> Timestamp {
     at(n)
 }
 
-struct Harness {
-    db: TestDb,
-    clock: Arc<ManualClock>,
-    store: Store,
+/// The store under [`LICENSES`].
+fn harness(db: TestDb) -> Harness {
+    Harness::on(db, LICENSES)
 }
 
 impl Harness {
-    fn on(db: TestDb) -> Harness {
-        let clock = ManualClock::new(at(0));
-        let licenses = LicensesHandle::new(Licenses::parse(LICENSES).unwrap());
-        let store = db.open(LICENSES, &licenses, &clock, NO_STALL).unwrap();
-        Harness { db, clock, store }
-    }
-
-    fn set(&self, t: Timestamp) {
-        self.clock.set(t);
-    }
-
-    async fn checkout(&self, req: &CheckoutRequest) -> CheckoutOutcome {
-        self.store.checkout(req.clone()).await.unwrap()
-    }
-
-    async fn granted(&self, req: &CheckoutRequest) -> LeaseRow {
-        match self.checkout(req).await {
-            CheckoutOutcome::Granted { lease, .. } => lease,
-            other => panic!("{req:?}: {other:?}"),
-        }
-    }
-
     async fn release(&self, seat: &LeaseRow) {
         assert!(
             self.store
@@ -201,21 +177,6 @@ impl Harness {
             .await
             .unwrap()
     }
-
-    async fn finish(self) {
-        self.store.close().await;
-        drop(self.db);
-    }
-}
-
-fn req(license: &str, holder: &str, fingerprint: Option<&str>) -> CheckoutRequest {
-    CheckoutRequest {
-        license_id: license.into(),
-        holder: holder.into(),
-        fingerprint: fingerprint.map(str::to_string),
-        idempotency_key: None,
-        borrow: None,
-    }
 }
 
 fn borrow(license: &str, holder: &str, fingerprint: &str) -> CheckoutRequest {
@@ -248,7 +209,7 @@ fn listed(views: &[DenialView]) -> Vec<(i64, &str, Option<&str>, DenialReason, b
 }
 
 async fn each_kind_of_refusal_is_recorded_with_its_reason(db: TestDb) {
-    let h = Harness::on(db);
+    let h = harness(db);
     h.granted(&req("tiny", "a", None)).await;
     h.set(ms(1_001));
     let full = h.checkout(&req("tiny", "b", Some("fb"))).await;
@@ -334,7 +295,7 @@ async fn each_kind_of_refusal_is_recorded_with_its_reason(db: TestDb) {
 }
 
 async fn a_wait_refused_counts_once_and_a_403_at_once(db: TestDb) {
-    let h = Harness::on(db);
+    let h = harness(db);
     let queues = Arc::new(WaitQueues::default());
     let wait = |r: CheckoutRequest, secs: f64| {
         let (store, queues) = (h.store.clone(), queues.clone());
@@ -382,7 +343,7 @@ async fn a_wait_refused_counts_once_and_a_403_at_once(db: TestDb) {
 }
 
 async fn true_and_false_denials_at_the_edges_of_the_tolerance(db: TestDb) {
-    let h = Harness::on(db);
+    let h = harness(db);
     let a = h.granted(&req("tiny", "a", None)).await;
     // b refused at 10 s and 20 s, granted at 40 s.
     for t in [10_000, 20_000] {
@@ -461,7 +422,7 @@ async fn true_and_false_denials_at_the_edges_of_the_tolerance(db: TestDb) {
 }
 
 async fn the_list_pages_newest_first_through_its_cursor(db: TestDb) {
-    let h = Harness::on(db);
+    let h = harness(db);
     h.granted(&req("tiny", "a", None)).await;
     // Refusals in two seconds; three identical ones (same holder, machine,
     // reason, millisecond) and a same-millisecond one of another holder.
@@ -538,7 +499,7 @@ async fn refuse_fresh(h: &Harness, fresh: &Fresh, n: usize) {
 }
 
 async fn a_retry_storm_keeps_every_count_and_is_pruned(db: TestDb) {
-    let h = Harness::on(db);
+    let h = harness(db);
     h.granted(&req("tiny", "a", None)).await;
     let storm = req("tiny", "storm", Some("loop"));
     // 3 refusals at each of the 1,000 milliseconds of one second, and a
@@ -635,7 +596,7 @@ async fn old_per_second_counts_are_kept_as_full_refusals(db: TestDb) {
             .unwrap();
         }
     }
-    let h = Harness::on(db);
+    let h = harness(db);
     h.set(ms(8_000));
     let sum = h.summary("tiny", WHOLE, MINUTE).await;
     assert_eq!(
@@ -674,7 +635,7 @@ async fn old_per_second_counts_are_kept_as_full_refusals(db: TestDb) {
 /// history, after a second of holding at most, and at a clean stop.
 #[tokio::test]
 async fn sqlite_holds_refusal_counts_until_a_tick_a_read_a_second_or_the_stop() {
-    let h = Harness::on(TestDb::sqlite());
+    let h = harness(TestDb::sqlite());
     h.set(ms(1_000));
     h.granted(&req("tiny", "a", None)).await;
     // Each refusal a new question (a new machine): a repeat would be
@@ -749,7 +710,7 @@ async fn storm_minute_figures() {
             TestDb::Sqlite(_) => "sqlite",
             TestDb::Postgres(_) => "postgres",
         };
-        let h = Harness::on(db);
+        let h = harness(db);
         h.granted(&req("tiny", "a", None)).await;
         let before = history_bytes(&h).await;
         let storm = req("tiny", "storm", Some("loop"));

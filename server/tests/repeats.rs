@@ -10,20 +10,18 @@
 #[allow(dead_code)] // each test binary uses a part of it
 mod support;
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use leasehold_common::Licenses;
 use leasehold_common::api::EventKind;
-use leasehold_server::clock::{Clock, ManualClock};
-use leasehold_server::licenses::LicensesHandle;
+use leasehold_server::clock::Clock;
 use leasehold_server::store::history::UsageQuery;
 use leasehold_server::store::{
-    Ahead, CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, NotAllowedBecause, Store, Waiter,
+    Ahead, CheckoutOutcome, CheckoutRequest, Limit, NotAllowedBecause, Waiter,
 };
 use leasehold_server::usage::UsageRange;
-use support::{NO_STALL, TestDb, at};
+use support::{Harness, TestDb, at, req};
 
 /// `tiny`: one seat (a lease lapses 65 s after its renewal). `caps`: a
 /// holder cap of 1 and `evil` denied.
@@ -47,41 +45,16 @@ max_per_holder = 1
 deny = ["evil"]
 "#;
 
-struct Harness {
-    db: TestDb,
-    clock: Arc<ManualClock>,
-    licenses: LicensesHandle,
-    store: Store,
+/// The store under [`LICENSES`], the clock at `offset_ms` after T0.
+fn harness(db: TestDb) -> Harness {
+    Harness::on(db, LICENSES)
+}
+
+fn set(h: &Harness, offset_ms: i64) {
+    h.set(at(offset_ms));
 }
 
 impl Harness {
-    fn on(db: TestDb) -> Harness {
-        let clock = ManualClock::new(at(0));
-        let licenses = LicensesHandle::new(Licenses::parse(LICENSES).unwrap());
-        let store = db.open(LICENSES, &licenses, &clock, NO_STALL).unwrap();
-        Harness {
-            db,
-            clock,
-            licenses,
-            store,
-        }
-    }
-
-    fn set(&self, offset_ms: i64) {
-        self.clock.set(at(offset_ms));
-    }
-
-    async fn checkout(&self, req: &CheckoutRequest) -> CheckoutOutcome {
-        self.store.checkout(req.clone()).await.unwrap()
-    }
-
-    async fn granted(&self, req: &CheckoutRequest) -> LeaseRow {
-        match self.checkout(req).await {
-            CheckoutOutcome::Granted { lease, .. } => lease,
-            other => panic!("{req:?}: {other:?}"),
-        }
-    }
-
     /// Commands the writer has applied, and refusals repeated beside it.
     fn asked(&self) -> (u64, u64) {
         let stats = self.store.writer_stats();
@@ -141,21 +114,6 @@ impl Harness {
             .filter(|e| e.kind == EventKind::Denied)
             .count()
     }
-
-    async fn finish(self) {
-        self.store.close().await;
-        drop(self.db);
-    }
-}
-
-fn req(license: &str, holder: &str, fingerprint: Option<&str>) -> CheckoutRequest {
-    CheckoutRequest {
-        license_id: license.into(),
-        holder: holder.into(),
-        fingerprint: fingerprint.map(str::to_string),
-        idempotency_key: None,
-        borrow: None,
-    }
 }
 
 fn full_retry(outcome: &CheckoutOutcome) -> Duration {
@@ -167,16 +125,16 @@ fn full_retry(outcome: &CheckoutOutcome) -> Duration {
 
 #[tokio::test]
 async fn a_repeat_is_the_writers_answer_counted_down_and_counted_at_its_instant() {
-    let h = Harness::on(TestDb::sqlite());
-    h.set(1_000);
+    let h = harness(TestDb::sqlite());
+    set(&h, 1_000);
     let held = h.granted(&req("tiny", "a", Some("m-a"))).await;
     let b = req("tiny", "b", Some("m-b"));
-    h.set(2_000);
+    set(&h, 2_000);
     let (first, asked) = h.checkout_asking(&b).await;
     assert!(asked, "the first refusal is the writer's");
     // The seat expires at 61 s and lapses after the 5 s skew.
     assert_eq!(full_retry(&first), Duration::from_millis(66_001 - 2_000));
-    h.set(2_300);
+    set(&h, 2_300);
     let (again, asked) = h.checkout_asking(&b).await;
     assert!(!asked, "a repeat is answered beside the writer");
     assert_eq!(full_retry(&again), Duration::from_millis(66_001 - 2_300));
@@ -190,11 +148,11 @@ async fn a_repeat_is_the_writers_answer_counted_down_and_counted_at_its_instant(
         }
     );
     for t in [2_400, 2_400, 2_999] {
-        h.set(t);
+        set(&h, t);
         assert!(!h.checkout_asking(&b).await.1);
     }
     // A second after the writer's refusal, it is asked again.
-    h.set(3_000);
+    set(&h, 3_000);
     let (asked_again, asked) = h.checkout_asking(&b).await;
     assert!(asked);
     assert_eq!(full_retry(&asked_again), Duration::from_millis(63_001));
@@ -213,17 +171,17 @@ async fn a_repeat_is_the_writers_answer_counted_down_and_counted_at_its_instant(
 
 #[tokio::test]
 async fn a_lapse_a_heartbeat_a_reload_and_a_waiter_end_the_repeats() {
-    let h = Harness::on(TestDb::sqlite());
-    h.set(1_000);
+    let h = harness(TestDb::sqlite());
+    set(&h, 1_000);
     let held = h.granted(&req("tiny", "a", None)).await;
     let b = req("tiny", "b", None);
     // The seat lapses at 66,001 with nothing written: the refusal at
     // 65,500 holds only until then.
-    h.set(65_500);
+    set(&h, 65_500);
     assert!(h.checkout_asking(&b).await.1);
-    h.set(66_000);
+    set(&h, 66_000);
     assert!(!h.checkout_asking(&b).await.1);
-    h.set(66_001);
+    set(&h, 66_001);
     let (granted, asked) = h.checkout_asking(&b).await;
     assert!(asked, "the lapse ended the repeat");
     let b_seat = match granted {
@@ -234,10 +192,10 @@ async fn a_lapse_a_heartbeat_a_reload_and_a_waiter_end_the_repeats() {
 
     // A heartbeat moves the earliest lapse: the writer tells the new one.
     let a = req("tiny", "a", None);
-    h.set(70_000);
+    set(&h, 70_000);
     assert!(h.checkout_asking(&a).await.1);
     assert!(!h.checkout_asking(&a).await.1);
-    h.set(70_100);
+    set(&h, 70_100);
     h.store.heartbeat("tiny", &b_seat.seat_id).await.unwrap();
     let (after, asked) = h.checkout_asking(&a).await;
     assert!(asked);
@@ -279,8 +237,8 @@ async fn a_lapse_a_heartbeat_a_reload_and_a_waiter_end_the_repeats() {
 
 #[tokio::test]
 async fn caps_and_lists_repeat_and_log_denied_events_as_often_as_the_writer() {
-    let h = Harness::on(TestDb::sqlite());
-    h.set(1_000);
+    let h = harness(TestDb::sqlite());
+    set(&h, 1_000);
     h.granted(&req("caps", "h", Some("one"))).await;
     let second = req("caps", "h", Some("two"));
     let evil = req("caps", "evil", None);
@@ -289,7 +247,7 @@ async fn caps_and_lists_repeat_and_log_denied_events_as_often_as_the_writer() {
     // holder each 10 s window (at 1 s, 11 s and 21 s), as without repeats.
     let mut repeated = 0;
     for step in 0..100 {
-        h.set(1_000 + step * 250);
+        set(&h, 1_000 + step * 250);
         let (capped, asked) = h.checkout_asking(&second).await;
         assert!(
             matches!(
@@ -318,8 +276,8 @@ async fn caps_and_lists_repeat_and_log_denied_events_as_often_as_the_writer() {
 
 #[tokio::test]
 async fn repeats_are_committed_by_the_tick_and_a_clean_stop() {
-    let h = Harness::on(TestDb::sqlite());
-    h.set(1_000);
+    let h = harness(TestDb::sqlite());
+    set(&h, 1_000);
     h.granted(&req("tiny", "a", None)).await;
     let b = req("tiny", "b", None);
     let file = rusqlite::Connection::open(h.db.sqlite_path()).unwrap();
@@ -348,12 +306,12 @@ async fn repeats_are_committed_by_the_tick_and_a_clean_stop() {
 
 #[tokio::test]
 async fn postgres_asks_its_writer_every_time() {
-    let h = Harness::on(TestDb::postgres());
-    h.set(1_000);
+    let h = harness(TestDb::postgres());
+    set(&h, 1_000);
     h.granted(&req("tiny", "a", None)).await;
     let b = req("tiny", "b", None);
     for t in [2_000, 2_001, 2_500] {
-        h.set(t);
+        set(&h, t);
         assert!(h.checkout_asking(&b).await.1);
     }
     assert_eq!(h.refusal_instants("tiny").await, [2_000, 2_001, 2_500]);

@@ -1,17 +1,20 @@
-//! What the store tests (`store.rs`, `model.rs`) share: a manual clock's
-//! start, the database a test runs on (SQLite or PostgreSQL, by
-//! `LEASEHOLD_TEST_STORE`), and one license as TOML.
+//! What the store tests (`store.rs`, `model.rs`, ...) share: a manual
+//! clock's start, the database a test runs on (SQLite or PostgreSQL, by
+//! `LEASEHOLD_TEST_STORE`), one license as TOML, and a store on a clock
+//! moved by hand with plain checkouts ([`Harness`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_common::Timestamp;
+use leasehold_common::{Licenses, Timestamp};
 use leasehold_server::clock::{ManualClock, SharedClock};
 use leasehold_server::licenses::LicensesHandle;
 use leasehold_server::store::pg::writer::DecisionClock;
 use leasehold_server::store::pg::{self, ReplicaIdentity};
-use leasehold_server::store::{Store, StoreError, StoreOptions};
+use leasehold_server::store::{
+    CheckoutOutcome, CheckoutRequest, LeaseRow, Store, StoreError, StoreOptions,
+};
 use leasehold_testkit::postgres::PgCluster;
 use tempfile::TempDir;
 
@@ -134,4 +137,61 @@ pub fn license_toml(id: &str, seats: u32, ttl_ms: u64, skew_ms: u64, grace_ms: u
         "[[license]]\nid = \"{id}\"\nkey = \"{id}-key\"\nseats = {seats}\n\
          ttl = \"{ttl_ms}ms\"\nskew = \"{skew_ms}ms\"\nreap_grace = \"{grace_ms}ms\"\n"
     )
+}
+
+/// A store on `db` under a policy, deciding on a clock moved by hand.
+#[allow(dead_code)] // not every test binary uses it
+pub struct Harness {
+    pub db: TestDb,
+    pub clock: Arc<ManualClock>,
+    pub licenses: LicensesHandle,
+    pub store: Store,
+}
+
+#[allow(dead_code)]
+impl Harness {
+    /// The store on `db` under `licenses_toml`, the clock at T0.
+    pub fn on(db: TestDb, licenses_toml: &str) -> Harness {
+        let clock = ManualClock::new(at(0));
+        let licenses = LicensesHandle::new(Licenses::parse(licenses_toml).unwrap());
+        let store = db.open(licenses_toml, &licenses, &clock, NO_STALL).unwrap();
+        Harness {
+            db,
+            clock,
+            licenses,
+            store,
+        }
+    }
+
+    pub fn set(&self, t: Timestamp) {
+        self.clock.set(t);
+    }
+
+    pub async fn checkout(&self, req: &CheckoutRequest) -> CheckoutOutcome {
+        self.store.checkout(req.clone()).await.unwrap()
+    }
+
+    pub async fn granted(&self, req: &CheckoutRequest) -> LeaseRow {
+        match self.checkout(req).await {
+            CheckoutOutcome::Granted { lease, .. } => lease,
+            other => panic!("{req:?}: {other:?}"),
+        }
+    }
+
+    pub async fn finish(self) {
+        self.store.close().await;
+        drop(self.db);
+    }
+}
+
+/// A plain checkout (no idempotency key, no borrow).
+#[allow(dead_code)]
+pub fn req(license: &str, holder: &str, fingerprint: Option<&str>) -> CheckoutRequest {
+    CheckoutRequest {
+        license_id: license.into(),
+        holder: holder.into(),
+        fingerprint: fingerprint.map(str::to_string),
+        idempotency_key: None,
+        borrow: None,
+    }
 }
