@@ -104,6 +104,11 @@ type Answers = HashMap<String, HashMap<String, Vec<(Remembered, Arc<Licenses>)>>
 /// More answers than this and the lapsed ones are dropped.
 const KEEP_AT_MOST: usize = 10_000;
 
+/// Repeats waiting to be counted beyond this (the writer's batches keep
+/// failing: a full disk) go to the writer again, to be refused or failed
+/// there: memory stays bounded and no count is dropped.
+const UNCOUNTED_AT_MOST: usize = 100_000;
+
 #[derive(Default)]
 struct State {
     answers: Answers,
@@ -144,6 +149,9 @@ impl RepeatedRefusals {
         let now = self.clock.now();
         let policy = self.licenses.current();
         let mut state = self.lock();
+        if state.uncounted.len() >= UNCOUNTED_AT_MOST {
+            return None;
+        }
         let (remembered, decided_by) = state
             .answers
             .get(&req.license_id)?
@@ -259,5 +267,93 @@ impl State {
             .flat_map(|by_holder| by_holder.values())
             .map(Vec::len)
             .sum();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    const POLICY: &str = "[[license]]\nid = \"a\"\nkey = \"a-key\"\nseats = 1\n";
+
+    fn memo() -> (Arc<ManualClock>, LicensesHandle, RepeatedRefusals) {
+        let clock = ManualClock::new(Timestamp::from_millis(1_000));
+        let licenses = LicensesHandle::new(Licenses::parse(POLICY).unwrap());
+        let memo = RepeatedRefusals::new(clock.clone(), licenses.clone());
+        (clock, licenses, memo)
+    }
+
+    fn request(holder: &str) -> CheckoutRequest {
+        CheckoutRequest {
+            license_id: "a".into(),
+            holder: holder.into(),
+            fingerprint: None,
+            idempotency_key: None,
+            borrow: None,
+        }
+    }
+
+    fn full(holder: &str, until_ms: i64) -> Remembered {
+        Remembered {
+            license_id: "a".into(),
+            holder: holder.into(),
+            fingerprint: None,
+            idempotency_key: None,
+            outcome: CheckoutOutcome::Full {
+                seats: 1,
+                live: 1,
+                reserved: 0,
+                retry_after: Duration::from_millis(500),
+            },
+            reason: DenialReason::Full,
+            decided_at: Timestamp::from_millis(1_000),
+            until: Timestamp::from_millis(until_ms),
+            retry_at: Some(Timestamp::from_millis(1_500)),
+        }
+    }
+
+    #[test]
+    fn repeats_until_the_answer_may_change_and_are_handed_over_once() {
+        let (clock, licenses, memo) = memo();
+        memo.remember(&licenses.current(), vec![full("h", 1_400)]);
+        assert_eq!(memo.answer(&request("other")), None);
+        clock.set(Timestamp::from_millis(1_100));
+        let CheckoutOutcome::Full { retry_after, .. } = memo.answer(&request("h")).unwrap() else {
+            panic!("not full");
+        };
+        assert_eq!(retry_after, Duration::from_millis(400));
+        clock.set(Timestamp::from_millis(1_400));
+        assert_eq!(memo.answer(&request("h")), None, "until is exclusive");
+        let handed = memo.take_uncounted();
+        assert_eq!(handed.len(), 1);
+        assert_eq!(handed[0].at, Timestamp::from_millis(1_100));
+        assert!(memo.take_uncounted().is_empty() && !memo.has_uncounted());
+
+        // Forgotten with its license; under another policy, not repeated.
+        clock.set(Timestamp::from_millis(1_000));
+        memo.remember(&licenses.current(), vec![full("h", 1_400)]);
+        memo.forget(&Touch::License("b".into()));
+        assert!(memo.answer(&request("h")).is_some());
+        memo.forget(&Touch::License("a".into()));
+        assert_eq!(memo.answer(&request("h")), None);
+        memo.remember(&licenses.current(), vec![full("h", 1_400)]);
+        licenses.replace(Licenses::parse(POLICY).unwrap());
+        assert_eq!(memo.answer(&request("h")), None);
+    }
+
+    #[test]
+    fn repeats_stop_while_too_many_wait_to_be_counted_and_none_is_dropped() {
+        let (_clock, licenses, memo) = memo();
+        memo.remember(&licenses.current(), vec![full("h", 2_000)]);
+        for _ in 0..UNCOUNTED_AT_MOST {
+            assert!(memo.answer(&request("h")).is_some());
+        }
+        assert_eq!(memo.answer(&request("h")), None, "the writer is asked");
+        let handed = memo.take_uncounted();
+        memo.count_again(handed);
+        assert_eq!(memo.answer(&request("h")), None);
+        assert_eq!(memo.take_uncounted().len(), UNCOUNTED_AT_MOST);
+        assert!(memo.answer(&request("h")).is_some());
     }
 }
