@@ -209,13 +209,20 @@ impl<S: BatchStore> Writer<S> {
         let (commit_tx, commit) = watch::channel(None);
         let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
         let mut published = Vec::new();
-        let mut changes = Changes::new(outage);
+        // Only this thread adds answers: with none kept, nothing before
+        // this batch's first refusal needs forgetting.
+        let remembering = self.repeats.as_ref().is_some_and(|m| m.remembers_any());
+        let mut changes = Changes::new(outage, remembering);
         for cmd in batch {
             if let Err(e) = self.store.open_savepoint() {
                 finishes.push(error_finish(cmd, e));
                 continue;
             }
-            let touch = touch_of(&cmd, &licenses);
+            let touch = if changes.tracking {
+                touch_of(&cmd, &licenses)
+            } else {
+                Touch::Nothing
+            };
             let done = self.apply_one(cmd, now, &licenses, &commit);
             self.store.close_savepoint(done.ok);
             if done.ok {
@@ -403,14 +410,18 @@ fn touch_of(cmd: &Command, licenses: &Licenses) -> Touch {
 /// still holds at the commit if no later command in the batch touched its
 /// license.
 struct Changes {
+    /// Whether touches matter: answers were kept before the batch, or it
+    /// has decided a refusal (a plain batch allocates nothing for this).
+    tracking: bool,
     everything: bool,
     licenses: HashSet<String>,
     refusals: Vec<Remembered>,
 }
 
 impl Changes {
-    fn new(outage: bool) -> Self {
+    fn new(outage: bool, tracking: bool) -> Self {
         Changes {
+            tracking,
             everything: outage,
             licenses: HashSet::new(),
             refusals: Vec::new(),
@@ -434,6 +445,7 @@ impl Changes {
                 self.everything = true;
             }
         }
+        self.tracking |= refusal.is_some();
         self.refusals.extend(refusal);
     }
 

@@ -177,6 +177,11 @@ impl RepeatedRefusals {
         Some(outcome)
     }
 
+    /// Whether any answer is kept.
+    pub fn remembers_any(&self) -> bool {
+        !self.lock().answers.is_empty()
+    }
+
     /// Whether refusals answered here wait to be counted.
     pub fn has_uncounted(&self) -> bool {
         self.uncounted.load(Ordering::Acquire)
