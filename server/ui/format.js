@@ -41,6 +41,18 @@ export function utcTitle(ms) {
   return new Date(ms).toISOString().replace('T', ' ').replace('Z', ' UTC');
 }
 
+/**
+ * Where a range's history starts, in ms: `coveredFrom` (the server's
+ * `covered_from`) when it is later than `from` (a young server, or a pool
+ * added inside the range), else `from`. A server older than the field
+ * sends none: the whole range.
+ */
+export function coveredStart(from, coveredFrom) {
+  const f = Date.parse(from);
+  const c = Date.parse(coveredFrom ?? '');
+  return Number.isNaN(c) ? f : Math.max(f, c);
+}
+
 /** The first 8 characters of a seat id, as the console shows it. */
 export function shortId(id) {
   return id.length > 8 ? id.slice(0, 8) : id;

@@ -6,7 +6,7 @@
 
 import { getJson, withQuery, HttpError } from './api.js';
 import { $, el, setText } from './dom.js';
-import { fmtDateTime, fmtDuration, utcTitle, shortId, fmtCount } from './format.js';
+import { coveredStart, fmtDateTime, fmtDuration, utcTitle, shortId, fmtCount } from './format.js';
 import { drawUsage } from './chart.js';
 import { refusalItems, showWhatIf } from './what_if.js';
 
@@ -58,6 +58,7 @@ export async function showHistory(pool, range, { refresh = false, background = f
     $('#history-none').hidden = true;
     $('#history-body').hidden = false;
     drawUsage($('#history-chart'), usage);
+    renderCovered(usage);
     renderSummary(usage.summary);
     // Not awaited: the replay may take a moment on a long range, and its
     // failure must not hide the sessions.
@@ -78,6 +79,24 @@ export async function showHistory(pool, range, { refresh = false, background = f
   } finally {
     loading = false;
   }
+}
+
+/**
+ * Say so when the history starts inside the range: the chart's axis starts
+ * there (chart.js), and "the last 24 hours" would otherwise read as a day
+ * of idle seats on a server started minutes ago.
+ */
+function renderCovered(usage) {
+  const p = $('#history-covered');
+  const start = coveredStart(usage.from, usage.summary.covered_from);
+  const to = Date.parse(usage.to);
+  p.hidden = start <= Date.parse(usage.from);
+  if (p.hidden) return;
+  p.dataset.coveredFrom = String(start);
+  p.title = utcTitle(start);
+  setText(p, start >= to
+    ? 'Nothing recorded in this range yet.'
+    : `History starts at ${fmtDateTime(start)} (${fmtDuration(to - start)} of this range): nothing was recorded before.`);
 }
 
 function renderSummary(s) {

@@ -7,7 +7,7 @@
 
 import { getJson, withQuery, HttpError } from './api.js';
 import { $, svg, setText } from './dom.js';
-import { fmtCount, fmtDuration } from './format.js';
+import { coveredStart, fmtCount, fmtDateTime, fmtDuration, utcTitle } from './format.js';
 
 /** The server's target when the page sends none, in percent. */
 const TARGET = 1;
@@ -83,6 +83,20 @@ export function refusalItems(s) {
   ];
 }
 
+/**
+ * Where the replay starts, in ms: the server replays only `[covered_from,
+ * to)`, so a young server's curve is about its few minutes, not the page's
+ * whole range. `from` when the history covers all of it.
+ */
+const replayStart = (w) => coveredStart(w.from, w.covered_from);
+
+/** The caption under the recommendation when the replay is clipped, else ''. */
+function replayedText(w) {
+  const start = replayStart(w);
+  if (start <= Date.parse(w.from)) return '';
+  return `Replayed from ${fmtDateTime(start)}, where the history starts: ${fmtDuration(Date.parse(w.to) - start)}, not the whole range.`;
+}
+
 /** A round top for the rate axis: 1, 2, 5, 10, 20, 50, 100 %. */
 function niceTop(max) {
   for (const t of [1, 2, 5, 10, 20, 50]) if (max <= t) return t;
@@ -105,6 +119,7 @@ export function drawWhatIf(host, w, target = TARGET) {
     role: 'img',
     'data-seats-now': w.seats_now,
     'data-recommended': rec ?? '',
+    'data-replay-from': replayStart(w),
     'aria-label': `Denial rate per seat count for ${w.license_id}: ${recommendationText(w, target)}`,
   });
   for (const v of [0, top / 2, top]) {
@@ -165,6 +180,7 @@ export async function showWhatIf(pool, from, to, { background = false, current =
     if (!current()) return;
     drawWhatIf($('#what-if-chart'), w);
     setText($('#what-if-text'), recommendationText(w));
+    showReplayed(replayedText(w), replayStart(w));
     box.hidden = false;
   } catch (e) {
     if (!current()) return;
@@ -174,6 +190,15 @@ export async function showWhatIf(pool, from, to, { background = false, current =
     }
     $('#what-if-chart').replaceChildren();
     setText($('#what-if-text'), `No what-if: ${e.message}`);
+    showReplayed('', null);
     box.hidden = false;
   }
+}
+
+/** The clipped-replay caption: `text`, or hidden when ''. */
+function showReplayed(text, start) {
+  const p = $('#what-if-covered');
+  p.hidden = !text;
+  setText(p, text);
+  if (text) p.title = utcTitle(start);
 }
