@@ -345,6 +345,9 @@ pub struct UsageSummary {
     pub denials_by_reason: DenialsByReason,
     #[serde(default)]
     pub true_denials: u64,
+    /// Distinct holders with at least one true denial in the range.
+    #[serde(default)]
+    pub denied_holders: u64,
     /// Session time inside the range, in hours.
     pub seat_hours: f64,
     /// The part of `seat_hours` on seats borrowed for offline use.

@@ -157,7 +157,13 @@ pub struct WhatIfResponse {
     pub requests: u64,
     /// Recorded sessions overlapping the covered range.
     pub sessions: u64,
+    /// True refusals in the covered range (every retry counted).
     pub true_denials: u64,
+    /// The true denials grouped per holder and fingerprint into episodes
+    /// (a refusal at most the tolerance after the previous one joins it):
+    /// each is one replayed request.
+    #[serde(default)]
+    pub episodes: u64,
     /// Sessions the idle timeout cut.
     pub idle_cut: u64,
     pub curve: Vec<WhatIfPoint>,

@@ -82,6 +82,7 @@ pub async fn what_if(state: &AppState, query: HashMap<String, String>) -> Result
             requests: replay.requests(),
             sessions: demand.sessions(),
             true_denials: demand.true_denials(),
+            episodes: demand.episodes(),
             idle_cut: demand.idle_cut(),
             curve,
             recommended,
@@ -242,7 +243,9 @@ mod tests {
         for _ in 0..1500 {
             b.session(t(0), Some(t(100)), &[]);
         }
-        let replay = b.finish([], Duration::from_secs(60)).replay();
+        let replay = b
+            .finish([], Duration::from_secs(60), Duration::from_secs(60))
+            .replay();
         // 1% of 1500 requests: at most 15 denied, so 1485 seats.
         let (curve, recommended) = default_curve(&replay, 3, 1.0);
         assert_eq!(curve.len(), 1000);

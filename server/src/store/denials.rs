@@ -178,46 +178,50 @@ fn widen(
     }
 }
 
-/// Each refusal of `rows` in `[from, to)` with its reason and whether it
-/// was a true denial, by its holder's `grants` (sorted; at least those in
-/// the holder's [`full_spans`] span).
+/// Each refusal of `rows` in `[from, to)` with its row (holder,
+/// fingerprint, reason) and whether it was a true denial, by its holder's
+/// `grants` (sorted; at least those in the holder's [`full_spans`] span).
 pub fn each_denial(
     rows: &[DenialRow],
     from: Timestamp,
     to: Timestamp,
     grants: &HashMap<String, Vec<Timestamp>>,
     tolerance: Duration,
-    mut f: impl FnMut(Timestamp, DenialReason, bool),
+    mut f: impl FnMut(Timestamp, &DenialRow, bool),
 ) {
     for row in rows {
         let holder_grants = grants.get(&row.holder);
         for at in row.instants().filter(|at| *at >= from && *at < to) {
-            f(
-                at,
-                row.reason,
-                is_true(row.reason, at, holder_grants, tolerance),
-            );
+            f(at, row, is_true(row.reason, at, holder_grants, tolerance));
         }
     }
 }
 
-/// The instants of the true denials among `rows` in `[from, to)`, oldest
-/// first.
-pub fn true_instants(
+/// A license's true denials, one list per holder and fingerprint (`""`
+/// for none), each oldest first: what the what-if groups into episodes.
+pub type TrueDenialsByWho = HashMap<(String, String), Vec<Timestamp>>;
+
+/// The true denials among `rows` in `[from, to)`, by who was refused.
+pub fn true_denials_by_who(
     rows: &[DenialRow],
     from: Timestamp,
     to: Timestamp,
     grants: &HashMap<String, Vec<Timestamp>>,
     tolerance: Duration,
-) -> Vec<Timestamp> {
-    let mut instants = Vec::new();
-    each_denial(rows, from, to, grants, tolerance, |at, _, is_true| {
+) -> TrueDenialsByWho {
+    let mut by_who = TrueDenialsByWho::new();
+    each_denial(rows, from, to, grants, tolerance, |at, row, is_true| {
         if is_true {
-            instants.push(at);
+            by_who
+                .entry((row.holder.clone(), row.fingerprint.clone()))
+                .or_default()
+                .push(at);
         }
     });
-    instants.sort();
-    instants
+    for instants in by_who.values_mut() {
+        instants.sort();
+    }
+    by_who
 }
 
 /// The page's order: newest first, then by holder, fingerprint and reason,

@@ -97,6 +97,7 @@ fn brute_force(
         }
     }
     let (mut total_denials, mut total_true) = (DenialsByReason::default(), 0);
+    let mut denied_holders: HashSet<&str> = HashSet::new();
     for d in denials.iter().filter(|d| (from..to).contains(&d.at)) {
         let b = ((d.at - from) / range.step_ms) as usize;
         bucket_denials[b].add(d.reason, 1);
@@ -109,6 +110,9 @@ fn brute_force(
                 .any(|s| s.holder == d.holder && s.start > d.at && s.start <= d.at + tolerance);
         bucket_true[b] += u64::from(is_true);
         total_true += u64::from(is_true);
+        if is_true {
+            denied_holders.insert(d.holder.as_str());
+        }
     }
     let points = (0..n)
         .map(|i| {
@@ -137,6 +141,7 @@ fn brute_force(
             denials: total_denials.total(),
             denials_by_reason: total_denials,
             true_denials: total_true,
+            denied_holders: denied_holders.len() as u64,
             seat_hours: session_ms as f64 / 3_600_000.0,
             borrowed_hours: borrowed_ms as f64 / 3_600_000.0,
             utilization: if available == 0 {
@@ -219,8 +224,8 @@ fn feed_denials(
         range.to,
         &grants,
         tolerance,
-        |at, reason, t| {
-            sweep.denials(at, reason, 1, u64::from(t));
+        |at, row, t| {
+            sweep.denials(at, row.reason, &row.holder, 1, u64::from(t));
         },
     );
 }

@@ -176,43 +176,72 @@ impl DemandBuilder {
         Some(lower + (upper - lower) / 2)
     }
 
-    /// The demand, with a request for each true denial at an instant of
-    /// the covered range (`ttl` is their length when no session is there
-    /// to take the median of).
+    /// The demand, with the true denials of the covered range grouped into
+    /// episodes: `true_denials` holds one list per holder and fingerprint,
+    /// and a refusal at most `tolerance` after the previous one of its list
+    /// joins that one's episode. `ttl` is a granted episode's length when
+    /// no session is there to take the median of.
     pub fn finish(
         mut self,
-        true_denials: impl IntoIterator<Item = Timestamp>,
+        true_denials: impl IntoIterator<Item = Vec<Timestamp>>,
+        tolerance: Duration,
         ttl: Duration,
     ) -> Demand {
         let length = self.median_ms().unwrap_or_else(|| duration_millis(ttl));
         let (covered_from, to) = (self.covered_from, self.to);
-        let mut denials: Vec<(i64, i64)> = true_denials
-            .into_iter()
-            .map(Timestamp::as_millis)
-            .filter(|d| (covered_from..to).contains(d))
-            .map(|d| (d, d.saturating_add(length).min(to)))
-            .collect();
-        denials.sort_unstable();
+        let tolerance = duration_millis(tolerance);
+        let (mut episodes, mut count) = (Vec::new(), 0u64);
+        for mut instants in true_denials {
+            instants.sort_unstable();
+            let mut current: Option<Episode> = None;
+            for d in instants.into_iter().map(Timestamp::as_millis) {
+                if !(covered_from..to).contains(&d) {
+                    continue;
+                }
+                count += 1;
+                match &mut current {
+                    Some(e) if d - e.last <= tolerance => e.last = d,
+                    _ => episodes.extend(current.replace(Episode { first: d, last: d })),
+                }
+            }
+            episodes.extend(current);
+        }
+        episodes.sort_unstable();
         self.sessions.sort_unstable();
         self.durations = Vec::new();
         Demand {
             covered_from,
             to,
             sessions: self.sessions,
-            denials,
+            episodes,
+            length,
+            true_denials: count,
             session_count: self.session_count,
             idle_cut: self.idle_cut,
         }
     }
 }
 
-/// The requests to replay, each kind sorted by `(start, end)`.
+/// One holder's run of true denials (same fingerprint, each at most the
+/// tolerance after the previous): one request that waits from its first
+/// refusal to its last. Ordered as the waiting line serves them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Episode {
+    pub first: i64,
+    pub last: i64,
+}
+
+/// The requests to replay: sessions sorted by `(start, end)`, episodes by
+/// `(first, last)`.
 #[derive(Debug, Clone, Default)]
 pub struct Demand {
     covered_from: i64,
     to: i64,
     sessions: Vec<(i64, i64)>,
-    denials: Vec<(i64, i64)>,
+    episodes: Vec<Episode>,
+    /// How long a granted episode holds its seat: the median session.
+    length: i64,
+    true_denials: u64,
     session_count: u64,
     idle_cut: u64,
 }
@@ -227,9 +256,19 @@ impl Demand {
         self.session_count
     }
 
-    /// True denials in the covered range.
+    /// True denials in the covered range, every retry counted.
     pub fn true_denials(&self) -> u64 {
-        self.denials.len() as u64
+        self.true_denials
+    }
+
+    /// The episodes the true denials form: each one replayed request.
+    pub fn episodes(&self) -> u64 {
+        self.episodes.len() as u64
+    }
+
+    /// Where an episode granted at `at` gives its seat back.
+    fn episode_end(&self, at: i64) -> i64 {
+        at.saturating_add(self.length).min(self.to)
     }
 
     /// Sessions the idle timeout cut.
@@ -237,17 +276,19 @@ impl Demand {
         self.idle_cut
     }
 
-    /// Every request, in replay order: sessions before denial requests at
-    /// one start, each kind by `(start, end)`.
-    fn in_order(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
-        let (mut s, mut d) = (
-            self.sessions.iter().peekable(),
-            self.denials.iter().peekable(),
-        );
-        std::iter::from_fn(move || match (s.peek(), d.peek()) {
-            (Some(a), Some(b)) if a.0 <= b.0 => s.next().copied(),
-            (_, Some(_)) => d.next().copied(),
-            _ => s.next().copied(),
+    /// Every request `(start, end, episode)` in replay order: sessions
+    /// before episodes at one start, each kind in its own order. An
+    /// episode here is granted at its first refusal or not at all (the
+    /// first-fit pass); `waiting.rs` replays the wait.
+    fn in_order(&self) -> impl Iterator<Item = (i64, i64, Option<Episode>)> + '_ {
+        let mut s = self.sessions.iter().peekable();
+        let mut e = self.episodes.iter().peekable();
+        std::iter::from_fn(move || match (s.peek(), e.peek()) {
+            (Some(a), Some(b)) if a.0 <= b.first => s.next().map(|&(a, b)| (a, b, None)),
+            (_, Some(_)) => e
+                .next()
+                .map(|&ep| (ep.first, self.episode_end(ep.first), Some(ep))),
+            _ => s.next().map(|&(a, b)| (a, b, None)),
         })
     }
 
@@ -255,11 +296,11 @@ impl Demand {
     pub fn replay(&self) -> Replay {
         let mut r = Replay {
             span_ms: self.to - self.covered_from,
-            requests: (self.sessions.len() + self.denials.len()) as u64,
+            requests: (self.sessions.len() + self.episodes.len()) as u64,
             ..Replay::default()
         };
         let mut seats = Seats::new(self.covered_from);
-        for (start, end) in self.in_order() {
+        for (start, end, _) in self.in_order() {
             seats.free_until(start, &mut r);
             let seat = seats.lowest_free();
             r.grow(seat);
@@ -272,6 +313,7 @@ impl Demand {
         }
         seats.free_until(i64::MAX, &mut r);
         seats.account(self.to, &mut r);
+        r.waiting = waiting::deltas(self, r.peak);
         r
     }
 }
@@ -353,6 +395,8 @@ pub struct Replay {
     held_ms: Vec<u128>,
     /// Time during which each seat was the lowest free one.
     lowest_free_ms: Vec<u128>,
+    /// What waiting episodes change, by seat count (`waiting.rs`).
+    waiting: Vec<waiting::LevelDelta>,
 }
 
 impl Replay {
@@ -393,11 +437,12 @@ impl Replay {
         let curve: Vec<WhatIfPoint> = seats
             .map(|k| {
                 let i = (k as usize).min(n);
+                let wait = self.waiting.get(k as usize).copied().unwrap_or_default();
                 self.point(
                     k,
-                    served[n] - served[i],
-                    held[i],
-                    full_at_or_below[n] - full_at_or_below[i],
+                    wait.denials(served[n] - served[i]),
+                    wait.held_ms(held[i]),
+                    wait.full_ms(full_at_or_below[n] - full_at_or_below[i]),
                 )
             })
             .collect();
@@ -433,6 +478,8 @@ impl Replay {
         }
     }
 }
+
+mod waiting;
 
 #[cfg(test)]
 mod tests;

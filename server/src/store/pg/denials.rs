@@ -16,8 +16,8 @@ use tokio_postgres::types::ToSql;
 use super::pool::PgPool;
 use crate::store::StoreError;
 use crate::store::denials::{
-    DenialRow, DenialsQuery, Page, each_denial, full_spans, grant_spans, mark_true, second_of,
-    true_instants,
+    DenialRow, DenialsQuery, Page, TrueDenialsByWho, each_denial, full_spans, grant_spans,
+    mark_true, second_of, true_denials_by_who,
 };
 use crate::store::history::UsageQuery;
 use crate::usage::Sweep;
@@ -140,29 +140,21 @@ pub(super) async fn sweep_denials(
     let rows = rows_in(tx, &q.license_id, from, to).await?;
     let spans = full_spans(&rows, from, to, q.tolerance);
     let grants = grants(tx, &q.license_id, &spans).await?;
-    each_denial(
-        &rows,
-        from,
-        to,
-        &grants,
-        q.tolerance,
-        |at, reason, is_true| {
-            sweep.denials(at, reason, 1, u64::from(is_true));
-        },
-    );
+    each_denial(&rows, from, to, &grants, q.tolerance, |at, row, is_true| {
+        sweep.denials(at, row.reason, &row.holder, 1, u64::from(is_true));
+    });
     Ok(())
 }
 
-/// The instants of the license's true denials in `[from, to)`, oldest
-/// first (one per refusal).
-pub(crate) async fn true_denial_instants(
+/// The license's true denials in `[from, to)`, by holder and fingerprint.
+pub(crate) async fn true_denials(
     client: &impl GenericClient,
     license_id: &str,
     from: Timestamp,
     to: Timestamp,
     tolerance: Duration,
-) -> Result<Vec<Timestamp>, StoreError> {
+) -> Result<TrueDenialsByWho, StoreError> {
     let rows = rows_in(client, license_id, from, to).await?;
     let grants = grants(client, license_id, &full_spans(&rows, from, to, tolerance)).await?;
-    Ok(true_instants(&rows, from, to, &grants, tolerance))
+    Ok(true_denials_by_who(&rows, from, to, &grants, tolerance))
 }

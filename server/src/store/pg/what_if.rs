@@ -11,7 +11,7 @@ use leasehold_common::time::duration_millis;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, IsolationLevel, Row};
 
-use super::denials::true_denial_instants;
+use super::denials::true_denials;
 use super::pool::PgPool;
 use crate::store::StoreError;
 use crate::store::history::lapsed_at;
@@ -69,9 +69,9 @@ pub async fn what_if_demand(pool: &PgPool, q: &WhatIfQuery) -> Result<Demand, St
         &mut demand,
     )
     .await?;
-    let denials = true_denial_instants(&tx, &q.license_id, covered_from, q.to, q.tolerance).await?;
+    let denials = true_denials(&tx, &q.license_id, covered_from, q.to, q.tolerance).await?;
     tx.commit().await?;
-    Ok(demand.finish(denials, q.ttl))
+    Ok(demand.finish(denials.into_values(), q.tolerance, q.ttl))
 }
 
 /// Each row of `sql` (`seat_id`, start, and what `ended_at` reads the end

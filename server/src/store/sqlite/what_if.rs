@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use leasehold_common::Timestamp;
 use rusqlite::{Connection, Row, params};
 
-use super::denials::true_denial_instants;
+use super::denials::true_denials;
 use crate::store::StoreError;
 use crate::store::history::lapsed_at;
 use crate::usage::PoolTimeline;
@@ -73,9 +73,9 @@ pub(super) fn what_if_demand(c: &Connection, q: &WhatIfQuery) -> Result<Demand, 
         },
         &mut feed,
     )?;
-    let denials = true_denial_instants(&tx, &q.license_id, covered_from, q.to, q.tolerance)?;
+    let denials = true_denials(&tx, &q.license_id, covered_from, q.to, q.tolerance)?;
     tx.finish()?;
-    Ok(demand.finish(denials, q.ttl))
+    Ok(demand.finish(denials.into_values(), q.tolerance, q.ttl))
 }
 
 /// Each row of `sql`, with its session's end, into `feed`.

@@ -10,28 +10,14 @@ fn ts(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms)
 }
 
-#[derive(Debug, Clone)]
-struct Session {
-    start: i64,
-    end: Option<i64>,
-    idle: Vec<(i64, i64)>,
-}
-
-#[derive(Debug, Clone)]
-struct History {
-    covered_from: i64,
-    to: i64,
-    timeout: Option<i64>,
-    ttl: i64,
-    sessions: Vec<Session>,
-    denials: Vec<i64>,
-}
+use leasehold_testkit::what_if::{self as reference, History, Session};
 
 /// What the replay must answer.
 #[derive(Debug, PartialEq)]
 struct Expected {
     sessions: u64,
     true_denials: u64,
+    episodes: u64,
     idle_cut: u64,
     requests: u64,
     curve: Vec<WhatIfPoint>,
@@ -41,14 +27,19 @@ fn demand(h: &History) -> Demand {
     let mut b = DemandBuilder::new(
         ts(h.covered_from),
         ts(h.to),
-        h.timeout.map(|t| Duration::from_millis(t as u64)),
+        h.idle_timeout.map(|t| Duration::from_millis(t as u64)),
     );
     for s in &h.sessions {
         let idle: Vec<_> = s.idle.iter().map(|(a, b)| (ts(*a), ts(*b))).collect();
         b.session(ts(s.start), s.end.map(ts), &idle);
     }
+    let mut by_who: std::collections::HashMap<&str, Vec<Timestamp>> = Default::default();
+    for (who, at) in &h.true_denials {
+        by_who.entry(who).or_default().push(ts(*at));
+    }
     b.finish(
-        h.denials.iter().copied().map(ts),
+        by_who.into_values(),
+        Duration::from_millis(h.tolerance as u64),
         Duration::from_millis(h.ttl as u64),
     )
 }
@@ -59,121 +50,44 @@ fn answer(h: &History, k_max: u32) -> Expected {
     Expected {
         sessions: d.sessions(),
         true_denials: d.true_denials(),
+        episodes: d.episodes(),
         idle_cut: d.idle_cut(),
         requests: r.requests(),
         curve: r.curve(1..=k_max, 0.0).0,
     }
 }
 
-/// The requests `(start, end, is_denial)` by the rules read literally: a
-/// session's requests are the maximal runs of the milliseconds it holds
-/// inside the range, a millisecond being released when it lies at or past
-/// `from + t` of an idle period at least `t` long.
-fn brute_requests(h: &History) -> (Vec<(i64, i64, bool)>, u64, u64) {
-    let (cf, to) = (h.covered_from, h.to);
-    let mut requests = Vec::new();
-    let (mut sessions, mut cut, mut durations) = (0u64, 0u64, Vec::new());
-    for s in &h.sessions {
-        let end = s.end.unwrap_or(to).max(s.start);
-        if !(s.start < to && (s.start >= cf || end > cf)) {
-            continue;
-        }
-        sessions += 1;
-        let (a, b) = (s.start.max(cf), end.min(to));
-        durations.push(b - a);
-        if a == b {
-            requests.push((a, a, false));
-            continue;
-        }
-        let released = |x: i64| {
-            h.timeout.is_some_and(|t| {
-                s.idle
-                    .iter()
-                    .any(|(pf, pt)| pt - pf >= t && pf + t <= x && x < *pt)
-            })
-        };
-        let mut run: Option<i64> = None;
-        let mut any_released = false;
-        for x in a..b {
-            if released(x) {
-                any_released = true;
-                if let Some(r) = run.take() {
-                    requests.push((r, x, false));
-                }
-            } else if run.is_none() {
-                run = Some(x);
-            }
-        }
-        if let Some(r) = run {
-            requests.push((r, b, false));
-        }
-        cut += u64::from(any_released);
-    }
-    durations.sort();
-    let n = durations.len();
-    let length = match n {
-        0 => h.ttl,
-        _ if n % 2 == 1 => durations[n / 2],
-        _ => (durations[n / 2 - 1] + durations[n / 2]) / 2,
-    };
-    for d in &h.denials {
-        if (cf..to).contains(d) {
-            requests.push((*d, (d + length).min(to), true));
-        }
-    }
-    (requests, sessions, cut)
-}
-
-/// One seat count, one millisecond at a time.
-fn brute_point(h: &History, requests: &[(i64, i64, bool)], k: u32) -> WhatIfPoint {
-    let (cf, to) = (h.covered_from, h.to);
-    let mut held: Vec<i64> = Vec::new();
-    let (mut denials, mut full, mut used, mut peak) = (0u64, 0i64, 0u128, 0u32);
-    for x in cf..to {
-        held.retain(|end| *end > x);
-        let mut starting: Vec<_> = requests.iter().filter(|r| r.0 == x).collect();
-        starting.sort_by_key(|r| (r.2, r.1));
-        for (start, end, _) in starting {
-            if (held.len() as u32) < k {
-                if end > start {
-                    held.push(*end);
-                }
-            } else {
-                denials += 1;
-            }
-        }
-        let n = held.len() as u32;
-        full += i64::from(n == k);
-        used += u128::from(n);
-        peak = peak.max(n);
-    }
-    let requests = requests.len() as u64;
-    WhatIfPoint {
-        seats: k,
-        denials,
-        denial_rate: if requests == 0 {
-            0.0
-        } else {
-            denials as f64 * 100.0 / requests as f64
-        },
-        peak,
-        full_s: full as f64 / 1000.0,
-        utilization: if to == cf {
-            0.0
-        } else {
-            used as f64 / (u128::from(k) * (to - cf) as u128) as f64
-        },
-    }
-}
-
+/// The reference's answer, in the wire's units.
 fn brute_force(h: &History, k_max: u32) -> Expected {
-    let (requests, sessions, idle_cut) = brute_requests(h);
+    let a = reference::replay(h, k_max);
+    let span = (h.to - h.covered_from) as u128;
+    let curve = a
+        .curve
+        .iter()
+        .map(|p| WhatIfPoint {
+            seats: p.seats,
+            denials: p.denials,
+            denial_rate: if a.requests == 0 {
+                0.0
+            } else {
+                p.denials as f64 * 100.0 / a.requests as f64
+            },
+            peak: p.peak,
+            full_s: p.full_ms as f64 / 1000.0,
+            utilization: if span == 0 {
+                0.0
+            } else {
+                p.used_ms as f64 / (u128::from(p.seats) * span) as f64
+            },
+        })
+        .collect();
     Expected {
-        sessions,
-        true_denials: requests.iter().filter(|r| r.2).count() as u64,
-        idle_cut,
-        requests: requests.len() as u64,
-        curve: (1..=k_max).map(|k| brute_point(h, &requests, k)).collect(),
+        sessions: a.sessions,
+        true_denials: a.true_denials,
+        episodes: a.episodes,
+        idle_cut: a.idle_cut,
+        requests: a.requests,
+        curve,
     }
 }
 
@@ -212,16 +126,22 @@ fn history_strategy() -> impl Strategy<Value = History> {
         prop::option::of(1i64..30),
         1i64..60,
         prop::collection::vec(session_strategy(), 0..12),
-        prop::collection::vec(-10i64..140, 0..6),
+        // Few people refused often: retries join into episodes.
+        prop::collection::vec((0u8..4, -10i64..140), 0..14),
+        0i64..30,
     )
         .prop_map(
-            |(covered_from, len, timeout, ttl, sessions, denials)| History {
+            |(covered_from, len, idle_timeout, ttl, sessions, denials, tolerance)| History {
                 covered_from,
                 to: covered_from + len,
-                timeout,
+                idle_timeout,
                 ttl,
+                tolerance,
                 sessions,
-                denials,
+                true_denials: denials
+                    .into_iter()
+                    .map(|(who, at)| (format!("h{who}"), at))
+                    .collect(),
             },
         )
 }
@@ -249,14 +169,20 @@ proptest! {
     }
 }
 
+/// Each denial by another holder: one episode each, as §3 replayed them.
 fn history(cf: i64, to: i64, sessions: Vec<Session>, denials: Vec<i64>) -> History {
     History {
         covered_from: cf,
         to,
-        timeout: None,
+        idle_timeout: None,
         ttl: 7,
+        tolerance: 60,
         sessions,
-        denials,
+        true_denials: denials
+            .into_iter()
+            .enumerate()
+            .map(|(i, at)| (format!("h{i}"), at))
+            .collect(),
     }
 }
 
@@ -271,10 +197,12 @@ fn closed(start: i64, end: i64) -> Session {
 /// Requests as `(start, end)`.
 type Spans = Vec<(i64, i64)>;
 
-/// The requests the builder made, sessions then denials.
+/// The requests the builder made: sessions, then episodes as granted at
+/// their first refusal.
 fn requests_of(h: &History) -> (Spans, Spans) {
     let d = demand(h);
-    (d.sessions.clone(), d.denials.clone())
+    let episodes = d.episodes.iter().map(|e| (e.first, d.episode_end(e.first)));
+    (d.sessions.clone(), episodes.collect())
 }
 
 #[test]
@@ -314,7 +242,7 @@ fn the_median_is_of_clipped_sessions_before_any_cut() {
         ],
         vec![120],
     );
-    h.timeout = Some(10);
+    h.idle_timeout = Some(10);
     let (sessions, denials) = requests_of(&h);
     assert_eq!(denials, vec![(120, 175)]);
     assert_eq!(sessions, vec![(100, 150), (140, 160), (190, 200)]);
@@ -355,7 +283,7 @@ fn an_idle_period_cuts_and_a_return_is_a_new_request_with_its_own_periods_applie
         }],
         Vec::new(),
     );
-    h.timeout = Some(50);
+    h.idle_timeout = Some(50);
     let d = demand(&h);
     assert_eq!(d.sessions, vec![(0, 150), (300, 550), (800, 900)]);
     assert_eq!((d.idle_cut(), d.sessions()), (1, 1));
@@ -403,7 +331,7 @@ fn sessions_are_clipped_and_an_open_one_ends_at_to() {
     );
     assert_eq!((d.sessions(), d.true_denials()), (4, 1));
     // Median of 50, 0, 20, 10: (10 + 20) / 2.
-    assert_eq!(d.denials, vec![(150, 165)]);
+    assert_eq!(requests_of(&h).1, vec![(150, 165)]);
 }
 
 #[test]
@@ -418,7 +346,7 @@ fn a_cut_before_the_range_is_not_counted() {
         }],
         Vec::new(),
     );
-    h.timeout = Some(60);
+    h.idle_timeout = Some(60);
     let d = demand(&h);
     assert_eq!((d.sessions.clone(), d.idle_cut()), (vec![(1000, 1500)], 0));
 }
@@ -468,7 +396,7 @@ fn a_session_holding_no_time_in_the_range_is_one_zero_length_request_never_cut()
         }],
         Vec::new(),
     );
-    h.timeout = Some(1);
+    h.idle_timeout = Some(1);
     let d = demand(&h);
     assert_eq!((d.sessions.clone(), d.idle_cut()), (vec![(16, 16)], 0));
     assert_eq!(answer(&h, 2), brute_force(&h, 2));
