@@ -223,6 +223,7 @@ pub struct Sweep {
     denials: DenialsByReason,
     true_denials: u64,
     holders: HashSet<String>,
+    denied_holders: HashSet<String>,
 }
 
 impl Sweep {
@@ -249,6 +250,7 @@ impl Sweep {
             denials: DenialsByReason::default(),
             true_denials: 0,
             holders: HashSet::new(),
+            denied_holders: HashSet::new(),
             range,
         }
     }
@@ -312,12 +314,22 @@ impl Sweep {
         }
     }
 
-    /// `count` refusals for `reason` at the instant `at` (any order), of
-    /// which `true_count` were true denials; they count in the bucket
-    /// holding `at`.
-    pub fn denials(&mut self, at: Timestamp, reason: DenialReason, count: u64, true_count: u64) {
+    /// `count` refusals of `holder` for `reason` at the instant `at` (any
+    /// order), of which `true_count` were true denials; they count in the
+    /// bucket holding `at`.
+    pub fn denials(
+        &mut self,
+        at: Timestamp,
+        reason: DenialReason,
+        holder: &str,
+        count: u64,
+        true_count: u64,
+    ) {
         if at < self.range.from || at >= self.range.to {
             return;
+        }
+        if true_count > 0 && !self.denied_holders.contains(holder) {
+            self.denied_holders.insert(holder.to_string());
         }
         let b = &mut self.buckets[self.range.bucket(at.as_millis())];
         b.denials.add(reason, count);
@@ -431,6 +443,7 @@ impl Sweep {
             denials: self.denials.total(),
             denials_by_reason: self.denials,
             true_denials: self.true_denials,
+            denied_holders: self.denied_holders.len() as u64,
             seat_hours: self.session_ms as f64 / 3_600_000.0,
             borrowed_hours: self.borrowed_ms as f64 / 3_600_000.0,
             utilization,
