@@ -87,12 +87,13 @@ fn answer(target: &str) -> (u16, &'static str, String) {
     }
 }
 
-/// `demo`'s replay: two requests on 1..=2 seats; `cad` has none (a 404
+/// `demo`'s replay on 1..=2 seats: three requests, two sessions and one
+/// holder's five true denials as one episode; `cad` has none (a 404
 /// `not_found`, as from a server older than the endpoint).
 const WHAT_IF: &str = r#"{"license_id":"demo","from":"2026-11-30T00:00:00.000Z",
  "covered_from":"2026-11-30T00:00:00.000Z","to":"2026-11-30T04:00:00.000Z","seats_now":3,
- "requests":2,"sessions":2,"true_denials":0,"idle_cut":1,"curve":[
- {"seats":1,"denials":1,"denial_rate":50.0,"peak":1,"full_s":3600.0,"utilization":0.25},
+ "requests":3,"sessions":2,"true_denials":5,"episodes":1,"idle_cut":1,"curve":[
+ {"seats":1,"denials":2,"denial_rate":66.7,"peak":1,"full_s":3600.0,"utilization":0.25},
  {"seats":2,"denials":0,"denial_rate":0.0,"peak":2,"full_s":0.0,"utilization":0.125}],
  "recommended":{"seats":2,"denial_rate":0.0}}"#;
 
@@ -223,11 +224,11 @@ async fn what_if_sends_the_range_and_flags_and_prints_the_recommendation() {
     run(args.clone(), &client, &mut out).await.unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(
-        text.contains("demo: 2 requests replayed (2 sessions, 0 true denials); an idle timeout of 30m cut 1 session\n"),
+        text.contains("demo: 3 requests replayed: 2 sessions and 1 episode (5 true denials); an idle timeout of 30m cut 1 session\n"),
         "{text}"
     );
     assert!(
-        text.contains("  2 seats would have denied none of 2 requests; you have 3\n"),
+        text.contains("  2 seats would have denied none of 3 requests; you have 3\n"),
         "{text}"
     );
     let seen = seen.lock().unwrap().clone();

@@ -31,6 +31,9 @@ pub fn parse_tolerance(s: &str) -> Result<Duration, String> {
 pub struct Refusals {
     /// `full` refusals not followed by a grant within the tolerance.
     pub true_full: u64,
+    /// Distinct holders among `true_full` (0 from a server older than the
+    /// count, or when there are none).
+    pub holders: u64,
     /// Counted refusals without a recorded reason: read as true denials.
     pub unknown: u64,
     /// `full` refusals the holder got a seat within the tolerance after.
@@ -47,6 +50,7 @@ impl Refusals {
         let true_full = s.true_denials.min(by.full);
         Refusals {
             true_full,
+            holders: s.denied_holders,
             unknown: s.denials.saturating_sub(by.total()),
             served: by.full - true_full,
             caps: by.holder + by.group + by.borrow,
@@ -65,15 +69,33 @@ impl Refusals {
         self.served + self.caps + self.lists + self.blocks
     }
 
-    /// The shortage in words: `2 true denials (full, not served within
-    /// 60s)`; `3 denials` alone when no reason is recorded at all (as an
-    /// older server's report read).
+    /// The distinct holders the shortage came from; `None` when the
+    /// server did not say (one older than the count, or refusals with no
+    /// recorded reason, which name no holder).
+    pub fn denied_holders(&self) -> Option<u64> {
+        (self.holders > 0 || self.shortage() == 0).then_some(self.holders)
+    }
+
+    /// The true denials and who they came from: `13 true denials from 4
+    /// holders`; without `from` when the server does not count holders.
+    pub fn true_words(&self) -> String {
+        let denials = counted(self.true_full, "true denial");
+        if self.holders > 0 {
+            format!("{denials} from {}", counted(self.holders, "holder"))
+        } else {
+            denials
+        }
+    }
+
+    /// The shortage in words: `13 true denials from 4 holders (full, not
+    /// served within 60s)`; `3 denials` alone when no reason is recorded at
+    /// all (as an older server's report read).
     pub fn shortage_words(&self, tolerance: Duration) -> Vec<String> {
         let mut words = Vec::new();
         if self.true_full > 0 {
             words.push(format!(
                 "{} (full, not served within {})",
-                counted(self.true_full, "true denial"),
+                self.true_words(),
                 tolerance_words(tolerance)
             ));
         }
@@ -167,6 +189,7 @@ mod tests {
             denials,
             denials_by_reason: by,
             true_denials,
+            denied_holders: 0,
             seat_hours: 0.0,
             borrowed_hours: 0.0,
             idle_hours: 0.0,
@@ -195,11 +218,15 @@ mod tests {
             not_allowed: 2,
             ..Default::default()
         };
-        let r = Refusals::of(&summary(9, by, 2));
+        let r = Refusals::of(&UsageSummary {
+            denied_holders: 2,
+            ..summary(9, by, 2)
+        });
         assert_eq!((r.shortage(), r.served, r.other()), (2, 3, 7));
+        assert_eq!(r.denied_holders(), Some(2));
         assert_eq!(
             r.shortage_words(MIN),
-            ["2 true denials (full, not served within 60s)"]
+            ["2 true denials from 2 holders (full, not served within 60s)"]
         );
         assert_eq!(
             r.beside_words(Duration::from_secs(90)).as_deref(),
@@ -208,6 +235,39 @@ mod tests {
             )
         );
         assert_eq!(r.none_words(), "no true denials");
+    }
+
+    #[test]
+    fn true_denials_say_the_holders_they_came_from() {
+        let by = |full| DenialsByReason {
+            full,
+            ..Default::default()
+        };
+        let of = |true_denials, denied_holders| {
+            Refusals::of(&UsageSummary {
+                denied_holders,
+                ..summary(true_denials, by(true_denials), true_denials)
+            })
+        };
+        // One holder retrying is said as one holder.
+        assert_eq!(of(13, 4).true_words(), "13 true denials from 4 holders");
+        assert_eq!(of(13, 1).true_words(), "13 true denials from 1 holder");
+        assert_eq!(
+            of(1, 1).shortage_words(MIN),
+            ["1 true denial from 1 holder (full, not served within 60s)"]
+        );
+        // A server older than the count (0 by default): the count alone.
+        let old = of(2, 0);
+        assert_eq!(old.denied_holders(), None);
+        assert_eq!(
+            old.shortage_words(MIN),
+            ["2 true denials (full, not served within 60s)"]
+        );
+        // No shortage: no holder was denied.
+        assert_eq!(of(0, 0).denied_holders(), Some(0));
+        // Refusals with no recorded reason name no holder.
+        let r = Refusals::of(&summary(3, DenialsByReason::default(), 0));
+        assert_eq!(r.denied_holders(), None);
     }
 
     #[test]

@@ -67,7 +67,9 @@ pub struct ReportArgs {
     pub tolerance: Option<Duration>,
     /// Instead of the report: per license, the range's recorded demand
     /// replayed against each seat count (denials, denial rate, peak, time
-    /// full, utilization) and the fewest seats meeting --target. With
+    /// full, utilization) and the fewest seats meeting --target. One
+    /// holder's true denials in a row (each within --tolerance of the last)
+    /// are one request, waiting for a seat until the last of them. With
     /// --json, the server's answers.
     #[arg(long, conflicts_with = "csv")]
     pub what_if: bool,
@@ -195,6 +197,7 @@ mod tests {
             denials: 1,
             denials_by_reason: Default::default(),
             true_denials: 0,
+            denied_holders: 0,
             seat_hours: 0.5,
             borrowed_hours: 0.0,
             utilization: 0.5,
@@ -235,6 +238,7 @@ mod tests {
         let back: UsageResponse = serde_json::from_value(entry.clone()).unwrap();
         assert_eq!(back, usage);
         assert_eq!(entry["summary"]["idle_hours"], 0.25);
+        assert_eq!(entry["summary"]["denied_holders"], 0);
         assert_eq!(entry["verdict"], "short_of_seats");
         assert_eq!(entry["verdict_reason"], "1 denial");
         assert_eq!(

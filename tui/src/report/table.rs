@@ -72,6 +72,7 @@ fn summary_row(r: &LicenseReport) -> Vec<String> {
     } else {
         0.0
     };
+    let refusals = Refusals::of(s);
     vec![
         clean(&r.usage.license_id),
         s.seats.to_string(),
@@ -80,8 +81,12 @@ fn summary_row(r: &LicenseReport) -> Vec<String> {
         pct(full_share),
         fmt_duration_ms((s.full_s * 1000.0) as i64),
         s.denials.to_string(),
-        // TRUE: the refusals that mean too few seats (see `denials`).
-        Refusals::of(s).shortage().to_string(),
+        // TRUE: the refusals that mean too few seats (see `denials`), and
+        // the holders they came from (`-`: the server did not say).
+        refusals.shortage().to_string(),
+        refusals
+            .denied_holders()
+            .map_or_else(|| "-".to_string(), |n| n.to_string()),
         pct(s.utilization),
         format!("{:.2}", s.seat_hours),
         format!("{:.2}", s.borrowed_hours),
@@ -115,6 +120,7 @@ pub fn format_report(range: Range, reports: &[LicenseReport]) -> String {
             ("FULL FOR", Right),
             ("DENIALS", Right),
             ("TRUE", Right),
+            ("DENIED HOLDERS", Right),
             ("UTILIZATION", Right),
             ("SEAT-HOURS", Right),
             ("BORROWED", Right),
@@ -201,6 +207,7 @@ mod tests {
                     denials: 3,
                     denials_by_reason: Default::default(),
                     true_denials: 0,
+                    denied_holders: 0,
                     seat_hours: 1028.4,
                     borrowed_hours: 96.5,
                     utilization: 0.612,
@@ -221,6 +228,7 @@ mod tests {
                     denials: 0,
                     denials_by_reason: Default::default(),
                     true_denials: 0,
+                    denied_holders: 0,
                     seat_hours: 123_456_789.5,
                     borrowed_hours: 0.0,
                     utilization: 0.00001,
@@ -245,6 +253,7 @@ mod tests {
                         ..Default::default()
                     },
                     true_denials: 0,
+                    denied_holders: 0,
                     seat_hours: 310.0,
                     borrowed_hours: 0.0,
                     utilization: 0.4613,
@@ -253,6 +262,31 @@ mod tests {
                     covered_from: None,
                 },
                 &[("ci-01", 200.0), ("ci-02", 110.0)],
+            ),
+            report(
+                // One holder retrying is one of the holders, however often.
+                "sim",
+                UsageSummary {
+                    seats: 3,
+                    peak: 3,
+                    peak_at: Some(Timestamp::from_millis(T0 - DAY_MS)),
+                    full_s: 1800.0,
+                    over_s: 0.0,
+                    denials: 15,
+                    denials_by_reason: DenialsByReason {
+                        full: 15,
+                        ..Default::default()
+                    },
+                    true_denials: 13,
+                    denied_holders: 4,
+                    seat_hours: 6.0,
+                    borrowed_hours: 0.0,
+                    utilization: 0.0119,
+                    holders: 8,
+                    idle_hours: 0.0,
+                    covered_from: None,
+                },
+                &[("client-1", 2.0)],
             ),
             report(
                 "spare",
@@ -265,6 +299,7 @@ mod tests {
                     denials: 0,
                     denials_by_reason: Default::default(),
                     true_denials: 0,
+                    denied_holders: 0,
                     seat_hours: 0.0,
                     borrowed_hours: 0.0,
                     utilization: 0.0,
@@ -286,11 +321,12 @@ mod tests {
         insta::assert_snapshot!(format_report(range, &fixture()), @r"
         usage from 2026-11-23T04:00:00.000Z to 2026-11-30T04:00:00.000Z (7d00h)
 
-        LICENSE               SEATS  PEAK  PEAK AT                    FULL  FULL FOR  DENIALS  TRUE  UTILIZATION    SEAT-HOURS  BORROWED  IDLE-HOURS  HOLDERS
-        demo-cad                 10    11  2026-11-28T05:00:00.000Z  12.5%    21h00m        3     3        61.2%       1028.40     96.50      120.25       14
-        render-farm-eu-west  100000     2  2026-11-25T04:00:00.000Z   0.0%        0s        0     0         0.0%  123456789.50      0.00        0.00        3
-        build                     4     4  2026-11-29T04:00:00.000Z   0.6%     1h00m        5     0        46.1%        310.00      0.00        0.00        2
-        spare                     2     0  -                          0.0%        0s        0     0         0.0%          0.00      0.00        0.00        0
+        LICENSE               SEATS  PEAK  PEAK AT                    FULL  FULL FOR  DENIALS  TRUE  DENIED HOLDERS  UTILIZATION    SEAT-HOURS  BORROWED  IDLE-HOURS  HOLDERS
+        demo-cad                 10    11  2026-11-28T05:00:00.000Z  12.5%    21h00m        3     3               -        61.2%       1028.40     96.50      120.25       14
+        render-farm-eu-west  100000     2  2026-11-25T04:00:00.000Z   0.0%        0s        0     0               0         0.0%  123456789.50      0.00        0.00        3
+        build                     4     4  2026-11-29T04:00:00.000Z   0.6%     1h00m        5     0               0        46.1%        310.00      0.00        0.00        2
+        sim                       3     3  2026-11-29T04:00:00.000Z   0.3%    30m00s       15    13               4         1.2%          6.00      0.00        0.00        8
+        spare                     2     0  -                          0.0%        0s        0     0               0         0.0%          0.00      0.00        0.00        0
 
         demo-cad: short of seats — more seats in use than sold for 12m00s; 3 denials; every seat in use 12.5% of the range (>= 10%)
           TOP HOLDERS  HOURS
@@ -306,6 +342,10 @@ mod tests {
           TOP HOLDERS   HOURS
           ci-01        200.00
           ci-02        110.00
+
+        sim: short of seats — 13 true denials from 4 holders (full, not served within 60s); 2 refused while full but served within 60s — not a shortage
+          TOP HOLDERS  HOURS
+          client-1      2.00
 
         spare: about right — peak 0 of 2 seats (0.0%) <= 70% and no denials, but history covers only 2h00m of the 7d00h asked, too short to call a surplus (needs 7 days)
           no sessions in the range

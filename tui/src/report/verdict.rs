@@ -259,6 +259,7 @@ mod tests {
             denials,
             denials_by_reason: Default::default(),
             true_denials: 0,
+            denied_holders: 0,
             seat_hours: 0.0,
             borrowed_hours: 0.0,
             utilization: 0.0,
@@ -280,6 +281,8 @@ mod tests {
             denials: by.total(),
             denials_by_reason: by,
             true_denials,
+            // One holder per true denial unless a test says otherwise.
+            denied_holders: true_denials,
             ..s
         }
     }
@@ -293,7 +296,10 @@ mod tests {
         };
         let j = judge_over(&with_reasons(summary(10, 10, 0.0, 0), by, 2), 7 * DAY_MS);
         assert_eq!(j.verdict, Verdict::ShortOfSeats);
-        assert_eq!(j.reason, "2 true denials (full, not served within 60s)");
+        assert_eq!(
+            j.reason,
+            "2 true denials from 2 holders (full, not served within 60s)"
+        );
         // Served within the tolerance, or refused by caps and lists: not
         // short, and said beside the verdict.
         let by = DenialsByReason {
@@ -336,8 +342,43 @@ mod tests {
         let j = judge_over(&with_reasons(summary(1, 1, 86_400.0, 0), by, 1), DAY_MS);
         assert_eq!(
             j.reason,
-            "1 true denial (full, not served within 60s); every seat in use 100.0% of the range (>= 10%); \
+            "1 true denial from 1 holder (full, not served within 60s); every seat in use 100.0% of the range (>= 10%); \
              1 refused by blocks — not a shortage"
+        );
+    }
+
+    #[test]
+    fn a_holder_retrying_is_said_as_one_holder() {
+        // The simulate run of issue 39: 13 true denials from 4 of 8 clients.
+        let by = DenialsByReason {
+            full: 15,
+            ..Default::default()
+        };
+        let s = UsageSummary {
+            denied_holders: 4,
+            ..with_reasons(summary(3, 3, 0.0, 0), by, 13)
+        };
+        let j = judge_over(&s, 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::ShortOfSeats);
+        assert_eq!(
+            j.reason,
+            "13 true denials from 4 holders (full, not served within 60s); \
+             2 refused while full but served within 60s — not a shortage"
+        );
+        // A server older than the count sends none: the count alone, and
+        // the same verdict.
+        let json = r#"{"seats":3,"peak":3,"peak_at":null,"full_s":0,"over_s":0,"denials":15,
+            "denials_by_reason":{"full":15,"holder":0,"group":0,"borrow":0,"not_allowed":0,"blocked":0},
+            "true_denials":13,"seat_hours":1,"utilization":0.1,"holders":8}"#;
+        let old: UsageSummary = serde_json::from_str(json).unwrap();
+        assert_eq!(old.denied_holders, 0);
+        let j = judge_over(&old, 7 * DAY_MS);
+        assert_eq!(j.verdict, Verdict::ShortOfSeats);
+        assert!(
+            j.reason
+                .starts_with("13 true denials (full, not served within 60s);"),
+            "{}",
+            j.reason
         );
     }
 

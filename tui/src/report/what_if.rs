@@ -21,6 +21,10 @@ pub const DEFAULT_TARGET: f64 = 1.0;
 /// The most seat counts one replay may ask for.
 pub const MAX_SEAT_COUNTS: u32 = 1000;
 
+/// What an episode is, said under the heading when one was replayed.
+const EPISODE_WORDS: &str = "an episode: the true denials of one holder and fingerprint, each within the \
+     tolerance of the last, replayed as one request that waits for a seat until the last of them";
+
 /// What the replay was asked for, as the printout says it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Asked {
@@ -167,15 +171,45 @@ fn row(w: &WhatIfResponse, p: &WhatIfPoint) -> Vec<String> {
     ]
 }
 
+/// What the requests were, in one clause: `1,204 requests replayed: 1,180
+/// sessions and 24 episodes (31 true denials)`; the returns an idle cut
+/// added are said when there are any. A server older than episodes (it
+/// sends none, yet true denials) replayed each true denial as a request,
+/// and is said so: `1,180 sessions and 24 true denials`.
+fn replayed_words(w: &WhatIfResponse) -> String {
+    let each_denial = w.episodes == 0 && w.true_denials > 0;
+    let denied = if each_denial {
+        w.true_denials
+    } else {
+        w.episodes
+    };
+    let returns = w.requests.saturating_sub(w.sessions + denied);
+    let mut parts = vec![counted(w.sessions, "session")];
+    if returns > 0 {
+        parts.push(format!("{} after an idle cut", counted(returns, "return")));
+    }
+    let note = if each_denial {
+        parts.push(counted(w.true_denials, "true denial"));
+        String::new()
+    } else if w.episodes > 0 {
+        parts.push(counted(w.episodes, "episode"));
+        format!(" ({})", counted(w.true_denials, "true denial"))
+    } else {
+        " (no true denials)".to_string()
+    };
+    let listed = match parts.split_last() {
+        Some((last, init)) if !init.is_empty() => format!("{} and {last}", init.join(", ")),
+        _ => parts.concat(),
+    };
+    format!(
+        "{} replayed: {listed}{note}",
+        counted(w.requests, "request")
+    )
+}
+
 /// One license: what was replayed, the curve, the recommendation.
 fn format_one(w: &WhatIfResponse, asked: Asked) -> String {
-    let mut head = format!(
-        "{}: {} replayed ({}, {})",
-        clean(&w.license_id),
-        counted(w.requests, "request"),
-        counted(w.sessions, "session"),
-        counted(w.true_denials, "true denial"),
-    );
+    let mut head = format!("{}: {}", clean(&w.license_id), replayed_words(w));
     if let Some(t) = asked.idle_timeout {
         head.push_str(&format!(
             "; an idle timeout of {} cut {}",
@@ -226,6 +260,10 @@ pub fn format_what_if(range: Range, answers: &[WhatIfResponse], asked: Asked) ->
         fmt_duration_ms(range.millis()),
         target_words(asked.target)
     );
+    if answers.iter().any(|w| w.episodes > 0) {
+        out.push_str(EPISODE_WORDS);
+        out.push('\n');
+    }
     if answers.is_empty() {
         out.push_str("no licenses configured\n");
     }
@@ -280,7 +318,8 @@ mod tests {
             seats_now: 20,
             requests: 1204,
             sessions: 1180,
-            true_denials: 24,
+            true_denials: 31,
+            episodes: 24,
             idle_cut: 37,
             curve,
             recommended: Some(WhatIfRecommendation {
@@ -303,8 +342,9 @@ mod tests {
         };
         insta::assert_snapshot!(format_what_if(range, &[w], asked), @r"
         what if: the demand recorded from 2026-11-23T04:00:00.000Z to 2026-11-30T04:00:00.000Z (7d00h) replayed against each seat count; recommended: the fewest seats denying at most 1 % of requests
+        an episode: the true denials of one holder and fingerprint, each within the tolerance of the last, replayed as one request that waits for a seat until the last of them
 
-        demo-cad: 1,204 requests replayed (1,180 sessions, 24 true denials); an idle timeout of 30m cut 37 sessions
+        demo-cad: 1,204 requests replayed: 1,180 sessions and 24 episodes (31 true denials); an idle timeout of 30m cut 37 sessions
           SEATS  DENIALS  DENIAL RATE  PEAK  FULL FOR  UTILIZATION
               1      900       74.8 %     1     1h00m       90.0 %
               2      610       50.7 %     2    30m00s       45.0 %
@@ -369,8 +409,75 @@ mod tests {
         let head = text.lines().next().unwrap();
         assert_eq!(
             head,
-            "x\u{fffd}[2J: 1,204 requests replayed (1,180 sessions, 24 true denials); \
+            "x\u{fffd}[2J: 1,204 requests replayed: 1,180 sessions and 24 episodes (31 true denials); \
              history covers only 2h00m of the 7d00h asked"
+        );
+    }
+
+    #[test]
+    fn episodes_are_counted_once_and_the_true_denials_beside_them() {
+        // Issue 39's pool: 8 clients, 4 of them refused 13 times in 4
+        // episodes; one returned after an idle cut.
+        let w = WhatIfResponse {
+            requests: 13,
+            sessions: 8,
+            true_denials: 13,
+            episodes: 4,
+            idle_cut: 1,
+            ..fixture()
+        };
+        assert_eq!(
+            replayed_words(&w),
+            "13 requests replayed: 8 sessions, 1 return after an idle cut and 4 episodes (13 true denials)"
+        );
+        let one = WhatIfResponse {
+            requests: 2,
+            sessions: 1,
+            true_denials: 1,
+            episodes: 1,
+            ..fixture()
+        };
+        assert_eq!(
+            replayed_words(&one),
+            "2 requests replayed: 1 session and 1 episode (1 true denial)"
+        );
+        let none = WhatIfResponse {
+            requests: 1180,
+            true_denials: 0,
+            episodes: 0,
+            ..fixture()
+        };
+        assert_eq!(
+            replayed_words(&none),
+            "1,180 requests replayed: 1,180 sessions (no true denials)"
+        );
+        // No episode replayed: the heading does not define the word.
+        let range = Range {
+            from: none.from,
+            to: none.to,
+        };
+        let asked = Asked {
+            idle_timeout: None,
+            target: 1.0,
+        };
+        assert!(!format_what_if(range, &[none], asked).contains("an episode"));
+    }
+
+    #[test]
+    fn an_older_server_replayed_each_true_denial() {
+        // No `episodes` in its answer: every true denial was a request.
+        let mut json = serde_json::to_value(fixture()).unwrap();
+        json.as_object_mut().unwrap().remove("episodes");
+        json["true_denials"] = 24.into();
+        let old: WhatIfResponse = serde_json::from_value(json).unwrap();
+        assert_eq!(old.episodes, 0);
+        assert_eq!(
+            replayed_words(&old),
+            "1,204 requests replayed: 1,180 sessions and 24 true denials"
+        );
+        assert_eq!(
+            recommendation(&old, 1.0),
+            "12 seats would have denied 0.8 % of 1,204 requests; you have 20"
         );
     }
 
