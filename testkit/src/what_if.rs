@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use leasehold_common::api::WhatIfPoint;
+
 /// One recorded session: an open one (`end` `None`) ends at `to`.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -30,23 +32,45 @@ pub struct History {
 
 /// One seat count's answer, in milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Point {
-    pub seats: u32,
-    pub denials: u64,
-    pub peak: u32,
-    pub full_ms: i64,
-    pub used_ms: u128,
+struct Point {
+    seats: u32,
+    denials: u64,
+    peak: u32,
+    full_ms: i64,
+    used_ms: u128,
 }
 
-/// The whole answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl Point {
+    /// In the wire's units, as the server computes them.
+    fn wire(&self, requests: u64, span_ms: i64) -> WhatIfPoint {
+        WhatIfPoint {
+            seats: self.seats,
+            denials: self.denials,
+            denial_rate: if requests == 0 {
+                0.0
+            } else {
+                self.denials as f64 * 100.0 / requests as f64
+            },
+            peak: self.peak,
+            full_s: self.full_ms as f64 / 1000.0,
+            utilization: if span_ms <= 0 {
+                0.0
+            } else {
+                self.used_ms as f64 / (u128::from(self.seats) * span_ms as u128) as f64
+            },
+        }
+    }
+}
+
+/// The whole answer, as the server's replay gives it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     pub sessions: u64,
     pub true_denials: u64,
     pub episodes: u64,
     pub idle_cut: u64,
     pub requests: u64,
-    pub curve: Vec<Point>,
+    pub curve: Vec<WhatIfPoint>,
 }
 
 /// A waiting request: it may be served at any instant of `[first, last]`.
@@ -208,14 +232,16 @@ fn point(h: &History, sessions: &[(i64, i64)], episodes: &[Episode], median: i64
 pub fn replay(h: &History, k_max: u32) -> Answer {
     let (sessions, session_count, idle_cut, median) = session_requests(h);
     let (episodes, true_denials) = episodes(h);
+    let requests = (sessions.len() + episodes.len()) as u64;
     Answer {
         sessions: session_count,
         true_denials,
         episodes: episodes.len() as u64,
         idle_cut,
-        requests: (sessions.len() + episodes.len()) as u64,
+        requests,
         curve: (1..=k_max)
             .map(|k| point(h, &sessions, &episodes, median, k))
+            .map(|p| p.wire(requests, h.to - h.covered_from))
             .collect(),
     }
 }

@@ -10,18 +10,7 @@ fn ts(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms)
 }
 
-use leasehold_testkit::what_if::{self as reference, History, Session};
-
-/// What the replay must answer.
-#[derive(Debug, PartialEq)]
-struct Expected {
-    sessions: u64,
-    true_denials: u64,
-    episodes: u64,
-    idle_cut: u64,
-    requests: u64,
-    curve: Vec<WhatIfPoint>,
-}
+use leasehold_testkit::what_if::{self as reference, Answer, History, Session};
 
 fn demand(h: &History) -> Demand {
     let mut b = DemandBuilder::new(
@@ -44,10 +33,11 @@ fn demand(h: &History) -> Demand {
     )
 }
 
-fn answer(h: &History, k_max: u32) -> Expected {
+/// The replay's answer, as the reference gives one.
+fn answer(h: &History, k_max: u32) -> Answer {
     let d = demand(h);
     let r = d.replay();
-    Expected {
+    Answer {
         sessions: d.sessions(),
         true_denials: d.true_denials(),
         episodes: d.episodes(),
@@ -57,38 +47,8 @@ fn answer(h: &History, k_max: u32) -> Expected {
     }
 }
 
-/// The reference's answer, in the wire's units.
-fn brute_force(h: &History, k_max: u32) -> Expected {
-    let a = reference::replay(h, k_max);
-    let span = (h.to - h.covered_from) as u128;
-    let curve = a
-        .curve
-        .iter()
-        .map(|p| WhatIfPoint {
-            seats: p.seats,
-            denials: p.denials,
-            denial_rate: if a.requests == 0 {
-                0.0
-            } else {
-                p.denials as f64 * 100.0 / a.requests as f64
-            },
-            peak: p.peak,
-            full_s: p.full_ms as f64 / 1000.0,
-            utilization: if span == 0 {
-                0.0
-            } else {
-                p.used_ms as f64 / (u128::from(p.seats) * span) as f64
-            },
-        })
-        .collect();
-    Expected {
-        sessions: a.sessions,
-        true_denials: a.true_denials,
-        episodes: a.episodes,
-        idle_cut: a.idle_cut,
-        requests: a.requests,
-        curve,
-    }
+fn brute_force(h: &History, k_max: u32) -> Answer {
+    reference::replay(h, k_max)
 }
 
 fn session_strategy() -> impl Strategy<Value = Session> {
