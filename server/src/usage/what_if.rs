@@ -4,22 +4,31 @@
 //! only decided which sessions it read as open.
 //!
 //! **Demand.** Every session overlapping the covered range `[covered_from,
-//! to)`, clipped to it (an open one ends at `to`), is a request; every
-//! true denial at `d` is a request `[d, d + median)` clipped to `to`, where
-//! the median is over the clipped sessions' durations (an even count: the
-//! mean of the two middle ones, rounded down to the millisecond; no
-//! session: the TTL). An idle timeout `t` removes `[p.from + t, p.to)` from
-//! a session for each recorded idle period `p` at least `t` long; what is
-//! left are its requests (the user came back at `p.to`: a new request).
-//! A cut that removes no time inside the covered range is not counted in
-//! `idle_cut` (a period exactly `t` long removes nothing).
+//! to)`, clipped to it (an open one ends at `to`), is a request. The true
+//! denials of the range form *episodes* per holder and fingerprint: in
+//! time order, a true denial at most the tolerance after the previous one
+//! joins its episode. An episode is one request that may wait from its
+//! first refusal to its last; granted at `g`, it holds `[g, g + median)`
+//! clipped to `to`, where the median is over the clipped sessions'
+//! durations (an even count: the mean of the two middle ones, rounded down
+//! to the millisecond; no session: the TTL). An idle timeout `t` removes
+//! `[p.from + t, p.to)` from a session for each recorded idle period `p`
+//! at least `t` long; what is left are its requests (the user came back at
+//! `p.to`: a new request). A cut that removes no time inside the covered
+//! range is not counted in `idle_cut` (a period exactly `t` long removes
+//! nothing).
 //!
-//! **Replay.** Requests in time order to the millisecond: at one instant
-//! ends before starts; starts at the same instant sessions before denial
-//! requests, then the earliest end first. With `k` seats a request is
-//! granted when fewer than `k` granted requests are in use at its start,
-//! else denied (no waiting). A zero-length request is granted or denied
-//! the same way and holds nothing.
+//! **Replay.** Requests in time order to the millisecond. At one instant:
+//! ends; sessions that start, the earliest end first; episodes already
+//! waiting, earliest first refusal first; episodes that start. With `k`
+//! seats a session is granted when fewer than `k` granted requests are in
+//! use at its start, else denied; an episode likewise, except that when
+//! none is free it waits in line until its last refusal, and is one
+//! denial if no seat came by then. A zero-length request is granted or
+//! denied the same way and holds nothing. An episode of one refusal never
+//! waits: it is exactly a request of the first-fit pass below, which
+//! answers every `k` when no episode can wait; `waiting.rs` adds what
+//! waiting changes.
 //!
 //! **One pass for every k.** Give each request the lowest-numbered free
 //! seat of an unbounded pool (first fit). Seats `1..=k` then hold exactly
