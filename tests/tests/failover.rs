@@ -460,5 +460,9 @@ async fn a_primary_without_a_synchronous_standby_is_warned_about_at_start() {
         "{}",
         warnings[0]
     );
-    assert!(warnings[0].contains("README.md"), "{}", warnings[0]);
+    assert!(
+        warnings[0].contains("docs/src/replicas.md"),
+        "{}",
+        warnings[0]
+    );
 }

@@ -1,5 +1,6 @@
 //! The plain-HTTP Python example (`assets/examples/leasehold_client.py`) run
-//! against the real server, so the README's "other languages" story stays true.
+//! against the real server, so the "other languages" story of
+//! `docs/src/clients.md` stays true.
 //! Needs python3 with `assets/examples/requirements.txt` installed (`.ci/run`
 //! does).
 

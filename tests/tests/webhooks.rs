@@ -1,4 +1,4 @@
-//! Alerts and webhooks end to end (README "Alerts and webhooks"), against the real
+//! Alerts and webhooks end to end (`docs/src/alerts-and-webhooks.md`), against the real
 //! `leaseholdd` and a real receiver on a loopback port (`receiver.rs`)
 //! that records every request and checks its `Leasehold-Signature` with
 //! its own HMAC-SHA256: forwarded events (json and slack), `usage` and

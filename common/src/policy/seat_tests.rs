@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::*;
 
-/// The example of the README, "Seat policies": every field at once.
+/// The example of `docs/src/configuration.md`, "Seat policies": every field at once.
 const EXAMPLE: &str = r#"
 [[license]]
 id = "cad"

@@ -2,7 +2,8 @@
 //! summary of a range, with the reason in words.
 //!
 //! The thresholds are named here and nowhere else; `leasehold report --help`
-//! and the README print them from [`thresholds_help`].
+//! prints them from [`thresholds_help`], and the right-sizing chapter
+//! (`docs/src/right-sizing.md`) quotes it, checked by a test.
 //!
 //! Any time with more seats in use than sold (`over_s`: overage granted, or
 //! a pool shrunk below the seats still held) is short of seats whatever its
@@ -589,10 +590,13 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_states_the_same_rules() {
-        let readme = include_str!("../../../README.md");
+    fn the_docs_state_the_same_rules() {
+        let chapter = include_str!("../../../docs/src/right-sizing.md");
         for line in thresholds_help().lines() {
-            assert!(readme.contains(line), "README.md lacks {line:?}");
+            assert!(
+                chapter.contains(line),
+                "docs/src/right-sizing.md lacks {line:?}"
+            );
         }
     }
 

@@ -1,6 +1,6 @@
 //! The start-up warning for a primary without a synchronous standby: a
 //! replica answers after `COMMIT`, and only a synchronous standby makes
-//! that commit outlive the primary (README, "Several replicas").
+//! that commit outlive the primary (`docs/src/replicas.md`).
 
 use postgres::Client;
 
@@ -59,8 +59,8 @@ pub fn warn_if_unprotected(client: &mut Client) {
                 tracing::warn!(
                     "PostgreSQL has no synchronous standby ({why}): a failover to an \
                      asynchronous or absent standby can lose the last acknowledged checkouts, \
-                     heartbeats and releases; see README.md, \"Several replicas\", \"Failover \
-                     to a synchronous standby\""
+                     heartbeats and releases; see docs/src/replicas.md, \"Failover to a \
+                     synchronous standby\""
                 );
             }
         }
