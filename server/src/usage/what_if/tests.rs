@@ -106,8 +106,42 @@ fn history_strategy() -> impl Strategy<Value = History> {
         )
 }
 
+/// A busier pool: more people than seats most of the time, several of
+/// them retrying, so many seat counts wait at once.
+fn busy_strategy() -> impl Strategy<Value = History> {
+    (
+        prop::collection::vec((0i64..300, 1i64..120), 10..40),
+        prop::collection::vec((0u8..6, 0i64..300), 0..40),
+        0i64..40,
+    )
+        .prop_map(|(sessions, denials, tolerance)| History {
+            covered_from: 0,
+            to: 300,
+            idle_timeout: None,
+            ttl: 30,
+            tolerance,
+            sessions: sessions
+                .into_iter()
+                .map(|(start, len)| Session {
+                    start,
+                    end: Some(start + len),
+                    idle: Vec::new(),
+                })
+                .collect(),
+            true_denials: denials
+                .into_iter()
+                .map(|(who, at)| (format!("h{who}"), at))
+                .collect(),
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(600))]
+
+    #[test]
+    fn a_busy_pool_with_retries_is_the_per_millisecond_recount(h in busy_strategy()) {
+        prop_assert_eq!(answer(&h, 24), brute_force(&h, 24));
+    }
 
     #[test]
     fn the_replay_is_the_per_millisecond_recount(h in history_strategy()) {

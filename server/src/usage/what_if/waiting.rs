@@ -15,7 +15,10 @@
 //! - `d` = seats `W_k` holds − seats `F_k` holds. While `d = 0` both are
 //!   full or not at once, so they decide every request alike and nothing
 //!   needs doing; `W_k` is full iff `F_k`'s count (a prefix sum over the
-//!   seats, [`Occupancy`]) plus `d` reaches `k`.
+//!   seats, [`Occupancy`]) plus `d` reaches `k`. With `d < 0` only a level
+//!   where `F_k` is full (at or below `F`'s lowest free seat) decides
+//!   otherwise; with `d > 0` only one with at most `d` free seats below
+//!   `k` in `F`.
 //! - *extra* holds (`W_k` only) and *missing* ones (`F_k` only) change `d`
 //!   when they end; the line of each `k` holds its waiting episodes.
 //! - per `k`, the difference in denials, seat time and time full, added to
@@ -29,6 +32,8 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
+
+use level_set::LevelSet;
 
 use super::{Demand, Episode};
 
@@ -113,16 +118,23 @@ struct Pass<'a> {
     levels: Vec<Level>,
     /// `F`: held seats by end, free seats, the next never-used seat.
     held: BinaryHeap<Reverse<(i64, usize, usize)>>,
-    free: BinaryHeap<Reverse<usize>>,
+    free: BTreeSet<usize>,
     fresh: usize,
     occupancy: Occupancy,
     /// Ends of the holds only `W_k` has: `(end, k)`.
     extra_ends: BinaryHeap<Reverse<(i64, usize)>>,
     /// The levels at which an `F` hold (by item) is missing from `W_k`.
     missing: HashMap<usize, Vec<usize>>,
-    /// Levels with `d != 0`, and levels with someone in line.
-    unbalanced: BTreeSet<usize>,
-    lined: BTreeSet<usize>,
+    /// Levels where `W_k` holds fewer (`d < 0`): it has room where `F_k`
+    /// is full, i.e. at levels up to `F`'s lowest free seat.
+    fewer: LevelSet,
+    /// Levels where `W_k` holds more (`d > 0`), and the largest `d` any
+    /// has had: `W_k` is full only when at most `d` seats below `k` are
+    /// free in `F`, so only at levels up to the `d + 1`-th free seat.
+    more: LevelSet,
+    most_more: i32,
+    /// Levels with someone in line.
+    lined: LevelSet,
     /// Levels at which `W_k` freed a seat at this instant.
     freed: Vec<usize>,
     cursor: i64,
@@ -134,13 +146,15 @@ impl<'a> Pass<'a> {
             demand,
             levels: (0..peak).map(|_| Level::default()).collect(),
             held: BinaryHeap::new(),
-            free: BinaryHeap::new(),
+            free: BTreeSet::new(),
+            most_more: 0,
             fresh: 0,
             occupancy: Occupancy(vec![0; peak + 1]),
             extra_ends: BinaryHeap::new(),
             missing: HashMap::new(),
-            unbalanced: BTreeSet::new(),
-            lined: BTreeSet::new(),
+            fewer: LevelSet::new(peak),
+            more: LevelSet::new(peak),
+            lined: LevelSet::new(peak),
             freed: Vec::new(),
             cursor: demand.covered_from,
         }
@@ -185,29 +199,53 @@ impl<'a> Pass<'a> {
     }
 
     /// Time all `k` seats were in use, `W_k` against `F_k`, up to `t`:
-    /// only where the two hold different counts.
+    /// where `F_k` is full and `W_k` holds fewer, or `W_k` holds more and
+    /// is full.
     fn account(&mut self, t: i64) {
         let dt = i128::from(t - self.cursor);
         if dt <= 0 {
             return;
         }
-        for &k in &self.unbalanced {
-            let f = self.occupancy.below(k);
-            let w = f + self.levels[k].d;
-            let full = |n: i32| i128::from(n == k as i32);
-            self.levels[k].delta.full_ms += dt * (full(w) - full(f));
+        for k in self.fewer.range(0, self.lowest_free()) {
+            self.levels[k].delta.full_ms -= dt;
+        }
+        for k in self.maybe_full_with_more() {
+            if self.w_full(k) {
+                self.levels[k].delta.full_ms += dt;
+            }
         }
         self.cursor = t;
     }
 
     fn set_d(&mut self, k: usize, by: i32) {
-        let level = &mut self.levels[k];
-        level.d += by;
-        if level.d == 0 {
-            self.unbalanced.remove(&k);
-        } else {
-            self.unbalanced.insert(k);
+        let before = self.levels[k].d;
+        let after = before + by;
+        self.levels[k].d = after;
+        match before.signum() {
+            -1 => self.fewer.remove(k),
+            1 => self.more.remove(k),
+            _ => {}
         }
+        match after.signum() {
+            -1 => self.fewer.insert(k),
+            1 => self.more.insert(k),
+            _ => {}
+        }
+        self.most_more = self.most_more.max(after);
+    }
+
+    /// Levels where `W_k` holds more and may be full: `F_k` has a free
+    /// seat, and at most `most_more` of them.
+    fn maybe_full_with_more(&self) -> Vec<usize> {
+        if self.more.is_empty() {
+            return Vec::new();
+        }
+        let lowest = self.lowest_free();
+        let highest = self.nth_free(self.most_more as usize);
+        if highest <= lowest {
+            return Vec::new();
+        }
+        self.more.range(lowest + 1, highest).collect()
     }
 
     /// Every hold ending at `t`, in `F` and in the `W_k`.
@@ -219,14 +257,14 @@ impl<'a> Pass<'a> {
             }
             self.held.pop();
             self.occupancy.add(seat, -1);
-            self.free.push(Reverse(seat));
+            self.free.insert(seat);
             let missing_at = self.missing.remove(&item).unwrap_or_default();
             for &k in &missing_at {
                 self.set_d(k, 1);
             }
             // Each line above the seat may be served (where `W_k` did not
             // hold it, `w_full` says no).
-            self.freed.extend(self.lined.range(seat + 1..));
+            self.freed.extend(self.lined.range(seat + 1, usize::MAX));
         }
         while let Some(&Reverse((end, k))) = self.extra_ends.peek() {
             if end > t {
@@ -234,14 +272,22 @@ impl<'a> Pass<'a> {
             }
             self.extra_ends.pop();
             self.set_d(k, -1);
-            if self.lined.contains(&k) {
+            if self.lined.contains(k) {
                 self.freed.push(k);
             }
         }
     }
 
     fn lowest_free(&self) -> usize {
-        self.free.peek().map_or(self.fresh, |Reverse(s)| *s)
+        self.free.first().copied().unwrap_or(self.fresh)
+    }
+
+    /// `F`'s `n`-th lowest free seat (0-based), never-used seats included.
+    fn nth_free(&self, n: usize) -> usize {
+        match self.free.iter().nth(n) {
+            Some(&seat) => seat,
+            None => self.fresh + (n - self.free.len()),
+        }
     }
 
     /// Is `W_k` full (before the request at hand joins `F`)?
@@ -252,9 +298,7 @@ impl<'a> Pass<'a> {
     /// `r` joins `F` at `seat`.
     fn place(&mut self, r: &Request, seat: usize) {
         if r.end > r.start {
-            if self.free.peek() == Some(&Reverse(seat)) {
-                self.free.pop();
-            } else {
+            if !self.free.remove(&seat) {
                 self.fresh += 1;
             }
             self.occupancy.add(seat, 1);
@@ -280,18 +324,20 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// A session: where the counts differ, `W_k` may decide otherwise.
+    /// A session: where the counts differ, `W_k` may decide otherwise:
+    /// it has room where `F_k` is full (`k <= seat`), or is full where
+    /// `F_k` has room.
     fn session(&mut self, r: &Request) {
         let seat = self.lowest_free();
-        let differing: Vec<usize> = self.unbalanced.iter().copied().collect();
-        for k in differing {
-            let (f_grants, w_grants) = (seat < k, !self.w_full(k));
-            if f_grants && !w_grants {
+        let room: Vec<usize> = self.fewer.range(0, seat).collect();
+        for k in room {
+            self.levels[k].delta.denials -= 1;
+            self.extra_at(k, r.start, r.end);
+        }
+        for k in self.maybe_full_with_more() {
+            if self.w_full(k) {
                 self.levels[k].delta.denials += 1;
                 self.missing_at(r, k);
-            } else if w_grants && !f_grants {
-                self.levels[k].delta.denials -= 1;
-                self.extra_at(k, r.start, r.end);
             }
         }
         self.place(r, seat);
@@ -312,8 +358,7 @@ impl<'a> Pass<'a> {
                 self.join_line(k, episode, 1);
             }
         }
-        let differing: Vec<usize> = self.unbalanced.range(seat + 1..).copied().collect();
-        for k in differing {
+        for k in self.maybe_full_with_more() {
             if self.w_full(k) {
                 self.missing_at(r, k);
                 if waits {
@@ -355,9 +400,70 @@ impl<'a> Pass<'a> {
                 }
             }
             if self.levels[k].line.is_empty() {
-                self.lined.remove(&k);
+                self.lined.remove(k);
             }
         }
         self.freed = freed;
+    }
+}
+
+mod level_set {
+    /// A set of seat counts below the peak, as bits: the sets change at
+    /// almost every event, so insert and remove are one bit each.
+    pub struct LevelSet {
+        words: Vec<u64>,
+        len: usize,
+    }
+
+    impl LevelSet {
+        pub fn new(levels: usize) -> LevelSet {
+            LevelSet {
+                words: vec![0; levels.div_ceil(64)],
+                len: 0,
+            }
+        }
+
+        pub fn is_empty(&self) -> bool {
+            self.len == 0
+        }
+
+        pub fn contains(&self, k: usize) -> bool {
+            self.words[k / 64] & (1 << (k % 64)) != 0
+        }
+
+        pub fn insert(&mut self, k: usize) {
+            if !self.contains(k) {
+                self.words[k / 64] |= 1 << (k % 64);
+                self.len += 1;
+            }
+        }
+
+        pub fn remove(&mut self, k: usize) {
+            if self.contains(k) {
+                self.words[k / 64] &= !(1 << (k % 64));
+                self.len -= 1;
+            }
+        }
+
+        /// The members in `lo..=hi`, in order.
+        pub fn range(&self, lo: usize, hi: usize) -> impl Iterator<Item = usize> + '_ {
+            let hi = hi.min(self.words.len() * 64 - 1);
+            let words = if self.len == 0 || lo > hi {
+                0..0
+            } else {
+                lo / 64..hi / 64 + 1
+            };
+            words.flat_map(move |w| {
+                let mut bits = self.words[w];
+                std::iter::from_fn(move || {
+                    let bit = bits.trailing_zeros() as usize;
+                    (bits != 0).then(|| {
+                        bits &= bits - 1;
+                        w * 64 + bit
+                    })
+                })
+                .filter(move |&k| (lo..=hi).contains(&k))
+            })
+        }
     }
 }
