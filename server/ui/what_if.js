@@ -74,7 +74,8 @@ export function refusalItems(s) {
   if (r.served) other.push(`${fmtCount(r.served)} served within ${TOLERANCE}`);
   if (r.caps) other.push(`${fmtCount(r.caps)} by caps or lists`);
   return [
-    ['True denials', fmtCount(r.shortage),
+    // "13 from 4 holders": retries of one person are not more people.
+    ['True denials', fmtCount(r.shortage) + (s.denied_holders ? ` from ${counted(s.denied_holders, 'holder')}` : ''),
       `Refused while every seat was in use and not served within ${TOLERANCE}: the refusals that mean too few seats`,
       'true-denials'],
     ['Not a shortage', other.length ? other.join(' · ') : '0',

@@ -116,7 +116,7 @@ async fn the_what_if_curve_has_the_replays_points_and_marks() {
         |t| t == "1",
     )
     .await;
-    assert_eq!(figure("true-denials").await, "1");
+    assert_eq!(figure("true-denials").await, "1 from 1 holder");
     assert_eq!(figure("not-shortage").await, "0");
 
     // Light and dark: the curve takes each theme's colour.
