@@ -59,6 +59,7 @@ async fn the_table_names_each_license_its_figures_and_a_verdict() {
     assert_eq!(&cells[..3], ["tiny", "1", "1"], "{out}");
     assert_eq!(cells[6], "2", "two denials: {out}");
     assert_eq!(cells[7], "2", "bob never got a seat: both true: {out}");
+    assert_eq!(cells[8], "1", "both bob's: one denied holder: {out}");
     assert!(
         out.contains("tiny: short of seats"),
         "two true denials make tiny short of seats:\n{out}"
@@ -210,7 +211,7 @@ async fn refusals_by_caps_lists_or_served_soon_after_are_not_a_shortage() {
     .await
     .stdout;
     assert!(
-        strict.contains("shop: short of seats — 1 true denial (full, not served within 0s); "),
+        strict.contains("shop: short of seats — 1 true denial from 1 holder (full, not served within 0s); "),
         "{strict}"
     );
 }

@@ -50,7 +50,7 @@ async fn the_curve_and_the_recommendation_per_license() {
     let s = three_held_and_one_refused().await;
     let out = report(&s, &["--what-if"]).await;
     assert!(
-        out.contains("trio: 4 requests replayed (3 sessions, 1 true denial)"),
+        out.contains("trio: 4 requests replayed: 3 sessions and 1 episode (1 true denial)"),
         "{out}"
     );
     for (seats, denials, rate) in [(1, 3, "75.0 %"), (2, 2, "50.0 %"), (3, 1, "25.0 %")] {
