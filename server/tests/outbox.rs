@@ -368,7 +368,7 @@ async fn a_usage_alert_fires_once_resolves_once_and_survives_a_reopen() {
     h.set(10_000);
     assert_eq!(h.tick().await, ["firing busy-usage"]);
     h.set(11_000);
-    assert!(h.tick().await.is_empty(), "never twice in one episode");
+    assert!(h.tick().await.is_empty(), "never twice while it fires");
     let states = h.store.alert_states().await.unwrap();
     assert_eq!(states.len(), 1);
     assert_eq!(

@@ -2,7 +2,7 @@
 //! `leaseholdd` and a real receiver on a loopback port (`receiver.rs`)
 //! that records every request and checks its `Leasehold-Signature` with
 //! its own HMAC-SHA256: forwarded events (json and slack), `usage` and
-//! `denials` alerts firing once per episode and resolving, retries with
+//! `denials` alerts firing once while their condition holds and resolving, retries with
 //! the same id and body, a stalled receiver, nothing lost across kill -9,
 //! redirects not followed, the test endpoint and who sees what (never the
 //! secret), and the licenses file's validation at start-up and on reload.
@@ -274,7 +274,7 @@ async fn a_revoke_is_forwarded_once_signed_to_a_json_and_a_slack_webhook() {
 }
 
 #[tokio::test]
-async fn a_usage_alert_fires_once_per_episode_across_a_restart_and_resolves() {
+async fn a_usage_alert_fires_once_while_it_holds_across_a_restart_and_resolves() {
     let ops = Receiver::start(SECRET).await;
     let licenses = [
         webhook_toml("ops", &ops.url("/ops"), SECRET, "json", &[]),
@@ -343,7 +343,7 @@ async fn a_usage_alert_fires_once_per_episode_across_a_restart_and_resolves() {
     assert_eq!(
         of_type(&ops.received(), "alert.firing").len(),
         1,
-        "fires once per episode: {:?}",
+        "fires once while it holds: {:?}",
         ops.received()
     );
     assert_eq!(alert_details(&s).await, ["firing cad-busy"]);
@@ -463,7 +463,7 @@ async fn a_denials_alert_fires_at_the_refusal_that_reaches_count() {
             .starts_with("one-denied firing"),
         "{body}"
     );
-    // A third refusal in the window is the same episode.
+    // A third refusal in the window: it still holds, no second firing.
     refuse("d").await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(ops.received().len(), 1, "{:?}", ops.received());

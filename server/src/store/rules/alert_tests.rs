@@ -136,7 +136,7 @@ fn usage_fires_once_after_its_for_and_resolves_once() {
     w.advance(1);
     assert_eq!(w.tick(), ["firing cad-busy"]);
     w.advance(1);
-    assert!(w.tick().is_empty(), "never twice in one episode");
+    assert!(w.tick().is_empty(), "never twice while it fires");
 
     // Every webhook by default: one delivery each, same sentence.
     let ops = w.bodies("ops");
