@@ -1,23 +1,47 @@
-//! The routes as warp filters, one function per route, grouped as the API
-//! is: [`meta`] (no credentials), [`client_seats`] (a license key, checked by
-//! the handler against the license in the path) and [`admin`] (the admin
-//! token or a session, checked by [`auth::require`] before the handler runs). Each
-//! route is path + method + what it reads from the request, handed to one
-//! function of [`handlers`].
+//! Every route, as warp filters: one function per route, each path +
+//! method + guard + what it reads from the request, handed to one function
+//! of [`handlers`] (named as the route). Grouped as the API is:
+//!
+//! - [`dashboard`]: the dashboard's sign-in and the `/` redirect (a
+//!   session cookie, checked by the handler);
+//! - [`meta`]: no credentials;
+//! - [`client_seats`]: a license key, checked by the handler against the
+//!   license in the path;
+//! - [`admin`]: `/v1/admin/…`, the viewer role to read and the admin role
+//!   to change, checked by [`auth::require`] (`admin_read`, `admin_auth`)
+//!   before the handler runs;
+//! - [`dashboard_page`]: the page's embedded files (none needs a
+//!   credential; an unknown name falls through to the other routes).
+//!
+//! [`super::routes`] mounts the groups in that order. ARCHITECTURE.md's
+//! "Adding an endpoint" is the recipe.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 
 use warp::Filter;
 use warp::filters::BoxedFilter;
-use warp::reply::{Reply, Response};
+use warp::reply::Response;
 
 use super::auth::{self, admin_auth, admin_read};
 use super::error::ApiError;
-use super::{State, body, denials, handlers, history, what_if};
+use super::query::Query;
+use super::ui_auth::{RequestMeta, request_meta};
+use super::{State, body, handlers};
 
 /// A route, or a group of routes, that answers with a response.
 pub type Route = BoxedFilter<(Response,)>;
+
+/// `POST /ui/login`, `GET /ui/session`, `POST /ui/logout`, `GET /`.
+pub fn dashboard(state: &State) -> Route {
+    ui_login(state)
+        .or(ui_session(state))
+        .unify()
+        .or(ui_logout(state))
+        .unify()
+        .or(ui_root())
+        .unify()
+        .boxed()
+}
 
 /// `/healthz`, `/.well-known/jwks.json`, `/metrics`.
 pub fn meta(state: &State) -> Route {
@@ -59,6 +83,56 @@ pub fn admin(state: &State) -> Route {
         .unify()
         .or(admin_denials(state))
         .unify()
+        .or(admin_webhooks(state))
+        .unify()
+        .or(admin_deliveries(state))
+        .unify()
+        .or(admin_webhook_test(state))
+        .unify()
+        .or(admin_alerts(state))
+        .unify()
+        .boxed()
+}
+
+/// `GET /ui`, `GET /ui/`, `GET /ui/<file>`: the dashboard's page.
+pub fn dashboard_page() -> Route {
+    ui_page().or(ui_file()).unify().boxed()
+}
+
+fn ui_login(state: &State) -> Route {
+    warp::path!("ui" / "login")
+        .and(warp::post())
+        .and(body::limited())
+        .and(request_meta(state.ui.proxies.clone()))
+        .and(with_state(state.clone()))
+        .then(|body, meta: RequestMeta, s: State| async move {
+            handlers::ui_login(&s, meta, body).await
+        })
+        .boxed()
+}
+
+fn ui_session(state: &State) -> Route {
+    warp::path!("ui" / "session")
+        .and(warp::get())
+        .and(request_meta(state.ui.proxies.clone()))
+        .and(with_state(state.clone()))
+        .then(|meta, s: State| async move { handlers::ui_session(&s, meta).await })
+        .boxed()
+}
+
+fn ui_logout(state: &State) -> Route {
+    warp::path!("ui" / "logout")
+        .and(warp::post())
+        .and(request_meta(state.ui.proxies.clone()))
+        .and(with_state(state.clone()))
+        .then(|meta, s: State| async move { handlers::ui_logout(&s, meta).await })
+        .boxed()
+}
+
+fn ui_root() -> Route {
+    warp::path::end()
+        .and(warp::get())
+        .map(handlers::ui_root)
         .boxed()
 }
 
@@ -71,14 +145,10 @@ fn healthz(state: &State) -> Route {
 }
 
 fn jwks(state: &State) -> Route {
-    // The keys never change while the server runs: serialize them once.
-    let body = serde_json::to_string(&state.signer.jwks()).expect("jwks serializes");
+    let body = handlers::jwks_body(state);
     warp::path!(".well-known" / "jwks.json")
         .and(warp::get())
-        .map(move || {
-            warp::reply::with_header(body.clone(), "content-type", "application/json")
-                .into_response()
-        })
+        .map(move || handlers::jwks(&body))
         .boxed()
 }
 
@@ -192,7 +262,7 @@ fn admin_usage(state: &State) -> Route {
         .and(query())
         .and(admin_read(state.clone()))
         .and(with_state(state.clone()))
-        .then(|q, s: State| async move { reply(history::usage(&s, q).await) })
+        .then(|q, s: State| async move { reply(handlers::admin_usage(&s, q).await) })
         .boxed()
 }
 
@@ -202,36 +272,92 @@ fn admin_what_if(state: &State) -> Route {
         .and(query())
         .and(admin_read(state.clone()))
         .and(with_state(state.clone()))
-        .then(|q, s: State| async move { reply(what_if::what_if(&s, q).await) })
+        .then(|q, s: State| async move { reply(handlers::admin_what_if(&s, q).await) })
         .boxed()
 }
 
 fn admin_sessions(state: &State) -> Route {
-    // `Accept: text/csv` asks for the whole range as CSV; an Accept header
-    // that is not text counts as absent.
-    let accept = warp::header::optional::<String>("accept")
-        .or_else(|_| async { Ok::<_, Infallible>((None,)) });
+    // `Accept: text/csv` asks for the whole range as CSV.
     warp::path!("v1" / "admin" / "sessions")
         .and(warp::get())
-        .and(accept)
+        .and(accept())
         .and(query())
         .and(admin_read(state.clone()))
         .and(with_state(state.clone()))
-        .then(|accept, q, s: State| async move { reply(history::sessions(s, accept, q).await) })
+        .then(|accept, q, s: State| async move {
+            reply(handlers::admin_sessions(s, accept, q).await)
+        })
         .boxed()
 }
 
 fn admin_denials(state: &State) -> Route {
     // As for sessions: `Accept: text/csv` asks for CSV.
-    let accept = warp::header::optional::<String>("accept")
-        .or_else(|_| async { Ok::<_, Infallible>((None,)) });
     warp::path!("v1" / "admin" / "denials")
         .and(warp::get())
-        .and(accept)
+        .and(accept())
         .and(query())
         .and(admin_read(state.clone()))
         .and(with_state(state.clone()))
-        .then(|accept, q, s: State| async move { reply(denials::denials(s, accept, q).await) })
+        .then(
+            |accept, q, s: State| async move { reply(handlers::admin_denials(s, accept, q).await) },
+        )
+        .boxed()
+}
+
+fn admin_webhooks(state: &State) -> Route {
+    warp::path!("v1" / "admin" / "webhooks")
+        .and(warp::get())
+        .and(admin_read(state.clone()))
+        .and(with_state(state.clone()))
+        .then(|s: State| async move { reply(handlers::admin_webhooks(&s).await) })
+        .boxed()
+}
+
+fn admin_deliveries(state: &State) -> Route {
+    warp::path!("v1" / "admin" / "webhooks" / "deliveries")
+        .and(warp::get())
+        .and(query())
+        .and(admin_read(state.clone()))
+        .and(with_state(state.clone()))
+        .then(|q, s: State| async move { reply(handlers::admin_deliveries(&s, q).await) })
+        .boxed()
+}
+
+fn admin_webhook_test(state: &State) -> Route {
+    warp::path!("v1" / "admin" / "webhooks" / String / "test")
+        .and(warp::post())
+        .and(admin_auth(state.clone()))
+        .and(with_state(state.clone()))
+        .then(|name, s: State| async move { reply(handlers::admin_webhook_test(&s, name).await) })
+        .boxed()
+}
+
+fn admin_alerts(state: &State) -> Route {
+    warp::path!("v1" / "admin" / "alerts")
+        .and(warp::get())
+        .and(admin_read(state.clone()))
+        .and(with_state(state.clone()))
+        .then(|s: State| async move { reply(handlers::admin_alerts(&s).await) })
+        .boxed()
+}
+
+fn ui_page() -> Route {
+    // warp's `path::end` matches `/ui` and `/ui/` alike: the handler tells
+    // them apart by the full path.
+    warp::path!("ui")
+        .and(warp::path::end())
+        .and(warp::get())
+        .and(warp::path::full())
+        .map(|full: warp::path::FullPath| handlers::ui_page(full.as_str()))
+        .boxed()
+}
+
+fn ui_file() -> Route {
+    warp::path!("ui" / String)
+        .and(warp::get())
+        .and_then(|name: String| async move {
+            handlers::ui_file(&name).ok_or_else(warp::reject::not_found)
+        })
         .boxed()
 }
 
@@ -240,9 +366,14 @@ fn with_state(state: State) -> impl Filter<Extract = (State,), Error = Infallibl
 }
 
 /// The query string as a map; one that does not parse counts as empty.
-fn query() -> impl Filter<Extract = (HashMap<String, String>,), Error = Infallible> + Clone {
-    warp::query::<HashMap<String, String>>()
-        .or_else(|_| async { Ok::<_, Infallible>((HashMap::new(),)) })
+/// Its parameters are read by [`super::query`].
+fn query() -> impl Filter<Extract = (Query,), Error = Infallible> + Clone {
+    warp::query::<Query>().or_else(|_| async { Ok::<_, Infallible>((Query::new(),)) })
+}
+
+/// The `Accept` header; one that is not text counts as absent.
+fn accept() -> impl Filter<Extract = (Option<String>,), Error = Infallible> + Clone {
+    warp::header::optional::<String>("accept").or_else(|_| async { Ok::<_, Infallible>((None,)) })
 }
 
 fn reply(r: handlers::Result<Response>) -> Response {

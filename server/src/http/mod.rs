@@ -1,25 +1,26 @@
-//! HTTP routes (warp filters). [`filters`] builds each route (path + method +
-//! what it reads) and hands it to a function of [`handlers`]; [`auth`] guards
-//! the admin routes with the [`role`] a bearer token or a dashboard session
-//! ([`ui_auth`]) holds. Every error, including warp's own rejections, leaves
-//! as the JSON error shape of [`error`].
+//! HTTP routes (warp filters). Every endpoint is written one way:
+//! [`filters`] builds its route (path + method + guard + what it reads) in
+//! its group and hands it to one function of [`handlers`]
+//! (`handlers/<area>.rs`); the query parameters several endpoints share
+//! are read by [`query`]; [`auth`] guards the admin routes with the
+//! [`role`] a bearer token or a dashboard session ([`ui_auth`]) holds.
+//! Every error, including warp's own rejections, leaves as the JSON error
+//! shape of [`error`]. ARCHITECTURE.md's "Adding an endpoint" is the
+//! recipe.
 //!
 //! The modules form layers, each using only those below it: [`error`],
-//! [`body`] and [`role`] at the bottom; then [`ui_auth`]; [`auth`];
-//! [`handlers`] (with [`sse`]) and [`history`] (with [`csv`]); [`denials`]
-//! and [`what_if`] over [`history`]; [`filters`]; [`webhooks`] (the alert
-//! and webhook views, routes and handlers in one) over [`auth`] and
-//! [`handlers`].
+//! [`body`], [`role`], [`peer`] and [`csv`] at the bottom; then [`query`]
+//! and [`ui_auth`]; [`auth`]; [`sse`] and [`ui_static`]; [`handlers`];
+//! [`filters`]; this module's [`routes`] over them all.
 
 mod auth;
 pub mod body;
 mod csv;
-mod denials;
 mod error;
 mod filters;
 pub mod handlers;
-mod history;
 pub mod peer;
+mod query;
 mod role;
 pub mod security_headers;
 mod sse;
@@ -29,10 +30,8 @@ pub mod ui_auth;
 mod ui_static;
 #[cfg(test)]
 mod ui_tests;
-mod webhooks;
 #[cfg(test)]
 mod webhooks_tests;
-mod what_if;
 
 use std::sync::Arc;
 
@@ -51,29 +50,24 @@ pub const MAX_BODY: usize = 16 * 1024;
 
 type State = Arc<AppState>;
 
-/// The whole API: every route, rejections turned into JSON errors, a 405's
-/// `Allow` header, the dashboard's security headers on `/` and everything
-/// under `/ui` ([`security_headers`], by path, so any route mounted there
-/// gets them, errors included), and request metrics.
+/// The whole API: the route groups of [`filters`], rejections turned into
+/// JSON errors, a 405's `Allow` header, the dashboard's security headers on
+/// `/` and everything under `/ui` ([`security_headers`], by path, so any
+/// route mounted there gets them, errors included), and request metrics.
 ///
-/// The dashboard's static files mount here like any route group: add their
-/// filter (e.g. `ui_static::routes()`, `GET /ui/`, `/ui/app.js`, ...) to the
-/// `api` chain with `.or(…).unify()`. Being under `/ui`, their answers
-/// (and their 404s) get the Content-Security-Policy, `nosniff` and
-/// `no-referrer` headers without doing anything; `ui_auth::routes` must
-/// stay first so `/ui/login`, `/ui/session` and `/ui/logout` are not
-/// shadowed.
+/// A new endpoint joins its group in [`filters`], never this chain.
+/// `filters::dashboard` stays first so `/ui/login`, `/ui/session` and
+/// `/ui/logout` are not shadowed, and `filters::dashboard_page` last, since
+/// it serves whatever other name under `/ui/` is one of its files.
 pub fn routes(state: State) -> BoxedFilter<(Response,)> {
-    let api = ui_auth::routes(&state)
+    let api = filters::dashboard(&state)
         .or(filters::meta(&state))
         .unify()
         .or(filters::client_seats(&state))
         .unify()
         .or(filters::admin(&state))
         .unify()
-        .or(webhooks::routes(&state))
-        .unify()
-        .or(ui_static::routes())
+        .or(filters::dashboard_page())
         .unify()
         .recover(error::recover)
         .unify();

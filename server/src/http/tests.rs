@@ -36,7 +36,7 @@ pub(super) const VIEWER_TOKEN: &str = "the-viewer-token";
 pub(super) const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
 /// Every admin route, with a path that reaches it.
-pub(super) const ADMIN_ROUTES: [(&str, &str); 12] = [
+pub(super) const ADMIN_ROUTES: [(&str, &str); 13] = [
     ("GET", "/v1/admin/licenses"),
     ("GET", "/v1/admin/seats"),
     ("DELETE", "/v1/admin/seats/some-seat"),
@@ -44,6 +44,7 @@ pub(super) const ADMIN_ROUTES: [(&str, &str); 12] = [
     ("GET", "/v1/admin/events/stream"),
     ("GET", "/v1/admin/usage"),
     ("GET", "/v1/admin/sessions"),
+    ("GET", "/v1/admin/denials"),
     ("GET", "/v1/admin/usage/what-if"),
     ("GET", "/v1/admin/webhooks"),
     ("GET", "/v1/admin/webhooks/deliveries"),

@@ -1,7 +1,8 @@
 //! The web dashboard's files (`server/ui/`), compiled into the binary so
 //! `leaseholdd` serves its own page: no CDN, no build step, nothing to
-//! install next to the binary. `GET /ui` redirects to `/ui/`, `GET /ui/`
-//! is `index.html`, `GET /ui/<file>` one of [`FILES`].
+//! install next to the binary. Their routes are `filters::dashboard_page`
+//! (handlers `ui_page` and `ui_file`): `GET /ui` redirects to `/ui/`,
+//! `GET /ui/` is `index.html`, `GET /ui/<file>` one of [`FILES`].
 //!
 //! An unknown name is a *rejection*, not a 404 reply, so the session routes
 //! under `/ui/` (`/ui/session`, `/ui/login`, ...) still get their turn and an
@@ -9,11 +10,8 @@
 //! `Cache-Control: no-cache`: the browser revalidates, so a new binary's
 //! page is never mixed with an old cached module.
 
-use warp::Filter;
-use warp::http::{HeaderValue, StatusCode, header};
+use warp::http::{HeaderValue, header};
 use warp::reply::Response;
-
-use super::filters::Route;
 
 /// `(name, content type, bytes)` of every file the page loads.
 pub const FILES: &[(&str, &str, &[u8])] = &[
@@ -45,32 +43,8 @@ const CSS: &str = "text/css; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";
 const SVG: &str = "image/svg+xml";
 
-/// `GET /ui`, `GET /ui/`, `GET /ui/<file>`.
-pub fn routes() -> Route {
-    // warp's `path::end` matches `/ui` and `/ui/` alike: tell them apart by
-    // the full path, since the page's relative URLs need the slash.
-    let index = warp::path!("ui")
-        .and(warp::path::end())
-        .and(warp::get())
-        .and(warp::path::full())
-        .map(|path: warp::path::FullPath| {
-            if path.as_str().ends_with('/') {
-                return file("index.html").expect("index.html is embedded");
-            }
-            let mut resp = Response::default();
-            *resp.status_mut() = StatusCode::MOVED_PERMANENTLY;
-            resp.headers_mut()
-                .insert(header::LOCATION, HeaderValue::from_static("/ui/"));
-            resp
-        });
-    let named = warp::path!("ui" / String)
-        .and(warp::get())
-        .and_then(|name: String| async move { file(&name).ok_or_else(warp::reject::not_found) });
-    index.or(named).unify().boxed()
-}
-
 /// The embedded file `name` as a response, if there is one.
-fn file(name: &str) -> Option<Response> {
+pub(super) fn file(name: &str) -> Option<Response> {
     let &(_, content_type, body) = FILES.iter().find(|(n, _, _)| *n == name)?;
     let mut resp = Response::new(body.into());
     let headers = resp.headers_mut();
@@ -86,6 +60,7 @@ fn file(name: &str) -> Option<Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::filters::dashboard_page as routes;
 
     #[tokio::test]
     async fn serves_each_file_with_its_type_and_no_cache() {

@@ -2,7 +2,7 @@
 //! event stream. They run only behind the admin auth filters (see
 //! [`crate::http::auth`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,10 +15,11 @@ use leasehold_common::text::{REASON_MAX_CHARS, check_text};
 use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
 
-use super::common::{Pool, Result, json, parse_json, pools, query_int, store_err};
+use super::common::{Pool, Result, json, parse_json, pools, store_err};
 use super::refusals;
 use crate::AppState;
 use crate::http::error::ApiError;
+use crate::http::query::{self, Query};
 use crate::metrics::Metrics;
 use crate::store::{self, LeaseRow, SeatMode};
 
@@ -112,10 +113,7 @@ pub async fn admin_licenses(state: &AppState) -> Result<Response> {
 }
 
 /// The query of `GET /v1/admin/seats`, validated.
-fn seat_query(
-    licenses: &leasehold_common::Licenses,
-    query: &HashMap<String, String>,
-) -> Result<store::SeatQuery> {
+fn seat_query(licenses: &leasehold_common::Licenses, query: &Query) -> Result<store::SeatQuery> {
     let license = query.get("license").cloned();
     if let Some(id) = &license
         && licenses.get(id).is_none()
@@ -200,7 +198,7 @@ fn seat_state(row: &LeaseRow, now: leasehold_common::Timestamp, skew: Duration) 
 
 /// `GET /v1/admin/seats`: filtered (`license`, `q`), sorted (`sort`,
 /// `order`) and paged (`limit`, `after`) by the store, in SQL.
-pub async fn admin_seats(state: &AppState, query: HashMap<String, String>) -> Result<Response> {
+pub async fn admin_seats(state: &AppState, query: Query) -> Result<Response> {
     let licenses = state.licenses.current();
     let seat_query = seat_query(&licenses, &query)?;
     let page = state
@@ -275,9 +273,9 @@ pub async fn admin_revoke(state: &AppState, seat_id: String, body: Bytes) -> Res
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-pub async fn admin_events(state: &AppState, query: HashMap<String, String>) -> Result<Response> {
-    let after = query_int(&query, "after")?.unwrap_or(0);
-    let limit = query_int(&query, "limit")?
+pub async fn admin_events(state: &AppState, query: Query) -> Result<Response> {
+    let after = query::int(&query, "after")?.unwrap_or(0);
+    let limit = query::int(&query, "limit")?
         .map(|l| (l as usize).min(EVENTS_MAX_LIMIT))
         .unwrap_or(EVENTS_DEFAULT_LIMIT);
     let events = state
@@ -291,21 +289,16 @@ pub async fn admin_events(state: &AppState, query: HashMap<String, String>) -> R
 pub async fn admin_events_stream(
     state: std::sync::Arc<AppState>,
     last_event_id: Option<String>,
-    query: HashMap<String, String>,
+    query: Query,
     meta: crate::http::ui_auth::RequestMeta,
 ) -> Result<Response> {
     let from_header = match last_event_id.as_deref().map(str::trim) {
         None | Some("") => None,
-        Some(v) => Some(
-            v.parse::<i64>()
-                .ok()
-                .filter(|id| *id >= 0 && v.bytes().all(|b| b.is_ascii_digit()))
-                .ok_or_else(|| {
-                    ApiError::invalid(format!("Last-Event-ID must be an event id, not {v:?}"))
-                })?,
-        ),
+        Some(v) => Some(query::seq(v).ok_or_else(|| {
+            ApiError::invalid(format!("Last-Event-ID must be an event id, not {v:?}"))
+        })?),
     };
-    let after = from_header.or(query_int(&query, "after")?).unwrap_or(0);
+    let after = from_header.or(query::int(&query, "after")?).unwrap_or(0);
     // The guard judged a request with `Authorization` by it alone; without
     // one, the session cookie let it in, and the stream lives only as long
     // as that session.

@@ -1,7 +1,6 @@
 //! Client seat handlers: checkout, heartbeat and release of a license's
 //! seats, each behind the license key of the license in the path.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,11 +10,12 @@ use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
 
-use super::common::{Result, json, parse_json, query_int, signed, store_err};
+use super::common::{Result, json, parse_json, signed, store_err};
 use super::refusals;
 use crate::AppState;
 use crate::http::auth::client_license;
 use crate::http::error::ApiError;
+use crate::http::query::{self, Query};
 use crate::metrics::Metrics;
 use crate::queue::{self, MAX_WAIT_S};
 use crate::store::{self, CheckoutOutcome, HeartbeatOutcome};
@@ -27,13 +27,13 @@ pub async fn checkout(
     license_id: String,
     authorization: Option<String>,
     idempotency_key: Option<String>,
-    query: HashMap<String, String>,
+    query: Query,
     body: Bytes,
 ) -> Result<Response> {
     client_license(state, &license_id, authorization.as_deref())?;
     let req = checkout_request(license_id, idempotency_key, &body)?;
     let wait = Duration::from_secs(
-        query_int(&query, "wait")?
+        query::int(&query, "wait")?
             .unwrap_or(0)
             .min(MAX_WAIT_S as i64) as u64,
     );

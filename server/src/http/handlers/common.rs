@@ -1,14 +1,19 @@
 //! What the handlers share: JSON replies and request bodies, store errors
-//! (counted), integer query parameters, freshly signed leases and the
-//! license pools. A leaf: it uses no other handler module.
+//! (counted), freshly signed leases, the license pools and CSV downloads
+//! streamed a store page at a time. A leaf: it uses no other handler
+//! module. (The query parameters they share are parsed in
+//! [`crate::http::query`].)
 
 use std::collections::HashMap;
+use std::future::Future;
 
 use bytes::Bytes;
 use leasehold_common::LicenseConfig;
 use leasehold_common::api::Lease;
 use leasehold_common::token::LeaseClaims;
-use warp::http::StatusCode;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use warp::http::{HeaderValue, StatusCode, header};
 use warp::reply::{Reply, Response};
 
 use crate::AppState;
@@ -35,7 +40,7 @@ pub(super) fn signed(state: &AppState, row: LeaseRow, overage: bool) -> Lease {
     lease
 }
 
-pub(in crate::http) fn json(status: StatusCode, body: &impl serde::Serialize) -> Response {
+pub(super) fn json(status: StatusCode, body: &impl serde::Serialize) -> Response {
     warp::reply::with_status(warp::reply::json(body), status).into_response()
 }
 
@@ -51,26 +56,10 @@ pub(super) fn parse_json<T: serde::de::DeserializeOwned>(body: &Bytes, what: &st
         .map_err(|e| ApiError::invalid(format!("request body is not a valid {what}: {e}")))
 }
 
-pub(in crate::http) fn store_err(state: &AppState) -> impl Fn(store::StoreError) -> ApiError + '_ {
+pub(super) fn store_err(state: &AppState) -> impl Fn(store::StoreError) -> ApiError + '_ {
     |e| {
         Metrics::inc(&state.metrics.store_errors);
         ApiError::store(e)
-    }
-}
-
-/// Parse an optional non-negative integer query parameter.
-pub(in crate::http) fn query_int(
-    query: &HashMap<String, String>,
-    name: &str,
-) -> Result<Option<i64>> {
-    match query.get(name) {
-        None => Ok(None),
-        Some(v) => match v.parse::<i64>() {
-            Ok(n) if n >= 0 => Ok(Some(n)),
-            _ => Err(ApiError::invalid(format!(
-                "{name} must be a non-negative integer, not {v:?}"
-            ))),
-        },
     }
 }
 
@@ -95,4 +84,71 @@ pub(super) async fn pools(state: &AppState) -> std::result::Result<Vec<Pool>, st
         });
     }
     Ok(pools)
+}
+
+/// Rows per store read while streaming CSV: memory stays at one page
+/// (and the channel's two) however long the range.
+pub(super) const CSV_PAGE: usize = 1000;
+
+/// One CSV download: its header row, the record of one row, what it is
+/// (for the log) and the `Content-Disposition` that names its file.
+pub(super) struct CsvFile<T> {
+    pub header: &'static str,
+    pub record: fn(&mut String, &T),
+    pub what: &'static str,
+    pub disposition: &'static str,
+}
+
+/// Stream a range as CSV, one store page ([`CSV_PAGE`] rows) at a time:
+/// `read` answers the page after the one it is given (`None`: the first). The first
+/// page is read before answering, so a store that cannot answer is a 503
+/// rather than a 200 cut short; a later failure ends the body unfinished
+/// (the client sees a broken transfer, never a short file that looks whole).
+pub(super) async fn stream_csv<T, F, Fut>(
+    state: &AppState,
+    file: CsvFile<T>,
+    mut read: F,
+) -> Result<Response>
+where
+    T: Send + 'static,
+    F: FnMut(Option<&[T]>) -> Fut + Send + 'static,
+    Fut: Future<Output = std::result::Result<Vec<T>, store::StoreError>> + Send,
+{
+    let first = read(None).await.map_err(store_err(state))?;
+    let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(2);
+    tokio::spawn(async move {
+        let mut body = String::from(file.header);
+        let mut page = first;
+        loop {
+            for row in &page {
+                (file.record)(&mut body, row);
+            }
+            if tx.send(Ok(Bytes::from(body))).await.is_err() {
+                return; // The client hung up.
+            }
+            body = String::new();
+            if page.len() < CSV_PAGE {
+                return;
+            }
+            page = match read(Some(&page)).await {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!("{} CSV: cannot read the next page: {e}", file.what);
+                    let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+                    return;
+                }
+            };
+        }
+    });
+    let mut resp = warp::reply::stream(ReceiverStream::new(rx)).into_response();
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    headers.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_static(file.disposition),
+    );
+    Ok(resp)
 }

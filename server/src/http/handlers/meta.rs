@@ -1,4 +1,5 @@
-//! Meta handlers, without credentials: `/healthz` and `/metrics`.
+//! Meta handlers, without credentials: `/healthz`, the signing keys
+//! (`/.well-known/jwks.json`) and `/metrics`.
 
 use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
@@ -20,6 +21,17 @@ pub async fn healthz(state: &AppState) -> Response {
         ),
         Err(e) => ApiError::store(e).into_response(),
     }
+}
+
+/// The signing keys as JWKS JSON. They never change while the server
+/// runs: the route serializes them once, at start.
+pub fn jwks_body(state: &AppState) -> String {
+    serde_json::to_string(&state.signer.jwks()).expect("jwks serializes")
+}
+
+/// `GET /.well-known/jwks.json`: `body` from [`jwks_body`].
+pub fn jwks(body: &str) -> Response {
+    warp::reply::with_header(body.to_string(), "content-type", "application/json").into_response()
 }
 
 /// `GET /metrics`. A store that cannot answer shows as no pool gauges rather

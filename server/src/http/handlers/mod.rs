@@ -3,21 +3,35 @@
 //! reaches the store, so bad input changes nothing. Admin handlers run only
 //! behind the admin auth filters (see [`crate::http::auth`]).
 //!
-//! Grouped as [`crate::http::filters`] is: [`meta`] (`/healthz`,
-//! `/metrics`), [`client_seats`] (checkout, heartbeat, release) and
-//! [`admin`] (`/v1/admin/…`). The store outcomes that refuse a request map
-//! to their errors in [`refusals`]; what several handlers share (JSON
-//! replies and bodies, store errors, query integers, signed leases, the
-//! pools) is in [`common`], a leaf the others use.
+//! One file per area, one public function per route of
+//! [`crate::http::filters`], named as its route: [`meta`] (`/healthz`,
+//! `/metrics`, the JWKS), [`client_seats`] (checkout, heartbeat, release),
+//! [`admin`] (licenses, seats, revoke, events), [`usage`] (usage and
+//! sessions), [`denials`], [`what_if`], [`webhooks`] (webhooks,
+//! deliveries, alerts) and [`dashboard`] (sign-in and the page's files).
+//! The store outcomes that refuse a request map to their errors in
+//! [`refusals`]; what several handlers share (JSON replies and bodies,
+//! store errors, signed leases, the pools, CSV downloads) is in [`common`],
+//! a leaf the others use; the query parameters they share are read by
+//! [`crate::http::query`].
 
 mod admin;
 mod client_seats;
 mod common;
+mod dashboard;
+mod denials;
 mod meta;
 mod refusals;
+mod usage;
+mod webhooks;
+mod what_if;
 
 pub use admin::{admin_events, admin_events_stream, admin_licenses, admin_revoke, admin_seats};
 pub use client_seats::{checkout, heartbeat, release};
 pub use common::Result;
-pub(super) use common::{json, query_int, store_err};
-pub use meta::{healthz, metrics};
+pub use dashboard::{ui_file, ui_login, ui_logout, ui_page, ui_root, ui_session};
+pub use denials::admin_denials;
+pub use meta::{healthz, jwks, jwks_body, metrics};
+pub use usage::{admin_sessions, admin_usage};
+pub use webhooks::{admin_alerts, admin_deliveries, admin_webhook_test, admin_webhooks};
+pub use what_if::admin_what_if;

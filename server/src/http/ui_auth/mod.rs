@@ -1,8 +1,10 @@
-//! Dashboard sign-in over HTTP: `POST /ui/login`, `GET /ui/session`,
-//! `POST /ui/logout` ([`routes`]), the session cookie ([`sessions`]), the
-//! CSRF and same-origin checks ([`csrf`]), the failed-login limiter
-//! ([`limiter`]) and what they read from a request ([`request_meta`]).
-//! The sessions themselves live in [`crate::ui_sessions`].
+//! Dashboard sign-in over HTTP, what its endpoints (`POST /ui/login`,
+//! `GET /ui/session`, `POST /ui/logout`: routes in `filters.rs`, handlers
+//! in `handlers/dashboard.rs`) and the admin guard share: the session
+//! cookie ([`sessions`]), the CSRF and same-origin checks ([`csrf`]), the
+//! failed-login limiter ([`limiter`]) and what they read from a request
+//! ([`request_meta`]). The sessions themselves live in
+//! [`crate::ui_sessions`].
 //!
 //! - **Cookie.** A sign-in with the admin or the viewer token sends the new
 //!   session's id once as the `leasehold_session` cookie (`HttpOnly;
@@ -26,12 +28,10 @@ mod csrf;
 mod limiter;
 pub use limiter::MAX_FAILURES as DEFAULT_AUTH_FAILURES;
 mod request_meta;
-mod routes;
 mod sessions;
 
-pub use csrf::check_csrf;
+pub use csrf::{check_csrf, origin_check, token_of};
 pub use request_meta::{RequestMeta, request_meta};
-pub use routes::routes;
 pub use sessions::{Session, session_of, touch};
 
 use std::net::IpAddr;

@@ -55,7 +55,7 @@ pub fn request_meta(
 
 impl RequestMeta {
     /// A header's value, trimmed; one that is not text counts as absent.
-    pub(super) fn header(&self, name: &str) -> Option<&str> {
+    pub(in crate::http) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .get(name)
             .and_then(|v| v.to_str().ok())

@@ -1,63 +1,62 @@
-//! `POST /ui/login`, `GET /ui/session`, `POST /ui/logout`, and the `/`
-//! redirect to the dashboard. Their answers are never cached.
+//! The dashboard's own endpoints: sign-in (`POST /ui/login`,
+//! `GET /ui/session`, `POST /ui/logout`; their answers are never cached),
+//! the `/` redirect to the page, and the page's embedded files
+//! (`GET /ui/`, `/ui/<file>`, from [`crate::http::ui_static`]). The
+//! session, CSRF and limiter machinery they use is [`crate::http::ui_auth`].
 
 use bytes::Bytes;
 use leasehold_common::api::{LoginRequest, UiSession};
-use warp::Filter;
-use warp::filters::BoxedFilter;
 use warp::http::header::{CACHE_CONTROL, LOCATION, SET_COOKIE};
 use warp::http::{HeaderValue, StatusCode};
 use warp::reply::{Reply, Response};
 
-use super::{RequestMeta, csrf, request_meta, session_of, touch};
 use crate::AppState;
-use crate::http::State;
-use crate::http::body;
 use crate::http::error::ApiError;
 use crate::http::role::Role;
+use crate::http::ui_auth::{RequestMeta, check_csrf, origin_check, session_of, token_of, touch};
+use crate::http::ui_static;
 
 /// Longest token accepted at sign-in (tokens are 64 hex characters).
 const MAX_TOKEN_LEN: usize = 1024;
 
-/// The sign-in routes and the `/` redirect.
-pub fn routes(state: &State) -> BoxedFilter<(Response,)> {
-    let with_state = {
-        let state = state.clone();
-        warp::any().map(move || state.clone())
-    };
-    let login = warp::path!("ui" / "login")
-        .and(warp::post())
-        .and(body::limited())
-        .and(request_meta(state.ui.proxies.clone()))
-        .and(with_state.clone())
-        .then(|body: Bytes, meta: RequestMeta, s: State| async move {
-            no_store(reply(login(&s, &meta, body).await))
-        });
-    let session = warp::path!("ui" / "session")
-        .and(warp::get())
-        .and(request_meta(state.ui.proxies.clone()))
-        .and(with_state.clone())
-        .then(|meta: RequestMeta, s: State| async move {
-            no_store(reply(current_session(&s, &meta).await))
-        });
-    let logout = warp::path!("ui" / "logout")
-        .and(warp::post())
-        .and(request_meta(state.ui.proxies.clone()))
-        .and(with_state)
-        .then(
-            |meta: RequestMeta, s: State| async move { no_store(reply(logout(&s, &meta).await)) },
-        );
-    let root = warp::path::end()
-        .and(warp::get())
-        .map(|| see_other_ui(StatusCode::SEE_OTHER.into_response()));
-    login
-        .or(session)
-        .unify()
-        .or(logout)
-        .unify()
-        .or(root)
-        .unify()
-        .boxed()
+/// `POST /ui/login`: a session for the admin or viewer token, as a cookie.
+pub async fn ui_login(state: &AppState, meta: RequestMeta, body: Bytes) -> Response {
+    no_store(reply(login(state, &meta, body).await))
+}
+
+/// `GET /ui/session`: the cookie's session, its role and CSRF token.
+pub async fn ui_session(state: &AppState, meta: RequestMeta) -> Response {
+    no_store(reply(current_session(state, &meta).await))
+}
+
+/// `POST /ui/logout`: end the cookie's session (if any) and clear it.
+pub async fn ui_logout(state: &AppState, meta: RequestMeta) -> Response {
+    no_store(reply(logout(state, &meta).await))
+}
+
+/// `GET /`: to the dashboard.
+pub fn ui_root() -> Response {
+    see_other_ui(StatusCode::SEE_OTHER.into_response())
+}
+
+/// `GET /ui` and `GET /ui/` (`full` is the request's path): the page at
+/// `/ui/`, whose relative URLs need the slash; `/ui` moves there.
+pub fn ui_page(full: &str) -> Response {
+    if full.ends_with('/') {
+        return ui_static::file("index.html").expect("index.html is embedded");
+    }
+    let mut resp = Response::default();
+    *resp.status_mut() = StatusCode::MOVED_PERMANENTLY;
+    resp.headers_mut()
+        .insert(LOCATION, HeaderValue::from_static("/ui/"));
+    resp
+}
+
+/// `GET /ui/<name>`: one of the page's files; `None` for any other name,
+/// which the route turns into a rejection (so `/ui/session` and the
+/// others still get their turn).
+pub fn ui_file(name: &str) -> Option<Response> {
+    ui_static::file(name)
 }
 
 fn reply(r: Result<Response, ApiError>) -> Response {
@@ -140,7 +139,7 @@ async fn login(state: &AppState, meta: &RequestMeta, body: Bytes) -> Result<Resp
     let client = meta.client_ip();
     state.ui.refuse_if_limited(client)?;
     // Login CSRF: a page elsewhere must not sign a browser in.
-    csrf::origin_check(meta, true)?;
+    origin_check(meta, true)?;
     let (token, form) = login_token(meta, &body)?;
     let Some(role) = Role::of(state, &token) else {
         state.ui.failed(client);
@@ -184,7 +183,7 @@ async fn current_session(state: &AppState, meta: &RequestMeta) -> Result<Respons
     }
     let body = UiSession {
         role: session.role.as_str().to_string(),
-        csrf_token: csrf::token_of(&session),
+        csrf_token: token_of(&session),
         expires_at: session.ends_at(state),
     };
     Ok(warp::reply::json(&body).into_response())
@@ -193,7 +192,7 @@ async fn current_session(state: &AppState, meta: &RequestMeta) -> Result<Respons
 async fn logout(state: &AppState, meta: &RequestMeta) -> Result<Response, ApiError> {
     match session_of(state, meta).await {
         Ok(session) => {
-            csrf::check_csrf(meta, &session)?;
+            check_csrf(meta, &session)?;
             state
                 .ui
                 .sessions

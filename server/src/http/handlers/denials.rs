@@ -1,37 +1,33 @@
 //! `GET /v1/admin/denials`: a license's recorded refusals, newest first,
 //! each with its reason and whether it was a true denial at the request's
 //! `tolerance` (`store/denials.rs` decides). The range, the page limit,
-//! the cursor and CSV work as `GET /v1/admin/sessions` does (`history.rs`).
+//! the cursor and CSV work as `GET /v1/admin/sessions` does
+//! ([`crate::http::query`], the CSV stream of `common.rs`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use leasehold_common::api::{DenialView, DenialsResponse};
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::csv;
-use super::error::ApiError;
-use super::handlers::{Result, json, store_err};
-use super::history::{CSV_PAGE, CsvFile, page_limit, stream_csv, tolerance, wants_csv, window};
+use super::common::{CSV_PAGE, CsvFile, Result, json, store_err, stream_csv};
+use super::usage::HISTORY_PAGE;
 use crate::AppState;
+use crate::http::csv;
+use crate::http::query::{self, Query};
 use crate::store::denials::{DenialCursor, DenialsQuery};
 
-pub async fn denials(
+/// `GET /v1/admin/denials`: one JSON page, or the whole window as CSV.
+pub async fn admin_denials(
     state: Arc<AppState>,
     accept: Option<String>,
-    query: HashMap<String, String>,
+    query: Query,
 ) -> Result<Response> {
-    let w = window(&state, &query)?;
-    let csv = wants_csv(&query, accept.as_deref())?;
-    let limit = page_limit(&query)?;
-    let tolerance = tolerance(&query)?;
-    let after = query
-        .get("after")
-        .filter(|a| !a.is_empty())
-        .map(|a| DenialCursor::decode(a))
-        .transpose()
-        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    let w = query::window(&state, &query)?;
+    let csv = query::wants_csv(&query, accept.as_deref())?;
+    let limit = query::limit(&query, HISTORY_PAGE)?;
+    let tolerance = query::tolerance(&query)?;
+    let after = query::cursor(&query, DenialCursor::decode)?;
     let mut q = DenialsQuery {
         license_id: w.license.id,
         from: w.from,

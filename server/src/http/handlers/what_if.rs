@@ -1,30 +1,31 @@
 //! `GET /v1/admin/usage/what-if`: the recorded demand of a range replayed
 //! against other seat counts (`usage/what_if.rs` says how). Behind the
 //! admin auth filter (a viewer may read it); the range, the license and
-//! `tolerance` are read as the usage endpoint reads them. Bad input is a
+//! `tolerance` are read as the usage endpoint reads them
+//! ([`crate::http::query`]). Bad input is a
 //! 400 `invalid_request` naming the parameter (a license not configured:
 //! 404 `unknown_license`) before anything is read.
 
-use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use leasehold_common::api::{WhatIfPoint, WhatIfRecommendation, WhatIfResponse, code};
-use leasehold_common::policy::parse_duration;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::error::ApiError;
-use super::handlers::{Result, json, store_err};
-use super::history::{short, tolerance, window};
+use super::common::{Result, json, store_err};
 use crate::AppState;
+use crate::http::error::ApiError;
+use crate::http::query::{self, Query, short, strict_duration};
 use crate::usage::what_if::{MAX_SEAT_COUNTS, Replay, WhatIfQuery};
 
 /// The denial rate the recommendation meets when the request names none.
 const DEFAULT_TARGET: f64 = 1.0;
 
-pub async fn what_if(state: &AppState, query: HashMap<String, String>) -> Result<Response> {
-    let w = window(state, &query)?;
+/// `GET /v1/admin/usage/what-if`: the curve of seat counts and the
+/// recommendation.
+pub async fn admin_what_if(state: &AppState, query: Query) -> Result<Response> {
+    let w = query::window(state, &query)?;
     // History stops at now: a `to` after it is taken as now.
     let to = w.to.min(w.now);
     if w.from >= to {
@@ -35,7 +36,7 @@ pub async fn what_if(state: &AppState, query: HashMap<String, String>) -> Result
     }
     let seats = seats_param(&query)?;
     let idle_timeout = idle_timeout_param(&query)?;
-    let tolerance = tolerance(&query)?;
+    let tolerance = query::tolerance(&query)?;
     let target = target_param(&query)?;
     let policy = &w.license.policy;
     let demand = state
@@ -111,7 +112,7 @@ fn default_curve(
 }
 
 /// `seats`: `A..B` (or one count `A`), `1 <= A <= B`, at most 1,000 values.
-fn seats_param(query: &HashMap<String, String>) -> Result<Option<RangeInclusive<u32>>> {
+fn seats_param(query: &Query) -> Result<Option<RangeInclusive<u32>>> {
     let Some(v) = query.get("seats") else {
         return Ok(None);
     };
@@ -140,16 +141,11 @@ fn seats_param(query: &HashMap<String, String>) -> Result<Option<RangeInclusive<
 
 /// `idle_timeout`: any duration from 1 s (not held to the licenses file's
 /// "longer than the TTL": the question is hypothetical); absent, none.
-fn idle_timeout_param(query: &HashMap<String, String>) -> Result<Option<Duration>> {
+fn idle_timeout_param(query: &Query) -> Result<Option<Duration>> {
     let Some(v) = query.get("idle_timeout") else {
         return Ok(None);
     };
-    let parsed = v
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric())
-        .then(|| parse_duration(v).ok())
-        .flatten();
-    match parsed {
+    match strict_duration(v) {
         Some(d) if d >= Duration::from_secs(1) => Ok(Some(d)),
         _ => Err(ApiError::invalid(format!(
             "idle_timeout must be a duration of at least 1s such as 15m or 1h, not {:?}",
@@ -159,7 +155,7 @@ fn idle_timeout_param(query: &HashMap<String, String>) -> Result<Option<Duration
 }
 
 /// `target`: the denial rate to meet, in percent, 0 to 100 (default 1).
-fn target_param(query: &HashMap<String, String>) -> Result<f64> {
+fn target_param(query: &Query) -> Result<f64> {
     let Some(v) = query.get("target") else {
         return Ok(DEFAULT_TARGET);
     };
@@ -176,7 +172,7 @@ fn target_param(query: &HashMap<String, String>) -> Result<f64> {
 mod tests {
     use super::*;
 
-    fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    fn q(pairs: &[(&str, &str)]) -> Query {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -6,84 +6,33 @@
 //! secret is never part of an answer.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
-use std::sync::Arc;
 
 use leasehold_common::alerts::{
     AlertView, AlertsResponse, DeliveriesResponse, DeliveryStatus, WebhookView, WebhooksResponse,
 };
 use leasehold_common::api::code;
 use serde::Serialize;
-use warp::Filter;
-use warp::filters::BoxedFilter;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::auth::{admin_auth, admin_read};
-use super::error::ApiError;
-use super::handlers::{Result, json, query_int, store_err};
+use super::common::{Result, json, store_err};
 use crate::AppState;
+use crate::http::error::ApiError;
+use crate::http::query::{self, PageLimit, Query, short};
 use crate::store::StoreError;
 use crate::store::deliveries::{DeliveriesQuery, WebhookStats};
 
-type State = Arc<AppState>;
-
 /// Deliveries per page by default, and the most one page may hold.
-const DEFAULT_LIMIT: usize = 100;
-const MAX_LIMIT: i64 = 1000;
+const DELIVERIES_PAGE: PageLimit = PageLimit {
+    default: 100,
+    max: 1000,
+};
 
 /// The answer of `POST /v1/admin/webhooks/{name}/test`: the queued
 /// delivery's id (its `Leasehold-Delivery` header and body `id`).
 #[derive(Debug, Serialize)]
 struct TestQueued {
     id: String,
-}
-
-/// The four routes.
-pub fn routes(state: &State) -> BoxedFilter<(Response,)> {
-    let s = state.clone();
-    let list = warp::path!("v1" / "admin" / "webhooks")
-        .and(warp::get())
-        .and(admin_read(s.clone()))
-        .and(with_state(s.clone()))
-        .then(|s: State| async move { reply(webhooks(&s).await) });
-    let deliveries = warp::path!("v1" / "admin" / "webhooks" / "deliveries")
-        .and(warp::get())
-        .and(query())
-        .and(admin_read(s.clone()))
-        .and(with_state(s.clone()))
-        .then(|q, s: State| async move { reply(deliveries(&s, q).await) });
-    let test = warp::path!("v1" / "admin" / "webhooks" / String / "test")
-        .and(warp::post())
-        .and(admin_auth(s.clone()))
-        .and(with_state(s.clone()))
-        .then(|name, s: State| async move { reply(test(&s, name).await) });
-    let alerts = warp::path!("v1" / "admin" / "alerts")
-        .and(warp::get())
-        .and(admin_read(s.clone()))
-        .and(with_state(s))
-        .then(|s: State| async move { reply(alerts(&s).await) });
-    list.or(deliveries)
-        .unify()
-        .or(test)
-        .unify()
-        .or(alerts)
-        .unify()
-        .boxed()
-}
-
-fn with_state(state: State) -> impl Filter<Extract = (State,), Error = Infallible> + Clone {
-    warp::any().map(move || state.clone())
-}
-
-/// The query string as a map; one that does not parse counts as empty.
-fn query() -> impl Filter<Extract = (HashMap<String, String>,), Error = Infallible> + Clone {
-    warp::query::<HashMap<String, String>>()
-        .or_else(|_| async { Ok::<_, Infallible>((HashMap::new(),)) })
-}
-
-fn reply(r: Result<Response>) -> Response {
-    r.unwrap_or_else(ApiError::into_response)
 }
 
 fn unknown_webhook(name: &str) -> ApiError {
@@ -96,7 +45,7 @@ fn unknown_webhook(name: &str) -> ApiError {
 
 /// `GET /v1/admin/webhooks`: every configured webhook, in file order, with
 /// its deliveries.
-async fn webhooks(state: &AppState) -> Result<Response> {
+pub async fn admin_webhooks(state: &AppState) -> Result<Response> {
     let licenses = state.licenses.current();
     let mut stats: HashMap<String, WebhookStats> = if licenses.webhooks().is_empty() {
         HashMap::new()
@@ -146,16 +95,8 @@ fn without_userinfo(url: &str) -> String {
 
 /// `GET /v1/admin/webhooks/deliveries`: newest first, `limit` per page,
 /// `next` is the `after` of the next page.
-async fn deliveries(state: &AppState, query: HashMap<String, String>) -> Result<Response> {
-    let limit = match query_int(&query, "limit")? {
-        None => DEFAULT_LIMIT,
-        Some(n) if (1..=MAX_LIMIT).contains(&n) => n as usize,
-        Some(n) => {
-            return Err(ApiError::invalid(format!(
-                "limit must be 1 to {MAX_LIMIT}, not {n}"
-            )));
-        }
-    };
+pub async fn admin_deliveries(state: &AppState, query: Query) -> Result<Response> {
+    let limit = query::limit(&query, DELIVERIES_PAGE)?;
     let status = query
         .get("status")
         .map(|s| {
@@ -170,15 +111,12 @@ async fn deliveries(state: &AppState, query: HashMap<String, String>) -> Result<
     let after = query
         .get("after")
         .map(|a| {
-            a.parse::<i64>()
-                .ok()
-                .filter(|n| *n >= 0 && a.bytes().all(|b| b.is_ascii_digit()))
-                .ok_or_else(|| {
-                    ApiError::invalid(format!(
-                        "after must be the next of a previous page, not {:?}",
-                        short(a)
-                    ))
-                })
+            query::seq(a).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "after must be the next of a previous page, not {:?}",
+                    short(a)
+                ))
+            })
         })
         .transpose()?;
     let webhook = query.get("webhook").cloned();
@@ -226,14 +164,9 @@ async fn known_webhook(state: &AppState, name: &str) -> Result<()> {
     }
 }
 
-/// A value quoted back in a message, cut short.
-fn short(v: &str) -> String {
-    v.chars().take(64).collect()
-}
-
 /// `POST /v1/admin/webhooks/{name}/test`: queue an ordinary delivery of
 /// type `test`; 202 with its id.
-async fn test(state: &AppState, name: String) -> Result<Response> {
+pub async fn admin_webhook_test(state: &AppState, name: String) -> Result<Response> {
     if state.licenses.current().webhook(&name).is_none() {
         return Err(unknown_webhook(&name));
     }
@@ -250,7 +183,7 @@ async fn test(state: &AppState, name: String) -> Result<Response> {
 
 /// `GET /v1/admin/alerts`: every configured alert, in file order, with its
 /// state.
-async fn alerts(state: &AppState) -> Result<Response> {
+pub async fn admin_alerts(state: &AppState) -> Result<Response> {
     let licenses = state.licenses.current();
     let mut states: HashMap<String, _> = if licenses.alerts().next().is_none() {
         HashMap::new()
