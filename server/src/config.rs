@@ -1,4 +1,8 @@
-//! Command-line flags and environment variables of `leaseholdd`.
+//! Command-line flags and environment variables of `leaseholdd`, and the
+//! settings made of them that the lower modules take: [`ServeOptions`]
+//! (the accept loop, `serve.rs`) and [`DEFAULT_AUTH_FAILURES`] (the
+//! sign-in limiter, `http/ui_auth/limiter.rs`). This module names none of
+//! the modules that use its settings.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,7 +11,32 @@ use clap::{Args, Parser, Subcommand};
 use leasehold_common::policy::parse_duration;
 
 use crate::proxies::{Cidr, ProxyPolicy, PublicOrigin};
-use crate::serve::ServeOptions;
+
+/// Failed sign-ins and wrong bearer tokens allowed per client address per
+/// minute when `--auth-failures` says nothing.
+pub const DEFAULT_AUTH_FAILURES: usize = 10;
+
+/// How the accept loop (`serve.rs`) treats connections.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive after its headers.
+    pub body_timeout: Duration,
+    pub max_connections: usize,
+    /// How long shutdown waits for in-flight requests.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            header_read_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            max_connections: 4096,
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
 
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s)
@@ -88,7 +117,7 @@ pub struct Config {
 
     /// Failed sign-ins and wrong bearer tokens allowed per client address
     /// per minute; beyond that, 429 until the oldest ages out.
-    #[arg(long, env = "LEASEHOLD_AUTH_FAILURES", default_value_t = crate::http::DEFAULT_AUTH_FAILURES)]
+    #[arg(long, env = "LEASEHOLD_AUTH_FAILURES", default_value_t = DEFAULT_AUTH_FAILURES)]
     pub auth_failures: usize,
 
     /// A dashboard session not used for this long ends.

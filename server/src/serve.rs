@@ -19,29 +19,9 @@ use tokio::sync::{Semaphore, watch};
 use warp::filters::BoxedFilter;
 use warp::reply::Response;
 
+use crate::config::ServeOptions;
 use crate::http::body::BodyDeadline;
 use crate::http::peer::PeerAddr;
-
-#[derive(Debug, Clone)]
-pub struct ServeOptions {
-    pub header_read_timeout: Duration,
-    /// How long a request's body may take to arrive after its headers.
-    pub body_timeout: Duration,
-    pub max_connections: usize,
-    /// How long shutdown waits for in-flight requests.
-    pub drain_timeout: Duration,
-}
-
-impl Default for ServeOptions {
-    fn default() -> Self {
-        ServeOptions {
-            header_read_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(10),
-            max_connections: 4096,
-            drain_timeout: Duration::from_secs(5),
-        }
-    }
-}
 
 /// Records the connection's [`PeerAddr`] and the body's [`BodyDeadline`]
 /// in each request.

@@ -40,7 +40,6 @@ use warp::filters::BoxedFilter;
 use warp::reply::{Reply, Response};
 
 pub use error::ApiError;
-pub use ui_auth::DEFAULT_AUTH_FAILURES;
 pub use ui_auth::UiAuth;
 
 use crate::AppState;

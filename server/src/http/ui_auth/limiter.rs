@@ -1,5 +1,5 @@
-//! The failed-login limiter: after `max_failures` (by default
-//! [`MAX_FAILURES`], `--auth-failures`) within [`FAILURE_WINDOW`] from one
+//! The failed-login limiter: after `max_failures` (`--auth-failures`, by
+//! default [`DEFAULT_AUTH_FAILURES`]) within [`FAILURE_WINDOW`] from one
 //! client address, every login from it is `429` with `Retry-After` until
 //! the oldest failure ages out. The count is per server process (each
 //! replica counts its own), in memory.
@@ -9,8 +9,9 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Failed logins allowed per client address within [`FAILURE_WINDOW`].
-pub const MAX_FAILURES: usize = 10;
+use crate::config::DEFAULT_AUTH_FAILURES;
+
+/// The window the failures of one address are counted in.
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// Client addresses the limiter remembers at most (beyond that, the ones
 /// with the oldest failures are forgotten first), so a flood of addresses
@@ -25,7 +26,7 @@ pub struct LoginLimiter {
 
 impl Default for LoginLimiter {
     fn default() -> Self {
-        LoginLimiter::new(MAX_FAILURES)
+        LoginLimiter::new(DEFAULT_AUTH_FAILURES)
     }
 }
 
@@ -102,7 +103,7 @@ mod tests {
         let ip: IpAddr = "192.0.2.1".parse().unwrap();
         let other: IpAddr = "192.0.2.2".parse().unwrap();
         let t0 = Instant::now();
-        for i in 0..MAX_FAILURES {
+        for i in 0..DEFAULT_AUTH_FAILURES {
             assert_eq!(l.blocked(ip, t0), None, "after {i}");
             l.failed(ip, t0 + Duration::from_secs(i as u64));
         }

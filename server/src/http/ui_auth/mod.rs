@@ -26,7 +26,6 @@
 
 mod csrf;
 mod limiter;
-pub use limiter::MAX_FAILURES as DEFAULT_AUTH_FAILURES;
 mod request_meta;
 mod sessions;
 
