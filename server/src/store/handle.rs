@@ -16,6 +16,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::usage::Usage;
 
+use super::SharedLine;
 use super::backend::StoreBackend;
 use super::batch::{BatchStore, Writer, WriterStats};
 use super::command::{Command, RuleCommand};
@@ -43,7 +44,7 @@ pub struct Store {
     writer_thread: Arc<Mutex<Option<JoinHandle<()>>>>,
     /// PostgreSQL's waiting line, shared by every replica (`None` on
     /// SQLite, where the line is the server's own, in memory).
-    pub(super) shared_line: Option<super::pg::line::SharedLine>,
+    pub(super) shared_line: Option<SharedLine>,
     /// Refusals the writer lets this handle repeat (SQLite).
     pub(super) repeats: Option<Arc<RepeatedRefusals>>,
 }

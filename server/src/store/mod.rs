@@ -65,6 +65,7 @@ pub use options::{StoreKind, StoreOptions};
 pub use outcome::{
     Applied, CheckoutOutcome, HeartbeatOutcome, Limit, NotAllowedBecause, PoolCounts, RevokeOutcome,
 };
+pub use pg::line::SharedLine;
 pub use request::{Ahead, CheckoutRequest, Waiter};
 pub use rules::Scope;
 pub use seat_query::{SeatQuery, SeatSort, SeatsPage};
