@@ -16,13 +16,12 @@ use leasehold_common::Timestamp;
 use leasehold_common::api::{
     Event, EventsResponse, LicensesResponse, RevokeRequest, SeatState, SeatsResponse,
 };
-use leasehold_common::policy::format_duration;
 use leasehold_common::text::sanitize_for_terminal;
 use tokio::sync::mpsc;
 
 use crate::api::{AdminClient, ApiError};
 use crate::cli::Command;
-use crate::format::{fmt_duration_ms, json_for_terminal, table};
+use crate::format::{fmt_duration_ms, json_for_terminal, policy_secs, table};
 use crate::stream::{self, StreamMsg};
 
 /// The server clamps `limit` to this.
@@ -181,15 +180,6 @@ fn to_json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
     Ok(json_for_terminal(
         &serde_json::to_string_pretty(v).context("encoding JSON")?,
     ))
-}
-
-/// A policy duration as the licenses file writes it: `60s`, `5m`, `500ms`.
-pub fn policy_secs(s: f64) -> String {
-    if s.is_finite() && s >= 0.0 {
-        format_duration(std::time::Duration::from_secs_f64(s.min(1e12)))
-    } else {
-        format!("{s}s")
-    }
 }
 
 fn clean(s: &str) -> String {

@@ -1,10 +1,12 @@
 //! How values are printed for people, shared by the console, the one-shot
-//! commands and `simulate`: compact durations, short seat ids, counts (exact,
+//! commands and `simulate`: compact durations, policy durations as the
+//! licenses file writes them, short seat ids, counts (exact,
 //! grouped, or compact), text cut to a width with `…`, and JSON made safe
 //! for a terminal; plain-text tables of the one-shot commands.
 
 use std::borrow::Cow;
 
+use leasehold_common::policy::format_duration;
 use leasehold_common::text::is_unsafe_char;
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
@@ -31,6 +33,16 @@ pub fn fmt_duration_ms(ms: i64) -> String {
         format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600)
     };
     format!("{sign}{body}")
+}
+
+/// A policy duration (the API's seconds) as the licenses file writes it:
+/// `60s`, `5m`, `500ms`.
+pub fn policy_secs(s: f64) -> String {
+    if s.is_finite() && s >= 0.0 {
+        format_duration(std::time::Duration::from_secs_f64(s.min(1e12)))
+    } else {
+        format!("{s}s")
+    }
 }
 
 /// Terminal cells `s` takes: a CJK character two, a combining mark none.

@@ -12,8 +12,9 @@ use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 
 use super::theme::Theme;
 use crate::app::{App, RevokeModal};
-use crate::commands::policy_secs;
-use crate::format::{cells, ellipsize, fmt_duration_ms, grouped, wrap_cells, wrap_words};
+use crate::format::{
+    cells, ellipsize, fmt_duration_ms, grouped, policy_secs, wrap_cells, wrap_words,
+};
 
 /// A cleared box of `width` × `height` in the middle of the screen.
 fn popup(frame: &mut Frame, width: u16, height: u16) -> Rect {

@@ -22,8 +22,7 @@ use super::sparkline::{spark_line, spark_width};
 use super::theme::pane_block;
 use super::{Theme, bar, fit_line};
 use crate::app::{App, SPARK_MINUTES};
-use crate::commands::policy_secs;
-use crate::format::{cells, compact_count, ellipsize};
+use crate::format::{cells, compact_count, ellipsize, policy_secs};
 
 /// The gauge's width with room to spare, and the least it shrinks to
 /// before the pool id gives way.
