@@ -1,7 +1,8 @@
 //! Import cycles between the modules of one crate.
 //!
 //! Module A depends on module B when A's code names a path into B: a `use`
-//! or an inline `crate::…`, `super::…`, `self::…` or child-module path. A
+//! or an inline `crate::…`, `super::…`, `self::…` or child-module path,
+//! also in an attribute's arguments (a clap default, say). A
 //! name that B only re-exports (`pub use`, or any `use` a child reaches
 //! through `super::`) is followed to the module that defines it, so a
 //! cycle cannot hide behind a re-export. Edges are lifted to siblings: an
@@ -120,9 +121,57 @@ impl<'ast> Visit<'ast> for Paths {
 
     fn visit_item_mod(&mut self, _: &'ast syn::ItemMod) {}
 
-    fn visit_attribute(&mut self, _: &'ast syn::Attribute) {
-        // Doc links and derives name no module of ours.
+    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+        // Doc links and derives name no module of ours, but an attribute's
+        // arguments may (`#[arg(default_value_t = crate::http::LIMIT)]`).
+        if let syn::Meta::List(list) = &a.meta {
+            token_paths(list.tokens.clone(), &mut self.found);
+        }
     }
+}
+
+/// The paths in an attribute's tokens that start at `crate`, `super` or
+/// `self` (`crate::a::B`), with their lines: the only ones that can name a
+/// module of ours without a `use`.
+fn token_paths(tokens: proc_macro2::TokenStream, found: &mut Vec<(Vec<String>, usize)>) {
+    use proc_macro2::TokenTree;
+    let mut path: Vec<String> = Vec::new();
+    let mut line = 0;
+    let mut colons = 0;
+    for tt in tokens {
+        match tt {
+            TokenTree::Ident(i) if colons == 2 && !path.is_empty() => {
+                path.push(i.to_string());
+                colons = 0;
+            }
+            TokenTree::Punct(p) if p.as_char() == ':' && !path.is_empty() && colons < 2 => {
+                colons += 1;
+            }
+            other => {
+                flush(&mut path, line, found);
+                colons = 0;
+                match other {
+                    TokenTree::Ident(i)
+                        if matches!(i.to_string().as_str(), "crate" | "super" | "self") =>
+                    {
+                        line = i.span().start().line;
+                        path.push(i.to_string());
+                    }
+                    TokenTree::Group(g) => token_paths(g.stream(), found),
+                    _ => {}
+                }
+            }
+        }
+    }
+    flush(&mut path, line, found);
+}
+
+/// A path of at least two names is one; a lone `self` is none.
+fn flush(path: &mut Vec<String>, line: usize, found: &mut Vec<(Vec<String>, usize)>) {
+    if path.len() > 1 {
+        found.push((std::mem::take(path), line));
+    }
+    path.clear();
 }
 
 /// `use a::{b, c::d as e, f::*}` as `(a::b, b)`, `(a::c::d, e)`, `(a::f::*, *)`.

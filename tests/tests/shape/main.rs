@@ -161,6 +161,30 @@ fn a_planted_cycle_is_found_also_through_a_re_export() {
 }
 
 #[test]
+fn a_planted_cycle_through_an_attribute_argument_is_found() {
+    // As `config.rs` once took a flag's default from `http`, which takes
+    // its settings from `config`.
+    let dir = planted(&[
+        ("planted/src/lib.rs", "mod config;\nmod http;\n"),
+        (
+            "planted/src/config.rs",
+            "pub const X: usize = 1;\npub struct C {\n    #[arg(long, default_value_t = crate::http::LIMIT)]\n    pub n: usize,\n}\n",
+        ),
+        (
+            "planted/src/http.rs",
+            "pub const LIMIT: usize = super::config::X;\n",
+        ),
+    ]);
+    let found = cycles::cycles(&crates_of(dir.path()));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("config -> http: planted/src/config.rs:3 `crate::http::LIMIT`"),
+        "{}",
+        found[0]
+    );
+}
+
+#[test]
 fn a_planted_stale_name_in_the_architecture_is_found() {
     let doc = "# Map\n\n- `planted/src/lib.rs`, `src/gone.rs`, `store/`: files.\n\
                - `HereNow`, `HereNow::run()`, `GoneAway`, `Allow`, `HereNow::missing`, `std::sync::Mutex`, \
