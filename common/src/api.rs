@@ -311,13 +311,13 @@ pub struct UsagePoint {
     pub over_s: f64,
     /// Sessions started in the bucket.
     pub checkouts: u64,
-    /// Counted refusals in the bucket (a `?wait=` once, when it gives
+    /// Counted denials in the bucket (a `?wait=` once, when it gives
     /// up), exactly.
     pub denials: u64,
     /// `denials` by reason.
     #[serde(default)]
     pub denials_by_reason: DenialsByReason,
-    /// `full` refusals not followed by a grant to the same holder within
+    /// `full` denials not followed by a grant to the same holder within
     /// the tolerance.
     #[serde(default)]
     pub true_denials: u64,

@@ -1,5 +1,5 @@
 //! Wire types of right-sizing: why a checkout was refused, the recorded
-//! refusals (`GET /v1/admin/denials`), and the replay of the recorded
+//! denials (`GET /v1/admin/denials`), and the replay of the recorded
 //! demand against other seat counts (`GET /v1/admin/usage/what-if`).
 //! Re-exported from [`crate::api`]; the field names are the contract.
 
@@ -53,7 +53,7 @@ impl DenialReason {
     }
 }
 
-/// Counted refusals per reason; every key is always present.
+/// Counted denials per reason; every key is always present.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DenialsByReason {
     pub full: u64,
@@ -80,7 +80,7 @@ impl DenialsByReason {
         }
     }
 
-    /// Refusals by caps, lists and blocks: never a shortage on their own.
+    /// Denials by caps, lists and blocks: never a shortage on their own.
     pub fn not_shortage(&self) -> u64 {
         self.total() - self.full
     }
@@ -101,16 +101,16 @@ impl DenialsByReason {
     }
 }
 
-/// One recorded refusal (`GET /v1/admin/denials`).
+/// One recorded denial (`GET /v1/admin/denials`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DenialView {
-    /// The instant of the refusal, to the millisecond.
+    /// The instant of the denial, to the millisecond.
     pub at: Timestamp,
     pub license_id: String,
     pub holder: String,
     pub fingerprint: Option<String>,
     pub reason: DenialReason,
-    /// A `full` refusal whose holder was not granted a seat of the license
+    /// A `full` denial whose holder was not granted a seat of the license
     /// within the tolerance after it; always `false` for other reasons.
     #[serde(rename = "true")]
     pub is_true: bool,
@@ -157,10 +157,10 @@ pub struct WhatIfResponse {
     pub requests: u64,
     /// Recorded sessions overlapping the covered range.
     pub sessions: u64,
-    /// True refusals in the covered range (every retry counted).
+    /// True denials in the covered range (every retry counted).
     pub true_denials: u64,
     /// The true denials grouped per holder and fingerprint into episodes
-    /// (a refusal at most the tolerance after the previous one joins it):
+    /// (a denial at most the tolerance after the previous one joins it):
     /// each is one replayed request.
     #[serde(default)]
     pub episodes: u64,

@@ -370,7 +370,7 @@ fn write_writer_counters(out: &mut String, writer: &WriterStats) {
         (
             "leasehold_store_refusals_repeated_total",
             "Refusals repeated beside the writer while nothing could change them (SQLite).",
-            writer.refusals_repeated.load(Relaxed),
+            writer.denials_repeated.load(Relaxed),
         ),
     ] {
         let _ = writeln!(

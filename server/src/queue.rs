@@ -225,9 +225,9 @@ pub async fn checkout_in_line<R>(
             Some(t) => t.ahead(),
             None => queues.ahead_of_newcomer(&req.license_id),
         };
-        // Decided before the attempt, so the attempt whose refusal the
+        // Decided before the attempt, so the attempt whose denial the
         // client sees is the one counted as a denial, exactly once; a
-        // refusal the line does not retry is final and counted at once
+        // denial the line does not retry is final and counted at once
         // (the rules and this loop ask the same `waits_in_line`).
         let last_try = Instant::now() >= deadline;
         let applied = store.checkout_applied(req.clone(), ahead, last_try).await?;

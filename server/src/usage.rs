@@ -31,7 +31,7 @@
 //!   seats still held) as at most the pool size, so it stays within 0..=1;
 //!   `seat_hours` counts every session's time, `borrowed_hours` the part
 //!   of it on borrowed seats.
-//! - Each refusal is kept to the millisecond and belongs to the bucket
+//! - Each denial is kept to the millisecond and belongs to the bucket
 //!   holding its instant; `true_denials` are the `full` ones no grant to
 //!   the same holder followed within the tolerance (`store::denials`).
 
@@ -314,7 +314,7 @@ impl Sweep {
         }
     }
 
-    /// `count` refusals of `holder` for `reason` at the instant `at` (any
+    /// `count` denials of `holder` for `reason` at the instant `at` (any
     /// order), of which `true_count` were true denials; they count in the
     /// bucket holding `at`.
     pub fn denials(

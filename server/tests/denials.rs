@@ -1,7 +1,7 @@
-//! Refusals with their reasons, and true denials, on a real store with a
+//! Denials with their reasons, and true denials, on a real store with a
 //! clock moved by hand: every test runs on SQLite and on PostgreSQL (the
 //! harness's throwaway cluster). The reason recorded for each kind of
-//! refusal, a `?wait=` refusal counted once, true and false denials at the
+//! denial, a `?wait=` denial counted once, true and false denials at the
 //! edges of the tolerance, the denials list's pages, a retry storm, and
 //! the migration of the old per-second counts.
 
@@ -84,12 +84,12 @@ macro_rules! on_both_stores {
 }
 
 on_both_stores!(
-    each_kind_of_refusal_is_recorded_with_its_reason,
+    each_kind_of_denial_is_recorded_with_its_reason,
     a_wait_refused_counts_once_and_a_403_at_once,
     true_and_false_denials_at_the_edges_of_the_tolerance,
     the_list_pages_newest_first_through_its_cursor,
     a_retry_storm_keeps_every_count_and_is_pruned,
-    old_per_second_counts_are_kept_as_full_refusals,
+    old_per_second_counts_are_kept_as_full_denials,
 );
 
 /// `n` milliseconds after T0.
@@ -112,7 +112,7 @@ impl Harness {
         );
     }
 
-    /// Every refusal of the license in `[from, to)` at `tolerance`, in
+    /// Every denial of the license in `[from, to)` at `tolerance`, in
     /// pages of `limit`, with the cursors handed out.
     async fn all_denials(
         &self,
@@ -192,7 +192,7 @@ const WHOLE: (Timestamp, Timestamp) = (
     Timestamp::from_millis(support::T0 + 3_600_000),
 );
 
-/// What each refusal was, newest first: (ms after T0, holder, reason).
+/// What each denial was, newest first: (ms after T0, holder, reason).
 fn listed(views: &[DenialView]) -> Vec<(i64, &str, Option<&str>, DenialReason, bool)> {
     views
         .iter()
@@ -208,7 +208,7 @@ fn listed(views: &[DenialView]) -> Vec<(i64, &str, Option<&str>, DenialReason, b
         .collect()
 }
 
-async fn each_kind_of_refusal_is_recorded_with_its_reason(db: TestDb) {
+async fn each_kind_of_denial_is_recorded_with_its_reason(db: TestDb) {
     let h = harness(db);
     h.granted(&req("tiny", "a", None)).await;
     h.set(ms(1_001));
@@ -374,7 +374,7 @@ async fn true_and_false_denials_at_the_edges_of_the_tolerance(db: TestDb) {
     };
     let s = |n: u64| Duration::from_millis(n);
     // The grant at exactly d + tolerance is false-making; a millisecond
-    // less and the refusal at 10 s is true.
+    // less and the denial at 10 s is true.
     for (tolerance, true_at_10, true_at_20) in [
         (s(30_000), false, false),
         (s(29_999), true, false),
@@ -397,7 +397,7 @@ async fn true_and_false_denials_at_the_edges_of_the_tolerance(db: TestDb) {
         assert_eq!((sum.denials, sum.true_denials), (3, want), "{tolerance:?}");
     }
     // A grant after the range still counts: [0, 30 s) holds both of b's
-    // refusals, and the grant at 40 s makes both false at 30 s.
+    // denials, and the grant at 40 s makes both false at 30 s.
     let early = (ms(0), ms(30_000));
     let sum = h.summary("tiny", early, s(30_000)).await;
     assert_eq!((sum.denials, sum.true_denials), (2, 0));
@@ -405,7 +405,7 @@ async fn true_and_false_denials_at_the_edges_of_the_tolerance(db: TestDb) {
         verdicts(h.all_denials("tiny", early, s(30_000), 10).await),
         [(20_000, "b".into(), false), (10_000, "b".into(), false)]
     );
-    // Each point holds the refusals at its instants: 10 s steps.
+    // Each point holds the denials at its instants: 10 s steps.
     let usage = h
         .usage("tiny", (ms(0), ms(50_000)), Some(10_000), s(25_000))
         .await;
@@ -424,7 +424,7 @@ async fn true_and_false_denials_at_the_edges_of_the_tolerance(db: TestDb) {
 async fn the_list_pages_newest_first_through_its_cursor(db: TestDb) {
     let h = harness(db);
     h.granted(&req("tiny", "a", None)).await;
-    // Refusals in two seconds; three identical ones (same holder, machine,
+    // Denials in two seconds; three identical ones (same holder, machine,
     // reason, millisecond) and a same-millisecond one of another holder.
     let plan: [(i64, &str); 8] = [
         (1_000, "b"),
@@ -477,7 +477,7 @@ async fn the_list_pages_newest_first_through_its_cursor(db: TestDb) {
     h.finish().await;
 }
 
-/// Refusals fed to the writer concurrently, so they share its batches as a
+/// Denials fed to the writer concurrently, so they share its batches as a
 /// storm's would.
 async fn refuse_many(h: &Harness, r: &CheckoutRequest, n: usize) {
     let outcomes =
@@ -487,7 +487,7 @@ async fn refuse_many(h: &Harness, r: &CheckoutRequest, n: usize) {
     }
 }
 
-/// Refusals of one holder, each from a machine not seen before.
+/// Denials of one holder, each from a machine not seen before.
 #[derive(Default)]
 struct Fresh(std::sync::atomic::AtomicUsize);
 
@@ -502,7 +502,7 @@ async fn a_retry_storm_keeps_every_count_and_is_pruned(db: TestDb) {
     let h = harness(db);
     h.granted(&req("tiny", "a", None)).await;
     let storm = req("tiny", "storm", Some("loop"));
-    // 3 refusals at each of the 1,000 milliseconds of one second, and a
+    // 3 denials at each of the 1,000 milliseconds of one second, and a
     // quieter client beside it.
     for offset in 0..1_000 {
         h.set(ms(10_000 + offset));
@@ -567,8 +567,8 @@ async fn a_retry_storm_keeps_every_count_and_is_pruned(db: TestDb) {
     h.finish().await;
 }
 
-async fn old_per_second_counts_are_kept_as_full_refusals(db: TestDb) {
-    // Two seconds of the old table: 3 refusals, then 2.
+async fn old_per_second_counts_are_kept_as_full_denials(db: TestDb) {
+    // Two seconds of the old table: 3 denials, then 2.
     let old = [(5_000i64, 3i64), (7_000, 2)];
     const INSERT: &str =
         "INSERT INTO denials (license_id, second_ms, count) VALUES ('tiny', $1, $2)";
@@ -618,7 +618,7 @@ async fn old_per_second_counts_are_kept_as_full_refusals(db: TestDb) {
     let mut want = vec![(7_000, "", None, DenialReason::Full); 2];
     want.extend(vec![(5_000, "", None, DenialReason::Full); 3]);
     assert_eq!(got, want);
-    // New refusals join the old ones.
+    // New denials join the old ones.
     h.set(ms(8_500));
     h.granted(&req("tiny", "a", None)).await;
     assert!(matches!(
@@ -629,16 +629,16 @@ async fn old_per_second_counts_are_kept_as_full_refusals(db: TestDb) {
     h.finish().await;
 }
 
-/// SQLite holds a batch that only counted refusals uncommitted (no
+/// SQLite holds a batch that only counted denials uncommitted (no
 /// `fdatasync` per batch of a retry storm); the counts are committed by the
 /// next batch with anything else (the alive tick), by a read of the
 /// history, after a second of holding at most, and at a clean stop.
 #[tokio::test]
-async fn sqlite_holds_refusal_counts_until_a_tick_a_read_a_second_or_the_stop() {
+async fn sqlite_holds_denial_counts_until_a_tick_a_read_a_second_or_the_stop() {
     let h = harness(TestDb::sqlite());
     h.set(ms(1_000));
     h.granted(&req("tiny", "a", None)).await;
-    // Each refusal a new question (a new machine): a repeat would be
+    // Each denial a new question (a new machine): a repeat would be
     // answered beside the writer (`repeats.rs`), which this is not about.
     let storm = Fresh::default();
     let file = rusqlite::Connection::open(h.db.sqlite_path()).unwrap();
@@ -649,12 +649,12 @@ async fn sqlite_holds_refusal_counts_until_a_tick_a_read_a_second_or_the_stop() 
         .unwrap()
     };
 
-    // The first refusal of a holder also logs a `denied` event (once a
+    // The first denial of a holder also logs a `denied` event (once a
     // window): that batch commits.
     refuse_fresh(&h, &storm, 1).await;
     assert_eq!(committed(), 1);
     refuse_fresh(&h, &storm, 5).await;
-    assert_eq!(committed(), 1, "a batch of refusals alone is held");
+    assert_eq!(committed(), 1, "a batch of denials alone is held");
     h.store.tick().await.unwrap();
     assert_eq!(committed(), 6, "the alive tick commits them");
 
@@ -715,7 +715,7 @@ async fn storm_minute_figures() {
         let before = history_bytes(&h).await;
         let storm = req("tiny", "storm", Some("loop"));
         let started = std::time::Instant::now();
-        // 10 refusals every 10 ms for 60 s, 10 at a time as a writer
+        // 10 denials every 10 ms for 60 s, 10 at a time as a writer
         // batch would take them.
         for tick in 0..6_000 {
             h.set(ms(tick * 10));
@@ -726,8 +726,8 @@ async fn storm_minute_figures() {
         assert_eq!(sum.denials, 60_000);
         let bytes = history_bytes(&h).await - before;
         println!(
-            "{kind}: 60,000 refusals in 60 s: {bytes} bytes of denials table and indexes \
-             ({:.1} bytes a refusal), {:.0} refusals/s through the writer",
+            "{kind}: 60,000 denials in 60 s: {bytes} bytes of denials table and indexes \
+             ({:.1} bytes a denial), {:.0} denials/s through the writer",
             bytes as f64 / 60_000.0,
             60_000.0 / took.as_secs_f64()
         );

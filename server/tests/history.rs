@@ -327,7 +327,7 @@ async fn a_scripted_day_adds_up_to_the_hand_count() {
     assert_sessions(&carol, &[all[3]]);
 
     let u = d.usage(s(0), s(400), 60_000).await;
-    // Refusals: (full, blocked, true at the default 60 s tolerance).
+    // Denials: (full, blocked, true at the default 60 s tolerance).
     let point =
         |t: i64, seats: u32, peak: u32, checkouts: u64, (full, blocked, true_n)| UsagePoint {
             t: s(t),

@@ -370,7 +370,7 @@ enum Op {
         ended: bool,
     },
     /// The last checkout again, as a client retrying asks it (on SQLite a
-    /// repeated refusal may be answered beside the writer: `repeats.rs`).
+    /// repeated denial may be answered beside the writer: `repeats.rs`).
     Again,
 }
 

@@ -450,7 +450,7 @@ async fn a_denials_alert_counts_its_window_to_the_millisecond() {
     h.granted("deny", "alice").await;
     h.set(1_500);
     h.refused("deny", "bob").await;
-    assert!(h.tick().await.is_empty(), "one refusal");
+    assert!(h.tick().await.is_empty(), "one denial");
     h.set(1_700);
     h.refused("deny", "carol").await;
     assert_eq!(h.tick().await, ["firing deny-refused"], "at the second");

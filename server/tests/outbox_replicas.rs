@@ -149,7 +149,7 @@ async fn an_alert_transition_happens_once_when_both_evaluate() {
         CheckoutOutcome::Granted { lease, .. } => lease,
         other => panic!("{other:?}"),
     };
-    // A refusal: `tiny-denied` fires at its first evaluation, `tiny-full`
+    // A denial: `tiny-denied` fires at its first evaluation, `tiny-full`
     // starts holding.
     let refused = r.b.checkout(req("tiny", "bob")).await.unwrap();
     assert!(!matches!(refused, CheckoutOutcome::Granted { .. }));

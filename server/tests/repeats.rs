@@ -1,4 +1,4 @@
-//! Repeated refusals answered beside the writer (`store/repeats.rs`), on a
+//! Repeated denials answered beside the writer (`store/repeats.rs`), on a
 //! real SQLite store with a clock moved by hand: a repeat gets the answer
 //! the writer would give (its retry time counted down) without a trip to
 //! the writer, is counted at its own instant, logs `denied` events exactly
@@ -55,12 +55,12 @@ fn set(h: &Harness, offset_ms: i64) {
 }
 
 impl Harness {
-    /// Commands the writer has applied, and refusals repeated beside it.
+    /// Commands the writer has applied, and denials repeated beside it.
     fn asked(&self) -> (u64, u64) {
         let stats = self.store.writer_stats();
         (
             stats.commands.load(Relaxed),
-            stats.refusals_repeated.load(Relaxed),
+            stats.denials_repeated.load(Relaxed),
         )
     }
 
@@ -74,8 +74,8 @@ impl Harness {
         (outcome, asked)
     }
 
-    /// The instants (ms after T0) of the license's refusals so far.
-    async fn refusal_instants(&self, license: &str) -> Vec<i64> {
+    /// The instants (ms after T0) of the license's denials so far.
+    async fn denial_instants(&self, license: &str) -> Vec<i64> {
         let range = UsageRange::new(at(0), at(600_000), None, self.clock.now()).unwrap();
         let usage = self
             .store
@@ -131,7 +131,7 @@ async fn a_repeat_is_the_writers_answer_counted_down_and_counted_at_its_instant(
     let b = req("tiny", "b", Some("m-b"));
     set(&h, 2_000);
     let (first, asked) = h.checkout_asking(&b).await;
-    assert!(asked, "the first refusal is the writer's");
+    assert!(asked, "the first denial is the writer's");
     // The seat expires at 61 s and lapses after the 5 s skew.
     assert_eq!(full_retry(&first), Duration::from_millis(66_001 - 2_000));
     set(&h, 2_300);
@@ -151,13 +151,13 @@ async fn a_repeat_is_the_writers_answer_counted_down_and_counted_at_its_instant(
         set(&h, t);
         assert!(!h.checkout_asking(&b).await.1);
     }
-    // A second after the writer's refusal, it is asked again.
+    // A second after the writer's denial, it is asked again.
     set(&h, 3_000);
     let (asked_again, asked) = h.checkout_asking(&b).await;
     assert!(asked);
     assert_eq!(full_retry(&asked_again), Duration::from_millis(63_001));
     assert_eq!(
-        h.refusal_instants("tiny").await,
+        h.denial_instants("tiny").await,
         [2_000, 2_300, 2_400, 2_400, 2_999, 3_000]
     );
     // Another machine of the same holder is another question.
@@ -175,7 +175,7 @@ async fn a_lapse_a_heartbeat_a_reload_and_a_waiter_end_the_repeats() {
     set(&h, 1_000);
     let held = h.granted(&req("tiny", "a", None)).await;
     let b = req("tiny", "b", None);
-    // The seat lapses at 66,001 with nothing written: the refusal at
+    // The seat lapses at 66,001 with nothing written: the denial at
     // 65,500 holds only until then.
     set(&h, 65_500);
     assert!(h.checkout_asking(&b).await.1);
@@ -205,7 +205,7 @@ async fn a_lapse_a_heartbeat_a_reload_and_a_waiter_end_the_repeats() {
         "renewed to 130,100, lapsing at 135,101"
     );
 
-    // A reload that adds a seat: the old policy's refusal is not repeated.
+    // A reload that adds a seat: the old policy's denial is not repeated.
     assert!(!h.checkout_asking(&a).await.1);
     h.licenses
         .replace(Licenses::parse(&LICENSES.replacen("seats = 1", "seats = 2", 1)).unwrap());
@@ -242,8 +242,8 @@ async fn caps_and_lists_repeat_and_log_denied_events_as_often_as_the_writer() {
     h.granted(&req("caps", "h", Some("one"))).await;
     let second = req("caps", "h", Some("two"));
     let evil = req("caps", "evil", None);
-    let mut refusals = 0;
-    // One refusal of each every 250 ms for 25 s: a `denied` event per
+    let mut denials = 0;
+    // One denial of each every 250 ms for 25 s: a `denied` event per
     // holder each 10 s window (at 1 s, 11 s and 21 s), as without repeats.
     let mut repeated = 0;
     for step in 0..100 {
@@ -266,11 +266,11 @@ async fn caps_and_lists_repeat_and_log_denied_events_as_often_as_the_writer() {
             CheckoutOutcome::NotAllowed(NotAllowedBecause::Lists)
         );
         repeated += usize::from(!asked) + usize::from(!asked_evil);
-        refusals += 2;
+        denials += 2;
     }
     assert!(repeated >= 140, "most were repeats: {repeated}");
     assert_eq!(h.denied_events().await, 6);
-    assert_eq!(h.refusal_instants("caps").await.len(), refusals);
+    assert_eq!(h.denial_instants("caps").await.len(), denials);
     h.finish().await;
 }
 
@@ -314,6 +314,6 @@ async fn postgres_asks_its_writer_every_time() {
         set(&h, t);
         assert!(h.checkout_asking(&b).await.1);
     }
-    assert_eq!(h.refusal_instants("tiny").await, [2_000, 2_001, 2_500]);
+    assert_eq!(h.denial_instants("tiny").await, [2_000, 2_001, 2_500]);
     h.finish().await;
 }

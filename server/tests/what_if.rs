@@ -2,7 +2,7 @@
 //! (SQLite, or PostgreSQL with `LEASEHOLD_TEST_STORE=postgres`): recorded
 //! idle periods cut a session at the timeout and its user's return starts
 //! a new request, an open session ends at `to`, and the curve follows; and
-//! the refusals a store records, retries and all, replay as the reference
+//! the denials a store records, retries and all, replay as the reference
 //! (`leasehold_testkit::what_if`) says, one episode per person's retries.
 
 #[allow(dead_code)] // each test binary uses a part of it
@@ -144,7 +144,7 @@ async fn idle_periods_cut_sessions_and_returns_are_new_requests() {
 }
 
 /// One step of a script: `gap` seconds later, `holder` asks for a seat if
-/// it holds none (granted or refused: a retry storm is refusals of one
+/// it holds none (granted or refused: a retry storm is denials of one
 /// holder), else gives its seat back.
 #[derive(Debug, Clone)]
 struct Step {
@@ -162,15 +162,15 @@ skew = "5s"
 reap_grace = "15s"
 "#;
 
-/// What the script saw: every grant, release and refusal, by second.
+/// What the script saw: every grant, release and denial, by second.
 #[derive(Default)]
 struct Seen {
     sessions: Vec<(String, i64, Option<i64>)>,
-    refusals: Vec<(String, i64)>,
+    denials: Vec<(String, i64)>,
 }
 
 impl Seen {
-    /// The reference's input: a refusal is true unless its holder got a
+    /// The reference's input: a denial is true unless its holder got a
     /// seat within the tolerance after it.
     fn history(&self, to_s: i64, tolerance_s: i64) -> History {
         let granted_within = |who: &str, d: i64| {
@@ -194,7 +194,7 @@ impl Seen {
                 })
                 .collect(),
             true_denials: self
-                .refusals
+                .denials
                 .iter()
                 .filter(|(who, d)| !granted_within(who, *d))
                 .map(|(who, d)| (who.clone(), d * 1000))
@@ -220,7 +220,7 @@ async fn play(store: &Store, clock: &ManualClock, steps: &[Step]) -> (Seen, i64)
                 holding.insert(holder.clone(), (lease.seat_id, seen.sessions.len()));
                 seen.sessions.push((holder, t, None));
             }
-            CheckoutOutcome::Full { .. } => seen.refusals.push((holder, t)),
+            CheckoutOutcome::Full { .. } => seen.denials.push((holder, t)),
             other => panic!("{holder} at {t}: {other:?}"),
         }
     }
@@ -279,7 +279,7 @@ proptest! {
             // SQLite records the pool size when it opens, PostgreSQL at its
             // writer's first batch: either way, before anything to replay.
             let first = seen.sessions.first().map(|s| s.1).into_iter();
-            let first = first.chain(seen.refusals.first().map(|r| r.1)).min();
+            let first = first.chain(seen.denials.first().map(|r| r.1)).min();
             let covered_from = d.covered_from().as_millis() - at(0).as_millis();
             assert!(first.is_none_or(|f| covered_from <= f * 1000), "{covered_from}");
             let mut history = seen.history(to_s, tolerance_s);

@@ -169,7 +169,7 @@ fn episodes(h: &History) -> (Vec<Episode>, u64) {
 
 /// One seat count, one millisecond at a time. At each instant: ends;
 /// sessions that start (the earliest end first); the line, earliest first
-/// refusal first (one whose last refusal passed is a denial); episodes
+/// denial first (one whose last denial passed is a denial); episodes
 /// that start, granted, else in line if they can still wait, else denied.
 fn point(h: &History, sessions: &[(i64, i64)], episodes: &[Episode], median: i64, k: u32) -> Point {
     let (cf, to) = (h.covered_from, h.to);

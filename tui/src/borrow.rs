@@ -83,7 +83,7 @@ pub async fn borrow(server: &str, args: BorrowArgs, out: &mut dyn Write) -> anyh
     let lease = client
         .borrow(&args.holder, &args.fingerprint, args.duration, TIMEOUT)
         .await
-        .map_err(|e| anyhow::anyhow!(borrow_refusal(&args.license.license, &e)))?;
+        .map_err(|e| anyhow::anyhow!(borrow_denial(&args.license.license, &e)))?;
     let kept = match verify_offline(&client, &lease).await {
         Ok(()) => args
             .out
@@ -152,8 +152,8 @@ async fn verify_offline(client: &Client, lease: &Lease) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A refusal as one sentence that says what to do.
-pub fn borrow_refusal(license: &str, e: &ClientError) -> String {
+/// A denial as one sentence that says what to do.
+pub fn borrow_denial(license: &str, e: &ClientError) -> String {
     let retry = |ra: &Option<Duration>| {
         ra.map(|d| format!("; retry in {}s", d.as_secs()))
             .unwrap_or_default()
@@ -317,20 +317,20 @@ mod tests {
     }
 
     #[test]
-    fn refusals_say_what_happened() {
+    fn denials_say_what_happened() {
         let limit = ClientError::LimitReached {
             retry_after: Some(Duration::from_secs(40)),
             limit: "borrow".into(),
             max: Some(2),
             group: None,
         };
-        let line = borrow_refusal("cad", &limit);
+        let line = borrow_denial("cad", &limit);
         assert!(
             line.contains("2 seat(s) of \"cad\" are borrowed already"),
             "{line}"
         );
         assert!(line.contains("409 limit_reached") && line.ends_with("retry in 40s"));
-        let line = borrow_refusal("cad", &ClientError::NotAllowed("no".into()));
+        let line = borrow_denial("cad", &ClientError::NotAllowed("no".into()));
         assert!(
             line.contains("[license.borrow]") && line.contains("403"),
             "{line}"
@@ -341,7 +341,7 @@ mod tests {
             message: "borrow_s must be 1 to 60".into(),
         };
         assert_eq!(
-            borrow_refusal("cad", &bad),
+            borrow_denial("cad", &bad),
             "cannot borrow: borrow_s must be 1 to 60 (400 invalid_request)"
         );
     }

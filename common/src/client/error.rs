@@ -298,7 +298,7 @@ mod tests {
     }
 
     #[test]
-    fn policy_refusals_have_their_variants() {
+    fn policy_denials_have_their_variants() {
         let ra = Some(Duration::from_secs(9));
         let mut full = body("no_seats_available").unwrap();
         full.reserved = Some(2);

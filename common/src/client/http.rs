@@ -108,7 +108,7 @@ impl Client {
     /// `POST /v1/licenses/{license}/seats` with `borrow_s`: a seat for
     /// offline use until now + `duration` (whole seconds, rounded up), with
     /// no heartbeats. If this machine (`fingerprint`) holds a live seat, that
-    /// seat becomes the borrow (or its borrow is extended). Refusals:
+    /// seat becomes the borrow (or its borrow is extended). Denials:
     /// [`ClientError::NotAllowed`] (the license lends nothing, or not to
     /// this holder), [`ClientError::LimitReached`] with `limit` `borrow`
     /// (all `borrow.seats` are out), [`ClientError::Rejected`] (400: longer

@@ -217,7 +217,7 @@ impl LeaseKeeper {
     /// most the license's `borrow.max`): the server keeps it out without
     /// heartbeats until then, and the keeper stays `Held` with the borrowed
     /// lease, sending nothing until it ends. A borrow while one is held
-    /// extends it; with no seat held, a new seat is borrowed. A refusal
+    /// extends it; with no seat held, a new seat is borrowed. A denial
     /// ([`ClientError::LimitReached`] with `limit` `borrow`,
     /// [`ClientError::NotAllowed`], [`ClientError::Rejected`]) leaves the
     /// seat as it was, kept by heartbeats.

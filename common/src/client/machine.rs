@@ -458,7 +458,7 @@ impl Machine {
     }
 
     /// The outcome of a borrow request sent at `sent`: a borrowed lease is
-    /// held (no heartbeats until its deadline); a refusal changes nothing,
+    /// held (no heartbeats until its deadline); a denial changes nothing,
     /// the seat held before is kept as it was.
     pub fn on_borrow(
         &mut self,

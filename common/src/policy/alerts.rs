@@ -82,7 +82,7 @@ pub enum AlertCondition {
     Full { for_: Duration },
     /// Live seats ≥ `percent` % of `seats`, continuously for `for_`.
     Usage { percent: u32, for_: Duration },
-    /// At least `count` refusals of reason `full` in any `within`.
+    /// At least `count` denials of reason `full` in any `within`.
     Denials { count: u32, within: Duration },
 }
 
@@ -96,7 +96,7 @@ impl AlertCondition {
     }
 
     /// How long the condition must hold before the alert fires (zero for
-    /// `denials`, which fires at the refusal that reaches `count`).
+    /// `denials`, which fires at the denial that reaches `count`).
     pub fn hold_for(&self) -> Duration {
         match *self {
             AlertCondition::Full { for_ } | AlertCondition::Usage { for_, .. } => for_,

@@ -67,7 +67,7 @@ pub fn session(out: &mut String, s: &SessionView) {
     );
 }
 
-/// Append a refusal as a record under [`DENIALS_HEADER`].
+/// Append a denial as a record under [`DENIALS_HEADER`].
 pub fn denial(out: &mut String, d: &DenialView) {
     let at = d.at.to_rfc3339();
     record(

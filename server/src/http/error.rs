@@ -17,13 +17,13 @@ pub struct ApiError {
     pub message: String,
     /// The figures of a refused checkout; boxed, so that every `Result`
     /// carrying an `ApiError` stays small.
-    pub refusal: Option<Box<Refusal>>,
+    pub details: Option<Box<ErrorDetails>>,
     pub retry_after_s: Option<u64>,
 }
 
 /// What a `no_seats_available` or `limit_reached` body adds.
 #[derive(Debug, Clone, Default)]
-pub struct Refusal {
+pub struct ErrorDetails {
     pub seats: Option<u32>,
     pub live: Option<u32>,
     pub reserved: Option<u32>,
@@ -42,7 +42,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
-            refusal: None,
+            details: None,
             retry_after_s: None,
         }
     }
@@ -116,23 +116,23 @@ impl ApiError {
         self
     }
 
-    pub fn with_refusal(mut self, refusal: Refusal) -> Self {
-        self.refusal = Some(Box::new(refusal));
+    pub fn with_details(mut self, details: ErrorDetails) -> Self {
+        self.details = Some(Box::new(details));
         self
     }
 
     pub fn into_response(self) -> Response {
-        let refusal = self.refusal.map(|r| *r).unwrap_or_default();
+        let details = self.details.map(|r| *r).unwrap_or_default();
         let body = ErrorBody {
             error: self.code.to_string(),
             message: self.message,
-            seats: refusal.seats,
-            live: refusal.live,
-            reserved: refusal.reserved,
-            limit: refusal.limit.map(str::to_string),
-            max: refusal.max,
-            group: refusal.group,
-            reason: refusal.reason,
+            seats: details.seats,
+            live: details.live,
+            reserved: details.reserved,
+            limit: details.limit.map(str::to_string),
+            max: details.max,
+            group: details.group,
+            reason: details.reason,
         };
         let mut resp =
             warp::reply::with_status(warp::reply::json(&body), self.status).into_response();

@@ -48,7 +48,7 @@ pub trait StoreBackend: Send + Sync {
     fn usage(&self, query: UsageQuery) -> Answer<Usage>;
     /// A license's recorded demand over a range, for the what-if replay.
     fn what_if_demand(&self, query: WhatIfQuery) -> Answer<Demand>;
-    /// One page of a license's recorded refusals, newest first.
+    /// One page of a license's recorded denials, newest first.
     fn denials_page(&self, query: DenialsQuery) -> Answer<Vec<DenialView>>;
     /// Each webhook's stored deliveries by status, its last success and
     /// its last attempt's error (webhooks with no delivery are absent).

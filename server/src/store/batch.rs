@@ -22,7 +22,7 @@ use leasehold_common::{Licenses, Timestamp};
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::command::{Command, Done, Finish, apply, error_finish, finish, run_batches};
-use super::repeats::{Remembered, Repeated, RepeatedRefusals, Touch};
+use super::repeats::{Remembered, Repeated, RepeatedDenials, Touch};
 use super::rules::{EventThrottle, LeaseTx, Rules};
 use super::{StoreError, StoreOptions};
 
@@ -93,14 +93,14 @@ pub struct WriterStats {
     pub wal_catch_up_us: AtomicU64,
     /// Seats this writer reclaimed for idleness, per license (committed).
     pub idle_reclaims: Mutex<BTreeMap<String, u64>>,
-    /// Refusal counts are written but not yet committed (SQLite holds a
+    /// Denial counts are written but not yet committed (SQLite holds a
     /// batch that wrote nothing else: `sqlite/writer.rs`); a read of the
     /// history first has the writer commit them ([`RuleCommand::Flush`]).
     ///
     /// [`RuleCommand::Flush`]: super::command::RuleCommand::Flush
     pub denials_held: AtomicBool,
     /// Refusals repeated beside the writer (`store/repeats.rs`).
-    pub refusals_repeated: AtomicU64,
+    pub denials_repeated: AtomicU64,
 }
 
 impl WriterStats {
@@ -143,7 +143,7 @@ pub struct Writer<S: BatchStore> {
     publish: Option<broadcast::Sender<Event>>,
     /// Refusals repeated beside the writer (SQLite: one writer owns every
     /// seat, so it sees every change that could end one).
-    repeats: Option<Arc<RepeatedRefusals>>,
+    repeats: Option<Arc<RepeatedDenials>>,
 }
 
 impl<S: BatchStore> Writer<S> {
@@ -165,9 +165,9 @@ impl<S: BatchStore> Writer<S> {
         }
     }
 
-    /// Repeat the refusals of plain checkouts beside the writer, through
+    /// Repeat the denials of plain checkouts beside the writer, through
     /// `repeats` (only right for a store with this one writer).
-    pub fn repeating(mut self, repeats: Arc<RepeatedRefusals>) -> Self {
+    pub fn repeating(mut self, repeats: Arc<RepeatedDenials>) -> Self {
         self.repeats = Some(repeats);
         self
     }
@@ -210,7 +210,7 @@ impl<S: BatchStore> Writer<S> {
         let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
         let mut published = Vec::new();
         // Only this thread adds answers: with none kept, nothing before
-        // this batch's first refusal needs forgetting.
+        // this batch's first denial needs forgetting.
         let remembering = self.repeats.as_ref().is_some_and(|m| m.remembers_any());
         let mut changes = Changes::new(outage, remembering);
         for cmd in batch {
@@ -228,7 +228,7 @@ impl<S: BatchStore> Writer<S> {
             if done.ok {
                 published.extend(done.events);
             }
-            changes.note(touch, done.refusal.filter(|_| done.ok));
+            changes.note(touch, done.denial.filter(|_| done.ok));
             finishes.push(done.finish);
         }
 
@@ -260,7 +260,7 @@ impl<S: BatchStore> Writer<S> {
         self.store.after_batch(ok);
     }
 
-    /// Count the refusals repeated beside the writer since its last batch,
+    /// Count the denials repeated beside the writer since its last batch,
     /// in a savepoint of their own; returns them, to count again if the
     /// batch does not commit.
     fn count_repeats(&mut self, now: Timestamp, licenses: &Licenses) -> Vec<Repeated> {
@@ -272,7 +272,7 @@ impl<S: BatchStore> Writer<S> {
             return repeats;
         }
         if let Err(e) = self.store.open_savepoint() {
-            tracing::error!("store: cannot count repeated refusals: {e}");
+            tracing::error!("store: cannot count repeated denials: {e}");
             memo.count_again(repeats);
             return Vec::new();
         }
@@ -282,7 +282,7 @@ impl<S: BatchStore> Writer<S> {
         };
         self.store.close_savepoint(counted.is_ok());
         if let Err(e) = counted {
-            tracing::error!("store: cannot count repeated refusals: {e}");
+            tracing::error!("store: cannot count repeated denials: {e}");
             memo.count_again(repeats);
             return Vec::new();
         }
@@ -297,20 +297,20 @@ impl<S: BatchStore> Writer<S> {
         licenses: &Licenses,
         commit: &super::command::CommitSignal,
     ) -> Done {
-        let remember_refusals = self.repeats.is_some();
+        let remember_denials = self.repeats.is_some();
         match cmd {
             Command::Rule(cmd) => {
                 let mut tx = self.store.tx();
                 let mut rules = Rules::new(&mut tx, now, licenses, &mut self.throttle);
                 rules.idle_counted_from = self.idle_counted_from;
-                apply(rules, cmd, &self.options, commit, remember_refusals)
+                apply(rules, cmd, &self.options, commit, remember_denials)
             }
             // `run_batches` never hands a stop to a batch.
             Command::Shutdown { reply } => Done {
                 finish: finish(reply, Ok(())),
                 ok: true,
                 events: Vec::new(),
-                refusal: None,
+                denial: None,
             },
         }
     }
@@ -396,7 +396,7 @@ impl<S: BatchStore> Writer<S> {
     }
 }
 
-/// Whose remembered refusals `cmd` may change. A refusal changes no seat
+/// Whose remembered denials `cmd` may change. A denial changes no seat
 /// (unless a retried request's lapsed key was let go), so another client's
 /// repeats of it still hold.
 fn touch_of(cmd: &Command, licenses: &Licenses) -> Touch {
@@ -406,16 +406,16 @@ fn touch_of(cmd: &Command, licenses: &Licenses) -> Touch {
     }
 }
 
-/// What a batch changed, in order, and the refusals it decided: a refusal
+/// What a batch changed, in order, and the denials it decided: a denial
 /// still holds at the commit if no later command in the batch touched its
 /// license.
 struct Changes {
     /// Whether touches matter: answers were kept before the batch, or it
-    /// has decided a refusal (a plain batch allocates nothing for this).
+    /// has decided a denial (a plain batch allocates nothing for this).
     tracking: bool,
     everything: bool,
     licenses: HashSet<String>,
-    refusals: Vec<Remembered>,
+    denials: Vec<Remembered>,
 }
 
 impl Changes {
@@ -424,32 +424,30 @@ impl Changes {
             tracking,
             everything: outage,
             licenses: HashSet::new(),
-            refusals: Vec::new(),
+            denials: Vec::new(),
         }
     }
 
-    /// The next command touched `touch`, and decided `refusal`.
-    fn note(&mut self, touch: Touch, refusal: Option<Remembered>) {
-        let plain_refusal = refusal
-            .as_ref()
-            .is_some_and(|r| r.idempotency_key.is_none());
+    /// The next command touched `touch`, and decided `denial`.
+    fn note(&mut self, touch: Touch, denial: Option<Remembered>) {
+        let plain_denial = denial.as_ref().is_some_and(|r| r.idempotency_key.is_none());
         match touch {
-            _ if plain_refusal => {}
+            _ if plain_denial => {}
             Touch::Nothing => {}
             Touch::License(id) => {
-                self.refusals.retain(|r| r.license_id != id);
+                self.denials.retain(|r| r.license_id != id);
                 self.licenses.insert(id);
             }
             Touch::Everything => {
-                self.refusals.clear();
+                self.denials.clear();
                 self.everything = true;
             }
         }
-        self.tracking |= refusal.is_some();
-        self.refusals.extend(refusal);
+        self.tracking |= denial.is_some();
+        self.denials.extend(denial);
     }
 
-    fn forget_in(&self, memo: &RepeatedRefusals) {
+    fn forget_in(&self, memo: &RepeatedDenials) {
         if self.everything {
             memo.forget(&Touch::Everything);
             return;
@@ -460,7 +458,7 @@ impl Changes {
     }
 
     fn still_holding(self) -> Vec<Remembered> {
-        self.refusals
+        self.denials
     }
 }
 

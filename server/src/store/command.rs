@@ -39,9 +39,9 @@ pub enum RuleCommand {
         /// Waiters in line ahead of this checkout, first come first: the
         /// seats the rules would give them are spoken for.
         ahead: Ahead,
-        /// A refusal is an answer the client sees (counted in the usage
+        /// A denial is an answer the client sees (counted in the usage
         /// history's denials); `false` for a `?wait=` attempt that will be
-        /// retried (a refusal the line never retries counts anyway:
+        /// retried (a denial the line never retries counts anyway:
         /// `rules::waits_in_line`).
         counted: bool,
         reply: Reply<Applied<CheckoutOutcome>>,
@@ -83,7 +83,7 @@ pub enum RuleCommand {
         reply: Reply<()>,
     },
     /// Nothing, but its batch commits: whatever an earlier batch left
-    /// uncommitted (held refusal counts) is then in the database.
+    /// uncommitted (held denial counts) is then in the database.
     Flush {
         reply: Reply<()>,
     },
@@ -165,7 +165,7 @@ impl RuleCommand {
 }
 
 impl LeaseWrites<'_> {
-    /// Whose remembered refusals such a command may change.
+    /// Whose remembered denials such a command may change.
     pub fn touch(self) -> Touch {
         match self {
             LeaseWrites::Nothing => Touch::Nothing,
@@ -218,21 +218,21 @@ pub struct Done {
     pub ok: bool,
     /// The events it wrote, published after commit.
     pub events: Vec<Event>,
-    /// A refusal the writer may repeat beside itself once the batch
+    /// A denial the writer may repeat beside itself once the batch
     /// commits (`store/repeats.rs`).
-    pub refusal: Option<Remembered>,
+    pub denial: Option<Remembered>,
 }
 
 /// Apply one command by the lease rules, in the store transaction `rules`
 /// holds. `commit` is the batch's commit, for answers given before it;
-/// `remember_refusals`: the store repeats refusals (SQLite), so say how
-/// long a plain checkout's refusal holds.
+/// `remember_denials`: the store repeats denials (SQLite), so say how
+/// long a plain checkout's denial holds.
 pub fn apply<T: LeaseTx>(
     mut rules: Rules<'_, T>,
     cmd: RuleCommand,
     options: &StoreOptions,
     commit: &CommitSignal,
-    remember_refusals: bool,
+    remember_denials: bool,
 ) -> Done {
     fn done<T: Send + 'static>(reply: Reply<T>, r: Result<T, StoreError>) -> (Finish, bool) {
         let ok = r.is_ok();
@@ -253,7 +253,7 @@ pub fn apply<T: LeaseTx>(
         let _ = reply.send(applied);
         (Box::new(|_| {}), ok)
     }
-    let mut refusal = None;
+    let mut denial = None;
     let (finish, ok) = match cmd {
         RuleCommand::Checkout {
             req,
@@ -267,10 +267,10 @@ pub fn apply<T: LeaseTx>(
             };
             let decided = ahead.and_then(|ahead| {
                 let outcome = rules.checkout(&req, &ahead, counted)?;
-                if remember_refusals && counted && ahead.is_empty() {
+                if remember_denials && counted && ahead.is_empty() {
                     // Not remembering is always right: a failed look-up
                     // only costs the repeats a trip to the writer.
-                    refusal = rules.remembered(&req, &outcome).ok().flatten();
+                    denial = rules.remembered(&req, &outcome).ok().flatten();
                 }
                 Ok(outcome)
             });
@@ -324,7 +324,7 @@ pub fn apply<T: LeaseTx>(
         finish,
         ok,
         events: rules.events,
-        refusal,
+        denial,
     }
 }
 

@@ -1,10 +1,10 @@
-//! Recorded refusals, as both stores keep and read them: who was refused,
-//! why, and when, to the millisecond; and which `full` refusals were true
+//! Recorded denials, as both stores keep and read them: who was refused,
+//! why, and when, to the millisecond; and which `full` denials were true
 //! (no seat of the license went to the same holder within the tolerance
 //! after).
 //!
 //! Storage is one row per (license, second, holder, fingerprint, reason)
-//! with a `count` and the refusals' millisecond offsets in that second
+//! with a `count` and the denials' millisecond offsets in that second
 //! packed in a blob, 2 bytes each, in the order they were counted. A client
 //! refused 1,000 times a second adds 2,000 bytes a second to one row, not
 //! 1,000 rows, and every instant stays exact. The instants are read back
@@ -23,21 +23,21 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(60);
 /// The longest tolerance a query may ask for.
 pub const MAX_TOLERANCE: Duration = Duration::from_secs(3600);
 
-/// One page of `GET /v1/admin/denials`: refusals of the license in
+/// One page of `GET /v1/admin/denials`: denials of the license in
 /// `[from, to)`, newest first, after `after`.
 #[derive(Debug, Clone)]
 pub struct DenialsQuery {
     pub license_id: String,
     pub from: Timestamp,
     pub to: Timestamp,
-    /// A `full` refusal followed by a grant to the same holder within this
+    /// A `full` denial followed by a grant to the same holder within this
     /// is not a true denial.
     pub tolerance: Duration,
     pub after: Option<DenialCursor>,
     pub limit: usize,
 }
 
-/// Where a page ended: the last refusal's sort key, and how many refusals
+/// Where a page ended: the last denial's sort key, and how many denials
 /// with exactly that key (a retry storm repeats them) it already listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DenialCursor {
@@ -89,7 +89,7 @@ impl DenialCursor {
     }
 }
 
-/// One stored row: the refusals of one holder + fingerprint for one reason
+/// One stored row: the denials of one holder + fingerprint for one reason
 /// in the second starting at `second`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DenialRow {
@@ -103,18 +103,18 @@ pub struct DenialRow {
     pub offsets: Vec<u8>,
 }
 
-/// The second a refusal is stored under.
+/// The second a denial is stored under.
 pub fn second_of(at: Timestamp) -> Timestamp {
     Timestamp::from_millis(at.as_millis().div_euclid(1000) * 1000)
 }
 
-/// The 2 bytes a refusal at `at` appends to its row's blob.
+/// The 2 bytes a denial at `at` appends to its row's blob.
 pub fn offset_bytes(at: Timestamp) -> [u8; 2] {
     (at.as_millis().rem_euclid(1000) as u16).to_be_bytes()
 }
 
 impl DenialRow {
-    /// Each refusal's instant, in the order counted.
+    /// Each denial's instant, in the order counted.
     pub fn instants(&self) -> impl Iterator<Item = Timestamp> + '_ {
         self.offsets.chunks_exact(2).map(|b| {
             let ms = i64::from(u16::from_be_bytes([b[0], b[1]]));
@@ -123,7 +123,7 @@ impl DenialRow {
     }
 }
 
-/// Whether a refusal at `d` is false-made by one of `grants` (sorted): a
+/// Whether a denial at `d` is false-made by one of `grants` (sorted): a
 /// grant in `(d, d + tolerance]`.
 pub fn granted_within(d: Timestamp, grants: &[Timestamp], tolerance: Duration) -> bool {
     let first_after = grants.partition_point(|g| *g <= d);
@@ -132,7 +132,7 @@ pub fn granted_within(d: Timestamp, grants: &[Timestamp], tolerance: Duration) -
         .is_some_and(|g| *g <= d.saturating_add(tolerance))
 }
 
-/// Whether a refusal is a true denial, given its holder's grants (sorted)
+/// Whether a denial is a true denial, given its holder's grants (sorted)
 /// of the same license.
 pub fn is_true(
     reason: DenialReason,
@@ -143,7 +143,7 @@ pub fn is_true(
     reason == DenialReason::Full && !grants.is_some_and(|g| granted_within(at, g, tolerance))
 }
 
-/// The holders of `full` refusals among `rows` in `[from, to)`, each with
+/// The holders of `full` denials among `rows` in `[from, to)`, each with
 /// the span its grants are looked up in: `(earliest, latest + tolerance]`.
 pub fn full_spans(
     rows: &[DenialRow],
@@ -178,7 +178,7 @@ fn widen(
     }
 }
 
-/// Each refusal of `rows` in `[from, to)` with its row (holder,
+/// Each denial of `rows` in `[from, to)` with its row (holder,
 /// fingerprint, reason) and whether it was a true denial, by its holder's
 /// `grants` (sorted; at least those in the holder's [`full_spans`] span).
 pub fn each_denial(
@@ -225,7 +225,7 @@ pub fn true_denials_by_who(
 }
 
 /// The page's order: newest first, then by holder, fingerprint and reason,
-/// so every store lists the same refusals in the same order.
+/// so every store lists the same denials in the same order.
 fn sort_key(v: &DenialView) -> (std::cmp::Reverse<Timestamp>, &str, &str, &str) {
     (
         std::cmp::Reverse(v.at),
@@ -280,7 +280,7 @@ impl<'q> Page<'q> {
         true
     }
 
-    /// The newest second a page may hold a refusal of: the cursor's, or
+    /// The newest second a page may hold a denial of: the cursor's, or
     /// the one holding the end of the range.
     pub fn newest_second(&self) -> Timestamp {
         let last = self.q.to.saturating_sub(Duration::from_millis(1));
@@ -315,7 +315,7 @@ impl<'q> Page<'q> {
         }
     }
 
-    /// The page: at most `limit` refusals, newest first, all marked not
+    /// The page: at most `limit` denials, newest first, all marked not
     /// true until [`mark_true`].
     pub fn finish(mut self) -> Vec<DenialView> {
         self.close_second();
@@ -324,8 +324,8 @@ impl<'q> Page<'q> {
     }
 }
 
-/// Holders of `full` refusals among `views`, each with the span its grants
-/// are looked up in: `(earliest refusal, latest refusal + tolerance]`.
+/// Holders of `full` denials among `views`, each with the span its grants
+/// are looked up in: `(earliest denial, latest denial + tolerance]`.
 pub fn grant_spans(
     views: &[DenialView],
     tolerance: Duration,
@@ -337,7 +337,7 @@ pub fn grant_spans(
     spans
 }
 
-/// Mark each `full` refusal true or false by its holder's grants (sorted).
+/// Mark each `full` denial true or false by its holder's grants (sorted).
 pub fn mark_true(
     views: &mut [DenialView],
     grants: &HashMap<String, Vec<Timestamp>>,
@@ -350,7 +350,7 @@ pub fn mark_true(
 
 impl DenialCursor {
     /// The cursor after a page (`after`: the one it was asked with): its
-    /// last refusal's key, and how many with that key the pages so far
+    /// last denial's key, and how many with that key the pages so far
     /// listed.
     pub fn next(views: &[DenialView], after: Option<&DenialCursor>) -> Option<DenialCursor> {
         next_cursor(views, after)
@@ -420,7 +420,7 @@ mod tests {
     }
 
     #[test]
-    fn a_grant_makes_a_refusal_false_only_after_it_and_within_the_tolerance() {
+    fn a_grant_makes_a_denial_false_only_after_it_and_within_the_tolerance() {
         let t = Timestamp::from_millis;
         let grants = [t(100), t(200)];
         let tol = Duration::from_millis(50);
@@ -437,7 +437,7 @@ mod tests {
     }
 
     #[test]
-    fn a_row_packs_each_refusal_in_two_bytes_of_its_second() {
+    fn a_row_packs_each_denial_in_two_bytes_of_its_second() {
         let at = [1_999, 1_000, 1_999, -1, -1_000];
         let mut rows: Vec<DenialRow> = Vec::new();
         for ms in at {

@@ -16,7 +16,7 @@ pub enum StoreError {
     UnknownEventKind(String),
     #[error("the usage history holds a session ended in an unknown way {0:?}")]
     UnknownSessionEnd(String),
-    #[error("the usage history holds a refusal of unknown reason {0:?}")]
+    #[error("the usage history holds a denial of unknown reason {0:?}")]
     UnknownDenialReason(String),
     #[error("the cluster's licenses policy is unreadable: {0}")]
     ClusterPolicy(String),

@@ -28,7 +28,7 @@ use super::history;
 use super::lease::LeaseRow;
 use super::options::{StoreKind, StoreOptions};
 use super::outcome::{Applied, CheckoutOutcome, HeartbeatOutcome, PoolCounts, RevokeOutcome};
-use super::repeats::RepeatedRefusals;
+use super::repeats::RepeatedDenials;
 use super::request::{Ahead, CheckoutRequest, Waiter};
 use super::seat_query::{SeatQuery, SeatsPage};
 use super::ui_sessions::{UiSessionOp, UiSessionRow};
@@ -45,8 +45,8 @@ pub struct Store {
     /// PostgreSQL's waiting line, shared by every replica (`None` on
     /// SQLite, where the line is the server's own, in memory).
     pub(super) shared_line: Option<SharedLine>,
-    /// Refusals the writer lets this handle repeat (SQLite).
-    pub(super) repeats: Option<Arc<RepeatedRefusals>>,
+    /// Denials the writer lets this handle repeat (SQLite).
+    pub(super) repeats: Option<Arc<RepeatedDenials>>,
 }
 
 impl Store {
@@ -123,9 +123,9 @@ impl Store {
     /// that the rules would serve has one. Answers as soon as the writer has
     /// decided; see [`Applied`].
     ///
-    /// `counted`: a refusal is the answer the client gets (it counts as a
+    /// `counted`: a denial is the answer the client gets (it counts as a
     /// denial in the usage history); `false` for an attempt that will be
-    /// retried while the client waits in line (a refusal the line never
+    /// retried while the client waits in line (a denial the line never
     /// retries, a `403`, counts anyway).
     pub async fn checkout_applied(
         &self,
@@ -139,7 +139,7 @@ impl Store {
             && nobody_ahead
             && let Some(outcome) = repeats.answer(&req)
         {
-            self.stats.refusals_repeated.fetch_add(1, Ordering::Relaxed);
+            self.stats.denials_repeated.fetch_add(1, Ordering::Relaxed);
             return Ok(Applied::settled(outcome));
         }
         self.call(|reply| RuleCommand::Checkout {
@@ -328,7 +328,7 @@ impl Store {
 
     /// Create, touch or delete dashboard sessions. Returns the rows changed.
     /// On SQLite they are written on a connection of their own, which would
-    /// wait for the writer's lock while it holds refusal counts: so those
+    /// wait for the writer's lock while it holds denial counts: so those
     /// are committed first.
     pub async fn ui_session_write(&self, op: UiSessionOp) -> Result<usize, StoreError> {
         self.commit_held_denials().await?;
@@ -360,14 +360,14 @@ impl Store {
     }
 
     /// A license's usage over a range (see [`crate::usage`]). A read: the
-    /// writer only commits held refusal counts first.
+    /// writer only commits held denial counts first.
     pub async fn usage(&self, query: history::UsageQuery) -> Result<Usage, StoreError> {
         self.commit_held_denials().await?;
         detached(self.reads.usage(query)).await
     }
 
-    /// One page of a license's recorded refusals, newest first (see
-    /// [`super::denials`]). A read: the writer only commits held refusal
+    /// One page of a license's recorded denials, newest first (see
+    /// [`super::denials`]). A read: the writer only commits held denial
     /// counts first.
     pub async fn denials_page(
         &self,
@@ -379,7 +379,7 @@ impl Store {
 
     /// A license's recorded demand over a range, for the what-if replay
     /// (see [`crate::usage::what_if`]). A read: the writer only commits held
-    /// refusal counts first.
+    /// denial counts first.
     pub async fn what_if_demand(
         &self,
         query: crate::usage::what_if::WhatIfQuery,
@@ -388,9 +388,9 @@ impl Store {
         detached(self.reads.what_if_demand(query)).await
     }
 
-    /// Have the writer commit refusal counts it holds (SQLite, in a retry
+    /// Have the writer commit denial counts it holds (SQLite, in a retry
     /// storm: `sqlite/writer.rs`), so a read of the history that follows
-    /// sees every refusal already answered. Free when none are held.
+    /// sees every denial already answered. Free when none are held.
     async fn commit_held_denials(&self) -> Result<(), StoreError> {
         let repeated = self.repeats.as_ref().is_some_and(|r| r.has_uncounted());
         if !repeated && !self.stats.denials_held.load(Ordering::Acquire) {

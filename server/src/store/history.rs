@@ -25,7 +25,7 @@ pub struct UsageQuery {
     pub range: UsageRange,
     /// The license's current skew, for sessions of lapsed, unreaped leases.
     pub skew: Duration,
-    /// A `full` refusal followed by a grant to the same holder within this
+    /// A `full` denial followed by a grant to the same holder within this
     /// is not a true denial (`store::denials::DEFAULT_TOLERANCE` unless
     /// asked).
     pub tolerance: Duration,

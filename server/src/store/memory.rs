@@ -30,7 +30,7 @@ pub struct StoredSession {
     pub at: Timestamp,
 }
 
-/// A counted refusal, as the rules told the store.
+/// A counted denial, as the rules told the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredDenial {
     pub license_id: String,
@@ -48,7 +48,7 @@ pub struct MemoryStore {
     pub blocks: HashMap<(String, String, String), Timestamp>,
     pub events: Vec<Event>,
     pub sessions: Vec<StoredSession>,
-    /// Counted refusals, in the order counted.
+    /// Counted denials, in the order counted.
     pub denials: Vec<StoredDenial>,
     /// (license, from, seats), in the order recorded.
     pub pool_sizes: Vec<(String, Timestamp, u32)>,
@@ -333,7 +333,7 @@ impl LeaseTx for MemoryStore {
             !prune
         });
         let mut left = limit;
-        // As the stores prune: by the second a refusal is kept under.
+        // As the stores prune: by the second a denial is kept under.
         self.denials.retain(|d| {
             let prune = second_of(d.at) < cutoff && left > 0;
             left -= usize::from(prune);

@@ -21,11 +21,11 @@
 //! - `options.rs` — [`StoreOptions`] (tuning) and [`StoreKind`].
 //! - `lease.rs` — [`LeaseRow`], [`SeatMode`] and the `lease_columns!` list.
 //! - `request.rs` — [`CheckoutRequest`], [`Ahead`] and [`Waiter`].
-//! - `repeats.rs` — a retry storm's repeated refusals, answered beside the
+//! - `repeats.rs` — a retry storm's repeated denials, answered beside the
 //!   writer while nothing that decides them changes (SQLite).
 //! - `deliveries.rs` — the webhook outbox: a queued delivery and its body,
 //!   claims, the retry schedule, alert states.
-//! - `denials.rs` — recorded refusals: how a row packs them, the page
+//! - `denials.rs` — recorded denials: how a row packs them, the page
 //!   and cursor of `GET /v1/admin/denials`, and which are true denials.
 //! - `outcome.rs` — what commands answer ([`CheckoutOutcome`],
 //!   [`HeartbeatOutcome`], [`RevokeOutcome`], [`PoolCounts`]), why a

@@ -46,7 +46,7 @@ pub enum CheckoutOutcome {
         until: Timestamp,
     },
     /// A borrow longer than the license's `borrow.max` (a 400: bad input,
-    /// not a refusal).
+    /// not a denial).
     BorrowTooLong {
         max: Duration,
     },
@@ -146,7 +146,7 @@ pub struct Applied<T> {
 }
 
 impl<T> Applied<T> {
-    /// A decision that waits for no commit (a refusal repeated beside the
+    /// A decision that waits for no commit (a denial repeated beside the
     /// writer: it wrote nothing).
     pub(super) fn settled(value: T) -> Self {
         let (_, commit) = watch::channel(Some(Ok(())));

@@ -1,16 +1,16 @@
-//! Repeated refusals, answered beside the writer (SQLite).
+//! Repeated denials, answered beside the writer (SQLite).
 //!
 //! A client refused and retrying at once (a retry storm) asks the writer
 //! the same question again and again while nothing that decides it has
 //! changed; each ask took a place in a batch and made the batches of other
 //! clients' checkouts smaller and more numerous (BENCHMARKS.md). So the
-//! writer remembers each refusal of a plain checkout (no wait, no borrow,
+//! writer remembers each denial of a plain checkout (no wait, no borrow,
 //! nobody in line) that its batch commits, with how long the answer must
 //! stay the same ([`Remembered::until`]): until the first seat of the
 //! license could lapse, the `denied` event's throttle window ends, a block
 //! ends, or a second has passed, whichever is first. A repeat (same
 //! license, holder, fingerprint and idempotency key) within that time is
-//! answered here, its retry time counted down, and its refusal is handed
+//! answered here, its retry time counted down, and its denial is handed
 //! to the writer's next batch to count, with its own instant (every batch
 //! takes them; the alive tick makes one each second).
 //!
@@ -46,7 +46,7 @@ pub enum Touch {
     Everything,
 }
 
-/// A refusal the writer decided, as it may be repeated.
+/// A denial the writer decided, as it may be repeated.
 #[derive(Debug, Clone)]
 pub struct Remembered {
     pub license_id: String,
@@ -87,7 +87,7 @@ impl Remembered {
     }
 }
 
-/// A refusal answered here, for the writer to count.
+/// A denial answered here, for the writer to count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repeated {
     pub license_id: String,
@@ -116,18 +116,18 @@ struct State {
     uncounted: Vec<Repeated>,
 }
 
-/// The writer's remembered refusals, shared with every request handler.
-pub struct RepeatedRefusals {
+/// The writer's remembered denials, shared with every request handler.
+pub struct RepeatedDenials {
     clock: SharedClock,
     licenses: LicensesHandle,
     state: Mutex<State>,
-    /// Refusals answered here and not yet handed to the writer.
+    /// Denials answered here and not yet handed to the writer.
     uncounted: AtomicBool,
 }
 
-impl RepeatedRefusals {
+impl RepeatedDenials {
     pub fn new(clock: SharedClock, licenses: LicensesHandle) -> Self {
-        RepeatedRefusals {
+        RepeatedDenials {
             clock,
             licenses,
             state: Mutex::default(),
@@ -140,7 +140,7 @@ impl RepeatedRefusals {
     }
 
     /// The writer's answer to `req` if it is a repeat it still holds for
-    /// (the caller checked that nobody waits in line); the refusal is then
+    /// (the caller checked that nobody waits in line); the denial is then
     /// counted by the writer's next batch.
     pub fn answer(&self, req: &CheckoutRequest) -> Option<CheckoutOutcome> {
         if req.borrow.is_some() {
@@ -182,12 +182,12 @@ impl RepeatedRefusals {
         !self.lock().answers.is_empty()
     }
 
-    /// Whether refusals answered here wait to be counted.
+    /// Whether denials answered here wait to be counted.
     pub fn has_uncounted(&self) -> bool {
         self.uncounted.load(Ordering::Acquire)
     }
 
-    /// The refusals answered here since the last call, oldest first.
+    /// The denials answered here since the last call, oldest first.
     pub fn take_uncounted(&self) -> Vec<Repeated> {
         if !self.has_uncounted() {
             return Vec::new();
@@ -197,7 +197,7 @@ impl RepeatedRefusals {
         std::mem::take(&mut state.uncounted)
     }
 
-    /// Hand back refusals taken by [`take_uncounted`](Self::take_uncounted)
+    /// Hand back denials taken by [`take_uncounted`](Self::take_uncounted)
     /// whose batch did not commit, to be counted by the next.
     pub fn count_again(&self, mut repeats: Vec<Repeated>) {
         if repeats.is_empty() {
@@ -282,10 +282,10 @@ mod tests {
 
     const POLICY: &str = "[[license]]\nid = \"a\"\nkey = \"a-key\"\nseats = 1\n";
 
-    fn memo() -> (Arc<ManualClock>, LicensesHandle, RepeatedRefusals) {
+    fn memo() -> (Arc<ManualClock>, LicensesHandle, RepeatedDenials) {
         let clock = ManualClock::new(Timestamp::from_millis(1_000));
         let licenses = LicensesHandle::new(Licenses::parse(POLICY).unwrap());
-        let memo = RepeatedRefusals::new(clock.clone(), licenses.clone());
+        let memo = RepeatedDenials::new(clock.clone(), licenses.clone());
         (clock, licenses, memo)
     }
 

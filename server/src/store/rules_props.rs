@@ -2311,7 +2311,7 @@ impl Run {
 
     /// A refused checkout: counted, with its reason, if the client sees it
     /// (a `?wait=` line retries only a full pool and a reached cap: any
-    /// other refusal is final and counted at once); logged once per holder
+    /// other denial is final and counted at once); logged once per holder
     /// per window.
     fn denied(
         &mut self,

@@ -13,9 +13,9 @@ fn ts(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms)
 }
 
-/// A refusal: its instant, holder and reason.
+/// A denial: its instant, holder and reason.
 #[derive(Debug, Clone)]
-struct Refusal {
+struct Denial {
     at: i64,
     holder: String,
     reason: DenialReason,
@@ -34,7 +34,7 @@ fn brute_force(
     range: &UsageRange,
     sessions: &[Session],
     pool: &PoolTimeline,
-    denials: &[Refusal],
+    denials: &[Denial],
     tolerance: i64,
 ) -> Usage {
     let (from, to, now) = (
@@ -160,7 +160,7 @@ fn sweep(
     range: &UsageRange,
     sessions: &[Session],
     pool: &PoolTimeline,
-    denials: &[Refusal],
+    denials: &[Denial],
     tolerance: i64,
 ) -> Usage {
     let mut ordered = sessions.to_vec();
@@ -173,14 +173,14 @@ fn sweep(
     sweep.finish()
 }
 
-/// The refusals as the stores feed them: packed into rows per second,
+/// The denials as the stores feed them: packed into rows per second,
 /// holder and reason, the rows a range reads, and each holder's grants
 /// only in its span (what the stores' grant queries return).
 fn feed_denials(
     sweep: &mut Sweep,
     range: &UsageRange,
     sessions: &[Session],
-    denials: &[Refusal],
+    denials: &[Denial],
     tolerance: i64,
 ) {
     let mut rows: Vec<DenialRow> = Vec::new();
@@ -230,13 +230,13 @@ fn feed_denials(
     );
 }
 
-fn refusal() -> impl Strategy<Value = Refusal> {
+fn denial() -> impl Strategy<Value = Denial> {
     (
         -1_200i64..2_300,
         0u8..6,
         prop::sample::select(DenialReason::ALL.to_vec()),
     )
-        .prop_map(|(at, holder, reason)| Refusal {
+        .prop_map(|(at, holder, reason)| Denial {
             at,
             holder: format!("h{holder}"),
             reason,
@@ -269,7 +269,7 @@ proptest! {
         now in -200i64..2_400,
         sessions in prop::collection::vec(session(), 0..25),
         pool in prop::collection::vec((-300i64..2_300, 0u32..6), 0..5),
-        denials in prop::collection::vec(refusal(), 0..30),
+        denials in prop::collection::vec(denial(), 0..30),
         tolerance in prop_oneof![Just(0i64), 0i64..400],
     ) {
         let to = from + span;

@@ -8,7 +8,7 @@
 //! denials of the range form *episodes* per holder and fingerprint: in
 //! time order, a true denial at most the tolerance after the previous one
 //! joins its episode. An episode is one request that may wait from its
-//! first refusal to its last; granted at `g`, it holds `[g, g + median)`
+//! first denial to its last; granted at `g`, it holds `[g, g + median)`
 //! clipped to `to`, where the median is over the clipped sessions'
 //! durations (an even count: the mean of the two middle ones, rounded down
 //! to the millisecond; no session: the TTL). An idle timeout `t` removes
@@ -20,12 +20,12 @@
 //!
 //! **Replay.** Requests in time order to the millisecond. At one instant:
 //! ends; sessions that start, the earliest end first; episodes already
-//! waiting, earliest first refusal first; episodes that start. With `k`
+//! waiting, earliest first denial first; episodes that start. With `k`
 //! seats a session is granted when fewer than `k` granted requests are in
 //! use at its start, else denied; an episode likewise, except that when
-//! none is free it waits in line until its last refusal, and is one
+//! none is free it waits in line until its last denial, and is one
 //! denial if no seat came by then. A zero-length request is granted or
-//! denied the same way and holds nothing. An episode of one refusal never
+//! denied the same way and holds nothing. An episode of one denial never
 //! waits: it is exactly a request of the first-fit pass below, which
 //! answers every `k` when no episode can wait; `waiting.rs` adds what
 //! waiting changes.
@@ -187,7 +187,7 @@ impl DemandBuilder {
 
     /// The demand, with the true denials of the covered range grouped into
     /// episodes: `true_denials` holds one list per holder and fingerprint,
-    /// and a refusal at most `tolerance` after the previous one of its list
+    /// and a denial at most `tolerance` after the previous one of its list
     /// joins that one's episode. `ttl` is a granted episode's length when
     /// no session is there to take the median of.
     pub fn finish(
@@ -233,7 +233,7 @@ impl DemandBuilder {
 
 /// One holder's run of true denials (same fingerprint, each at most the
 /// tolerance after the previous): one request that waits from its first
-/// refusal to its last. Ordered as the waiting line serves them.
+/// denial to its last. Ordered as the waiting line serves them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Episode {
     pub first: i64,
@@ -287,7 +287,7 @@ impl Demand {
 
     /// Every request `(start, end, episode)` in replay order: sessions
     /// before episodes at one start, each kind in its own order. An
-    /// episode here is granted at its first refusal or not at all (the
+    /// episode here is granted at its first denial or not at all (the
     /// first-fit pass); `waiting.rs` replays the wait.
     fn in_order(&self) -> impl Iterator<Item = (i64, i64, Option<Episode>)> + '_ {
         let mut s = self.sessions.iter().peekable();

@@ -12,7 +12,7 @@ use super::{AdminClient, ApiError, Query, UsageQuery};
 
 impl AdminClient {
     /// `GET /v1/admin/usage` with `tolerance` (how soon a grant after a
-    /// refusal while full makes it a false denial); `None`: the server's
+    /// denial while full makes it a false denial); `None`: the server's
     /// default, and the same request as [`AdminClient::usage`].
     pub async fn usage_within(
         &self,

@@ -1,9 +1,9 @@
-//! The summary's refusals as the verdict reads them: only a *true* denial
+//! The summary's denials as the verdict reads them: only a *true* denial
 //! (refused while full and not served within the tolerance) means too few
-//! seats. A refusal by a cap, a list or a block, or one served a moment
+//! seats. A denial by a cap, a list or a block, or one served a moment
 //! later, is said beside the verdict, never counted as a shortage.
 //!
-//! Refusals the server gives no reason for (a server older than reasons, or
+//! Denials the server gives no reason for (a server older than reasons, or
 //! history recorded before them) count as before: as a shortage.
 
 use std::time::Duration;
@@ -26,29 +26,29 @@ pub fn parse_tolerance(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// One summary's refusals, split by what they say about the seat count.
+/// One summary's denials, split by what they say about the seat count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Refusals {
-    /// `full` refusals not followed by a grant within the tolerance.
+pub struct Denials {
+    /// `full` denials not followed by a grant within the tolerance.
     pub true_full: u64,
     /// Distinct holders among `true_full` (0 from a server older than the
     /// count, or when there are none).
     pub holders: u64,
-    /// Counted refusals without a recorded reason: read as true denials.
+    /// Counted denials without a recorded reason: read as true denials.
     pub unknown: u64,
-    /// `full` refusals the holder got a seat within the tolerance after.
+    /// `full` denials the holder got a seat within the tolerance after.
     pub served: u64,
-    /// Refusals by caps (`holder`, `group`, `borrow`), lists and blocks.
+    /// Denials by caps (`holder`, `group`, `borrow`), lists and blocks.
     pub caps: u64,
     pub lists: u64,
     pub blocks: u64,
 }
 
-impl Refusals {
-    pub fn of(s: &UsageSummary) -> Refusals {
+impl Denials {
+    pub fn of(s: &UsageSummary) -> Denials {
         let by = &s.denials_by_reason;
         let true_full = s.true_denials.min(by.full);
-        Refusals {
+        Denials {
             true_full,
             holders: s.denied_holders,
             unknown: s.denials.saturating_sub(by.total()),
@@ -59,18 +59,18 @@ impl Refusals {
         }
     }
 
-    /// The refusals that mean too few seats.
+    /// The denials that mean too few seats.
     pub fn shortage(&self) -> u64 {
         self.true_full + self.unknown
     }
 
-    /// Refusals that are not a shortage.
+    /// Denials that are not a shortage.
     pub fn other(&self) -> u64 {
         self.served + self.caps + self.lists + self.blocks
     }
 
     /// The distinct holders the shortage came from; `None` when the
-    /// server did not say (one older than the count, or refusals with no
+    /// server did not say (one older than the count, or denials with no
     /// recorded reason, which name no holder).
     pub fn denied_holders(&self) -> Option<u64> {
         (self.holders > 0 || self.shortage() == 0).then_some(self.holders)
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn an_older_server_reads_every_denial_as_a_shortage() {
-        let r = Refusals::of(&summary(3, DenialsByReason::default(), 0));
+        let r = Denials::of(&summary(3, DenialsByReason::default(), 0));
         assert_eq!((r.shortage(), r.other()), (3, 0));
         assert_eq!(r.shortage_words(MIN), ["3 denials"]);
         assert_eq!(r.beside_words(MIN), None);
@@ -218,7 +218,7 @@ mod tests {
             not_allowed: 2,
             ..Default::default()
         };
-        let r = Refusals::of(&UsageSummary {
+        let r = Denials::of(&UsageSummary {
             denied_holders: 2,
             ..summary(9, by, 2)
         });
@@ -244,7 +244,7 @@ mod tests {
             ..Default::default()
         };
         let of = |true_denials, denied_holders| {
-            Refusals::of(&UsageSummary {
+            Denials::of(&UsageSummary {
                 denied_holders,
                 ..summary(true_denials, by(true_denials), true_denials)
             })
@@ -265,19 +265,19 @@ mod tests {
         );
         // No shortage: no holder was denied.
         assert_eq!(of(0, 0).denied_holders(), Some(0));
-        // Refusals with no recorded reason name no holder.
-        let r = Refusals::of(&summary(3, DenialsByReason::default(), 0));
+        // Denials with no recorded reason name no holder.
+        let r = Denials::of(&summary(3, DenialsByReason::default(), 0));
         assert_eq!(r.denied_holders(), None);
     }
 
     #[test]
-    fn refusals_without_a_reason_beside_recorded_ones_are_still_a_shortage() {
+    fn denials_without_a_reason_beside_recorded_ones_are_still_a_shortage() {
         // Two counted before reasons were recorded, one block after.
         let by = DenialsByReason {
             blocked: 1,
             ..Default::default()
         };
-        let r = Refusals::of(&summary(3, by, 0));
+        let r = Denials::of(&summary(3, by, 0));
         assert_eq!(r.shortage(), 2);
         assert_eq!(r.shortage_words(MIN), ["2 denials with no recorded reason"]);
         assert_eq!(

@@ -2,7 +2,7 @@
 //!
 //! Parts: `range` (`--from`/`--to`/`--step` parsing and the resolved range),
 //! `fetch` (what is asked of the server), `holders` (top holders by hours,
-//! clipped to the range), `denials` (which refusals mean a shortage),
+//! clipped to the range), `denials` (which denials mean a shortage),
 //! `verdict` (the thresholds and the verdict), `table` (the text report),
 //! `csv` (`--csv`, streamed), `what_if` (`--what-if`, the demand replayed
 //! against other seat counts). Everything but `fetch` and the streaming
@@ -60,7 +60,7 @@ pub struct ReportArgs {
     /// license's, header row once).
     #[arg(long)]
     pub csv: bool,
-    /// A refusal for want of a free seat is a true denial unless the same
+    /// A denial for want of a free seat is a true denial unless the same
     /// holder got a seat of the license within this long after it (0s to
     /// 1h; default: the server's, 60s).
     #[arg(long, value_name = "DURATION", value_parser = parse_tolerance)]

@@ -8,7 +8,7 @@
 use leasehold_common::text::sanitize_for_terminal;
 
 use super::LicenseReport;
-use super::denials::Refusals;
+use super::denials::Denials;
 use super::range::Range;
 use super::verdict::{covered_from, pct};
 use crate::format::fmt_duration_ms;
@@ -72,7 +72,7 @@ fn summary_row(r: &LicenseReport) -> Vec<String> {
     } else {
         0.0
     };
-    let refusals = Refusals::of(s);
+    let denials = Denials::of(s);
     vec![
         clean(&r.usage.license_id),
         s.seats.to_string(),
@@ -81,10 +81,10 @@ fn summary_row(r: &LicenseReport) -> Vec<String> {
         pct(full_share),
         fmt_duration_ms((s.full_s * 1000.0) as i64),
         s.denials.to_string(),
-        // TRUE: the refusals that mean too few seats (see `denials`), and
+        // TRUE: the denials that mean too few seats (see `denials`), and
         // the holders they came from (`-`: the server did not say).
-        refusals.shortage().to_string(),
-        refusals
+        denials.shortage().to_string(),
+        denials
             .denied_holders()
             .map_or_else(|| "-".to_string(), |n| n.to_string()),
         pct(s.utilization),

@@ -18,7 +18,7 @@ use std::time::Duration;
 use leasehold_common::Timestamp;
 use leasehold_common::api::UsageSummary;
 
-use super::denials::{DEFAULT_TOLERANCE, Refusals, tolerance_words};
+use super::denials::{DEFAULT_TOLERANCE, Denials, tolerance_words};
 use crate::format::fmt_duration_ms;
 
 /// Every seat in use for at least this share of the range (in percent)
@@ -62,8 +62,8 @@ pub fn thresholds_help() -> String {
          short of seats          any time with more seats in use than sold, any true denial, or every seat in use for >= {SHORT_FULL_PCT}% of the range\n  \
          more seats than needed  peak <= {SURPLUS_PEAK_PCT}% of the seats and no true denial, over a range of at least {}\n  \
          about right             otherwise\n\
-         A true denial is a refusal for want of a free seat (reserved ones included) not followed by a seat for the same holder within --tolerance (default {}). \
-         Refusals by caps, lists or blocks, and refusals served within the tolerance, are listed beside the verdict: never a shortage.\n\
+         A true denial is a checkout refused for want of a free seat (reserved ones included) not followed by a seat for the same holder within --tolerance (default {}). \
+         Denials by caps, lists or blocks, and denials served within the tolerance, are listed beside the verdict: never a shortage.\n\
          The range is the part of the one asked that the server's history covers (from its first start, or from when the license was added).",
         min_range_words(),
         tolerance_words(DEFAULT_TOLERANCE),
@@ -116,10 +116,10 @@ pub fn judge(
     to: Timestamp,
     tolerance: Option<Duration>,
 ) -> Judgement {
-    let refusals = Refusals::of(s);
+    let denials = Denials::of(s);
     let tolerance = tolerance.unwrap_or(DEFAULT_TOLERANCE);
-    let mut judgement = judge_shortage(s, from, to, &refusals, tolerance);
-    if let Some(beside) = refusals.beside_words(tolerance) {
+    let mut judgement = judge_shortage(s, from, to, &denials, tolerance);
+    if let Some(beside) = denials.beside_words(tolerance) {
         judgement.reason = format!("{}; {beside}", judgement.reason);
     }
     judgement
@@ -141,12 +141,12 @@ pub(super) fn coverage_words(covered_ms: i64, asked_ms: i64) -> Option<String> {
     })
 }
 
-/// [`judge`] without the refusals said beside the verdict.
+/// [`judge`] without the denials said beside the verdict.
 fn judge_shortage(
     s: &UsageSummary,
     from: Timestamp,
     to: Timestamp,
-    refusals: &Refusals,
+    denials: &Denials,
     tolerance: Duration,
 ) -> Judgement {
     let asked_ms = to.millis_since(from).max(0);
@@ -165,7 +165,7 @@ fn judge_shortage(
     let full_words = format!("every seat in use {} of the range", pct(full_share));
     let full_is_short = s.full_s * 100.0 >= f64::from(SHORT_FULL_PCT) * range_s && s.full_s > 0.0;
     let over_is_short = s.over_s > 0.0;
-    let denied = refusals.shortage() > 0;
+    let denied = denials.shortage() > 0;
     if over_is_short || denied || full_is_short {
         let mut why = Vec::new();
         if over_is_short {
@@ -174,7 +174,7 @@ fn judge_shortage(
                 over_words(s.over_s)
             ));
         }
-        why.extend(refusals.shortage_words(tolerance));
+        why.extend(denials.shortage_words(tolerance));
         if full_is_short {
             why.push(format!("{full_words} (>= {SHORT_FULL_PCT}%)"));
         }
@@ -203,7 +203,7 @@ fn judge_shortage(
     let peak_words = format!("peak {} of {} seats ({})", s.peak, s.seats, pct(peak_share));
     let long_enough = range_ms >= SURPLUS_MIN_RANGE.as_millis() as i64;
     let range_words = fmt_duration_ms(range_ms);
-    let none = refusals.none_words();
+    let none = denials.none_words();
     if peak_low && long_enough {
         return Judgement {
             verdict: Verdict::MoreThanNeeded,
@@ -334,7 +334,7 @@ mod tests {
             "peak 2 of 10 seats (20.0%) <= 70%, no true denials over 7d00h; \
              4 refused by caps — not a shortage"
         );
-        // Short for another reason: the refusals are still said beside it.
+        // Short for another reason: the denials are still said beside it.
         let by = DenialsByReason {
             full: 1,
             blocked: 1,

@@ -399,7 +399,7 @@ fn a_borrow_stops_heartbeats_until_its_deadline_then_checks_out_again() {
     assert_eq!(
         m.on_borrow(at(100), &refused),
         None,
-        "a refusal keeps the seat"
+        "a denial keeps the seat"
     );
     assert!(!m.holds_borrow());
     let b = borrowed("a", 200, 60_000);

@@ -16,7 +16,7 @@ use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
 
 use super::common::{Pool, Result, json, parse_json, pools, store_err};
-use super::refusals;
+use super::outcomes;
 use crate::AppState;
 use crate::http::error::ApiError;
 use crate::http::query::{self, Query};
@@ -268,7 +268,7 @@ pub async fn admin_revoke(state: &AppState, seat_id: String, body: Bytes) -> Res
         .revoke(&seat_id, reason, block, req.force)
         .await
         .map_err(store_err(state))?;
-    refusals::revoke(&seat_id, &outcome)?;
+    outcomes::revoke(&seat_id, &outcome)?;
     Metrics::inc(&state.metrics.revokes);
     Ok(StatusCode::NO_CONTENT.into_response())
 }

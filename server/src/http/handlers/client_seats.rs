@@ -11,7 +11,7 @@ use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
 
 use super::common::{Result, json, parse_json, signed, store_err};
-use super::refusals;
+use super::outcomes;
 use crate::AppState;
 use crate::http::auth::client_license;
 use crate::http::error::ApiError;
@@ -110,13 +110,13 @@ fn checkout_request(
 }
 
 /// The answer to a checkout's outcome (the caller counts it): `201` with
-/// the signed lease, or the refusal of [`refusals::checkout`].
+/// the signed lease, or the denial of [`outcomes::checkout`].
 fn checkout_reply(
     state: &AppState,
     license_id: &str,
     outcome: &CheckoutOutcome,
 ) -> Result<Response> {
-    let (lease, overage) = refusals::checkout(state, license_id, outcome)?;
+    let (lease, overage) = outcomes::checkout(state, license_id, outcome)?;
     Ok(json(
         StatusCode::CREATED,
         &signed(state, lease.clone(), overage),
@@ -143,7 +143,7 @@ pub async fn heartbeat(
         .get(&license_id)
         .and_then(|l| l.policy.idle_timeout);
     // Signed while the batch commits; sent only once it has.
-    let answer = refusals::heartbeat(&applied.value, idle_timeout)
+    let answer = outcomes::heartbeat(&applied.value, idle_timeout)
         .map(|row| json(StatusCode::OK, &signed(state, row.clone(), false)));
     let outcome = applied.committed().await.map_err(store_err(state))?;
     match outcome {

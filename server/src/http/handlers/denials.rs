@@ -1,4 +1,4 @@
-//! `GET /v1/admin/denials`: a license's recorded refusals, newest first,
+//! `GET /v1/admin/denials`: a license's recorded denials, newest first,
 //! each with its reason and whether it was a true denial at the request's
 //! `tolerance` (`store/denials.rs` decides). The range, the page limit,
 //! the cursor and CSV work as `GET /v1/admin/sessions` does

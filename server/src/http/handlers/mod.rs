@@ -10,7 +10,7 @@
 //! sessions), [`denials`], [`what_if`], [`webhooks`] (webhooks,
 //! deliveries, alerts) and [`dashboard`] (sign-in and the page's files).
 //! The store outcomes that refuse a request map to their errors in
-//! [`refusals`]; what several handlers share (JSON replies and bodies,
+//! [`outcomes`]; what several handlers share (JSON replies and bodies,
 //! store errors, signed leases, the pools, CSV downloads) is in [`common`],
 //! a leaf the others use; the query parameters they share are read by
 //! [`crate::http::query`].
@@ -21,7 +21,7 @@ mod common;
 mod dashboard;
 mod denials;
 mod meta;
-mod refusals;
+mod outcomes;
 mod usage;
 mod webhooks;
 mod what_if;

@@ -15,7 +15,7 @@
 //!   checkout;
 //! - the blocks in force on the licenses its checkouts ask for, read in one
 //!   statement when the batch begins;
-//! - its counted refusals, written at the commit, one upsert per row
+//! - its counted denials, written at the commit, one upsert per row
 //!   ([`DenialBatch`], `pg/denial_batch.rs`);
 //! - its webhook deliveries, rendered and inserted at the commit, once
 //!   their events are numbered ([`Outbox`], `pg/outbox.rs`);
@@ -73,7 +73,7 @@ pub struct BatchState {
     /// Events and writes of the commands before the current one.
     events_before: usize,
     writes_before: WritesMark,
-    /// Refusals counted, kept for the commit; those of the commands before
+    /// Denials counted, kept for the commit; those of the commands before
     /// the current one.
     denials: DenialBatch,
     denials_before: usize,
@@ -350,12 +350,12 @@ impl BatchState {
         self.counts.forget();
     }
 
-    /// Keep a counted refusal for the commit.
+    /// Keep a counted denial for the commit.
     pub fn denial(&mut self, denial: &Denial<'_>) {
         self.denials.push(denial);
     }
 
-    /// Refusals of `reason` on the license at `since` or later that the
+    /// Denials of `reason` on the license at `since` or later that the
     /// batch counted and keeps for its commit.
     pub fn denials_since(&self, license_id: &str, reason: DenialReason, since: Timestamp) -> u64 {
         self.denials.count_since(license_id, reason, since)
@@ -371,7 +371,7 @@ impl BatchState {
         self.writes.write(client, statements, all).map(|_| ())
     }
 
-    /// Write everything still kept, the refusals too (at the commit), and
+    /// Write everything still kept, the denials too (at the commit), and
     /// the deliveries unless one waits for its event's id
     /// ([`BatchState::write_events`]).
     pub fn write_pending(

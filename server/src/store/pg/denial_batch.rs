@@ -1,19 +1,19 @@
-//! A PostgreSQL batch's counted refusals, kept until its commit and written
+//! A PostgreSQL batch's counted denials, kept until its commit and written
 //! there as one statement: one upsert per (license, second, holder,
-//! fingerprint, reason) row, whatever number of refusals the batch counted
+//! fingerprint, reason) row, whatever number of denials the batch counted
 //! under that key.
 //!
 //! Why: a row is appended to by rewriting it (MVCC), so a retry storm that
-//! upserted each refusal left a dead version of a row growing to 2 KB per
-//! refusal for vacuum (13 MB for a minute of 1,000 refusals a second). Kept
-//! here, a batch's refusals of one key cost one new version, holding every
-//! refusal's 2-byte millisecond offset in the order counted
+//! upserted each denial left a dead version of a row growing to 2 KB per
+//! denial for vacuum (13 MB for a minute of 1,000 denials a second). Kept
+//! here, a batch's denials of one key cost one new version, holding every
+//! denial's 2-byte millisecond offset in the order counted
 //! (`store/denials.rs`), so counts stay exact to the millisecond.
 //!
 //! Nothing a batch runs reads the denials (prune deletes rows older than
 //! the retention, never the batch's second), so they need not be written
 //! before the batch's other statements, only before its `COMMIT`; a
-//! command that fails forgets its refusals ([`DenialBatch::truncate`]), as
+//! command that fails forgets its denials ([`DenialBatch::truncate`]), as
 //! its savepoint forgets what it wrote. A failed write fails the commit,
 //! and every command of the batch is answered with the error.
 
@@ -25,7 +25,7 @@ use super::statements::Statements;
 use crate::store::denials::{offset_bytes, second_of};
 use crate::store::rules::Denial;
 
-/// The row a refusal is counted in.
+/// The row a denial is counted in.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
     license_id: String,
@@ -47,7 +47,7 @@ impl Key {
     }
 }
 
-/// The batch's refusals not yet written, in the order counted.
+/// The batch's denials not yet written, in the order counted.
 #[derive(Default)]
 pub struct DenialBatch {
     counted: Vec<(Key, [u8; 2])>,
@@ -59,13 +59,13 @@ impl DenialBatch {
         self.counted.len()
     }
 
-    /// Forget the refusals counted after the first `len` (a command rolled
+    /// Forget the denials counted after the first `len` (a command rolled
     /// back).
     pub fn truncate(&mut self, len: usize) {
         self.counted.truncate(len);
     }
 
-    /// Keep a refusal for the commit.
+    /// Keep a denial for the commit.
     pub fn push(&mut self, denial: &Denial<'_>) {
         self.counted.push((
             Key {
@@ -79,7 +79,7 @@ impl DenialBatch {
         ));
     }
 
-    /// The kept refusals merged by row, in key order (each key once, so one
+    /// The kept denials merged by row, in key order (each key once, so one
     /// `ON CONFLICT` statement may touch all of them): each row's count and
     /// offsets in the order counted.
     fn merged(&self) -> Vec<(&Key, i64, Vec<u8>)> {
@@ -97,7 +97,7 @@ impl DenialBatch {
         rows
     }
 
-    /// Write every kept refusal in one statement (nothing if none) and
+    /// Write every kept denial in one statement (nothing if none) and
     /// forget them.
     pub fn write(
         &mut self,
@@ -128,7 +128,7 @@ impl DenialBatch {
         Ok(())
     }
 
-    /// How many kept refusals of `reason` on the license are at `since` or
+    /// How many kept denials of `reason` on the license are at `since` or
     /// later (alert evaluation, `pg/outbox.rs`: `denials_since`).
     pub fn count_since(
         &self,

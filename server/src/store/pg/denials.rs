@@ -1,4 +1,4 @@
-//! Recorded refusals on PostgreSQL: the same questions as SQLite's
+//! Recorded denials on PostgreSQL: the same questions as SQLite's
 //! `sqlite/denials.rs`, in the same words (`store/denials.rs` says how rows
 //! pack them and what makes one true). Every holder's grants come in one
 //! statement, so a page or a sweep is a fixed number of round trips.
@@ -36,7 +36,7 @@ fn denial_row(r: &Row) -> Result<DenialRow, StoreError> {
     })
 }
 
-/// The rows that may hold a refusal of the license in `[from, to)`.
+/// The rows that may hold a denial of the license in `[from, to)`.
 async fn rows_in(
     client: &impl GenericClient,
     license_id: &str,
@@ -95,7 +95,7 @@ async fn grants(
     Ok(all)
 }
 
-/// One page of the license's refusals, newest first: rows streamed by
+/// One page of the license's denials, newest first: rows streamed by
 /// second, newest first, until a whole second fills the page.
 pub(crate) async fn denials_page(
     reads: &PgPool,
@@ -129,7 +129,7 @@ pub(crate) async fn denials_page(
     Ok(views)
 }
 
-/// The license's refusals in the usage range, by reason and truth, into
+/// The license's denials in the usage range, by reason and truth, into
 /// the sweep (in the usage read's snapshot).
 pub(super) async fn sweep_denials(
     tx: &impl GenericClient,

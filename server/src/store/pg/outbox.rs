@@ -167,7 +167,7 @@ pub(super) fn delete_alert_state(tx: &mut OutboxTx<'_>, alert: &str) -> Result<(
 }
 
 /// Exact to the millisecond: the seconds after `since`'s by their counts,
-/// its own by their offsets; and the refusals this batch counted and keeps
+/// its own by their offsets; and the denials this batch counted and keeps
 /// for its commit (`pg/denial_batch.rs`).
 pub(super) fn denials_since(
     tx: &mut OutboxTx<'_>,

@@ -285,13 +285,13 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX idle_periods_by_license_time ON idle_periods (license_id, to_ms, from_ms);
     CREATE INDEX idle_periods_by_end ON idle_periods (to_ms);
     "#,
-    // v13: refusals with their reason, holder and fingerprint, to the
+    // v13: denials with their reason, holder and fingerprint, to the
     // millisecond (the same rows as SQLite's v11: a row per license,
     // second, holder, fingerprint and reason, the offsets 2 bytes each;
-    // the v2 counts kept as `full` refusals of an unknown holder at the
-    // start of their second), pruned by second. A batch's refusals are
+    // the v2 counts kept as `full` denials of an unknown holder at the
+    // start of their second), pruned by second. A batch's denials are
     // written at its commit as one upsert per row (`denial_batch.rs`), so a
-    // storm-second's row is rewritten once per batch, not per refusal
+    // storm-second's row is rewritten once per batch, not per denial
     // (measured in BENCHMARKS.md). A holder's grants by start: one
     // more index entry per
     // session row (written once, when the seat leaves); open sessions by

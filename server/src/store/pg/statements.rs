@@ -295,7 +295,7 @@ impl HistoryStatements {
             ended_session: p("SELECT end_kind FROM sessions
                  WHERE license_id = $1 AND ended_at >= $3 AND seat_id = $2
                  ORDER BY ended_at DESC LIMIT 1")?,
-            // At the commit, a batch's refusals, one element per row (each
+            // At the commit, a batch's denials, one element per row (each
             // key once): appends their count and 2-byte offsets to their
             // second's row (`store/denials.rs`, `pg/denial_batch.rs`).
             count_denials: p("INSERT INTO denials

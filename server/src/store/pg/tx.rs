@@ -371,7 +371,7 @@ impl LeaseTx for PgTx<'_> {
     }
 
     /// Kept and written at the commit, one upsert per row for the whole
-    /// batch (`pg/denial_batch.rs`): a retry storm's refusals of one batch
+    /// batch (`pg/denial_batch.rs`): a retry storm's denials of one batch
     /// rewrite their row once.
     fn count_denial(&mut self, denial: &Denial<'_>) -> Result<()> {
         self.state.denial(denial);

@@ -227,7 +227,7 @@ fn denials_fire_at_the_count_within_the_window_and_resolve_as_it_empties() {
     w.advance(1);
     assert!(
         w.tick().contains(&"resolved cad-denied".to_string()),
-        "the first refusal left the minute"
+        "the first denial left the minute"
     );
 }
 

@@ -154,7 +154,7 @@ impl<T: LeaseTx> Rules<'_, T> {
                 }
             }
             AlertCondition::Denials { count, within } => {
-                // (now − within, now]: a refusal exactly `within` ago has left.
+                // (now − within, now]: a denial exactly `within` ago has left.
                 let since =
                     Timestamp::from_millis(self.now.as_millis() - within.as_millis() as i64 + 1);
                 let n = self.tx.denials_since(id, DenialReason::Full, since)?;

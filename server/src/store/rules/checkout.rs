@@ -78,7 +78,7 @@ enum Admission {
 impl<T: LeaseTx> Rules<'_, T> {
     /// Checkout. `ahead`: the waiters in line before this one, first come
     /// first; the seats the rules would give them are spoken for.
-    /// `counted`: a refusal is the answer the client sees, so it counts as
+    /// `counted`: a denial is the answer the client sees, so it counts as
     /// a denial in the usage history (a `?wait=` attempt that will be
     /// retried is not).
     pub fn checkout(
@@ -90,8 +90,8 @@ impl<T: LeaseTx> Rules<'_, T> {
         let Some(lic) = self.licenses.get(&req.license_id) else {
             return Ok(CheckoutOutcome::UnknownLicense);
         };
-        if let Some(refusal) = self.borrow_terms(lic, req, counted)? {
-            return Ok(refusal);
+        if let Some(denial) = self.borrow_terms(lic, req, counted)? {
+            return Ok(denial);
         }
         if let Some(until) = self.blocked(&lic.id, req)? {
             return self.refused(req, counted, CheckoutOutcome::Blocked { until });
@@ -270,7 +270,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         Ok(n)
     }
 
-    /// A refusal, counted as a denial (with its reason) when the client
+    /// A denial, counted as a denial (with its reason) when the client
     /// sees it: always, unless it is one a `?wait=` line retries and this
     /// attempt is not the last ([`waits_in_line`]).
     pub(super) fn refused(
@@ -438,7 +438,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         let threshold = live_threshold(self.now, lic.policy.skew);
         let seats = lic.policy.seats;
         // When the reservations alone take every seat the overage leaves, no
-        // lapse lifts the refusal: say one TTL.
+        // lapse lifts the denial: say one TTL.
         let retry_after = if seats + lic.policy.overage > reserved {
             self.retry_after(lic, Scope::License(&lic.id), threshold)?
         } else {
@@ -522,8 +522,8 @@ impl<T: LeaseTx> Rules<'_, T> {
     }
 }
 
-/// The refusals a `?wait=` checkout stands in line after (the pool full,
-/// a cap reached), with how long until it looks again. Any other refusal
+/// The denials a `?wait=` checkout stands in line after (the pool full,
+/// a cap reached), with how long until it looks again. Any other denial
 /// is final at once, so it is counted at once.
 pub fn waits_in_line(outcome: &CheckoutOutcome) -> Option<Duration> {
     match outcome {
@@ -533,8 +533,8 @@ pub fn waits_in_line(outcome: &CheckoutOutcome) -> Option<Duration> {
     }
 }
 
-/// Why a refusal is counted; `None` for an answer that is not a counted
-/// refusal.
+/// Why a denial is counted; `None` for an answer that is not a counted
+/// denial.
 pub(super) fn denial_reason(outcome: &CheckoutOutcome) -> Option<DenialReason> {
     Some(match outcome {
         CheckoutOutcome::Full { .. } => DenialReason::Full,

@@ -111,7 +111,7 @@ pub trait LeaseTx {
         seat_id: &str,
         ended_since: Timestamp,
     ) -> Result<Option<SessionEnd>>;
-    /// Record one counted refusal (409 or 403), to the millisecond.
+    /// Record one counted denial (409 or 403), to the millisecond.
     fn count_denial(&mut self, denial: &Denial<'_>) -> Result<()>;
     /// The pool size each license has had since its last change.
     fn current_pool_sizes(&mut self) -> Result<HashMap<String, u32>>;
@@ -172,7 +172,7 @@ pub trait LeaseTx {
     fn set_alert_state(&mut self, state: &AlertState) -> Result<()>;
     /// Forget the state of an alert that is no longer in the file.
     fn delete_alert_state(&mut self, alert: &str) -> Result<()>;
-    /// Counted refusals of `reason` on the license at `since` or later, to
+    /// Counted denials of `reason` on the license at `since` or later, to
     /// the millisecond.
     fn denials_since(
         &mut self,
@@ -199,7 +199,7 @@ pub struct IdlePeriod<'a> {
     pub to: Timestamp,
 }
 
-/// A counted refusal: who was refused, why, and when.
+/// A counted denial: who was refused, why, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Denial<'a> {
     pub license_id: &'a str,

@@ -108,7 +108,7 @@ pub struct Rules<'a, T: LeaseTx> {
     /// end of the last outage, when nobody could report coming back
     /// (outages don't evict).
     pub idle_counted_from: Timestamp,
-    /// When the retry time of this command's refusal runs out, if it is
+    /// When the retry time of this command's denial runs out, if it is
     /// the lapse of a seat (set by `retry_after`; a repeat counts it down).
     retry_deadline: Option<Timestamp>,
 }

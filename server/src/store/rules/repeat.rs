@@ -1,4 +1,4 @@
-//! How long a refusal stays the same answer, so a repeat of it can be
+//! How long a denial stays the same answer, so a repeat of it can be
 //! given beside the writer (`store/repeats.rs`), and counting the repeats
 //! given there.
 
@@ -12,7 +12,7 @@ use crate::store::repeats::{REPEAT_AT_MOST, Remembered, Repeated};
 use crate::store::{CheckoutOutcome, CheckoutRequest, Scope};
 
 impl<T: LeaseTx> Rules<'_, T> {
-    /// `outcome`, the counted refusal of a plain checkout (no borrow, nobody
+    /// `outcome`, the counted denial of a plain checkout (no borrow, nobody
     /// ahead in line) that this command just decided, with the instant
     /// before which nothing but a write could change it: the first lapse
     /// of any live seat of the license, the end of the holder's `denied`
@@ -29,7 +29,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         let Some(lic) = self.licenses.get(&req.license_id) else {
             return Ok(None);
         };
-        // Every counted refusal logs (or is throttled from logging) a
+        // Every counted denial logs (or is throttled from logging) a
         // `denied` event; a repeat must fall in the same window to log none.
         let Some(events_until) = self.throttle.window_end(&denied_key(&lic.id, &req.holder)) else {
             return Ok(None);
@@ -62,7 +62,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         }))
     }
 
-    /// Count the refusals given beside the writer, each at its own instant.
+    /// Count the denials given beside the writer, each at its own instant.
     pub fn count_repeats(&mut self, repeats: &[Repeated]) -> Result<()> {
         for r in repeats {
             self.tx.count_denial(&Denial {

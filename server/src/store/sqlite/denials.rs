@@ -1,5 +1,5 @@
-//! Recorded refusals on SQLite: the page of `GET /v1/admin/denials`, the
-//! usage sweep's refusals and the instants of a license's true denials
+//! Recorded denials on SQLite: the page of `GET /v1/admin/denials`, the
+//! usage sweep's denials and the instants of a license's true denials
 //! (`store/denials.rs` says how rows pack them and what makes one true).
 
 use std::collections::HashMap;
@@ -40,7 +40,7 @@ fn with_reason((mut row, reason): (DenialRow, String)) -> Result<DenialRow, Stor
     Ok(row)
 }
 
-/// The rows that may hold a refusal of the license in `[from, to)`.
+/// The rows that may hold a denial of the license in `[from, to)`.
 fn rows_in(
     c: &Connection,
     license_id: &str,
@@ -85,7 +85,7 @@ fn grants(
     Ok(all)
 }
 
-/// One page of the license's refusals, newest first: rows read by second,
+/// One page of the license's denials, newest first: rows read by second,
 /// newest first, until a whole second fills the page.
 pub(crate) fn denials_page(
     c: &Connection,
@@ -116,7 +116,7 @@ pub(crate) fn denials_page(
     Ok(views)
 }
 
-/// The license's refusals in the usage range, by reason and truth, into
+/// The license's denials in the usage range, by reason and truth, into
 /// the sweep.
 pub(super) fn sweep_denials(
     c: &Connection,

@@ -159,7 +159,7 @@ pub(super) fn sessions_page(
     Ok(page)
 }
 
-/// The usage of one license over the range: pool sizes and refusals
+/// The usage of one license over the range: pool sizes and denials
 /// first (few rows; a retry storm's a row a second), then the sessions streamed into the sweep in order of
 /// start, never collected: those that ran into the range from before it
 /// (few: at most the seats in use at `from`), then those that started in

@@ -41,7 +41,7 @@ use super::batch::{Writer, WriterStats};
 use super::deliveries::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use super::denials::DenialsQuery;
 use super::history::{SessionsQuery, UsageQuery};
-use super::repeats::RepeatedRefusals;
+use super::repeats::RepeatedDenials;
 use super::seat_query::{SeatQuery, SeatsPage};
 use super::ui_sessions::{UiSessionOp, UiSessionRow};
 use super::{LeaseRow, Store, StoreError, StoreKind, StoreOptions};
@@ -77,9 +77,9 @@ pub fn open(
     )?;
     let stats = Arc::new(WriterStats::default());
     let (events, _) = broadcast::channel(4096);
-    // One writer owns every seat, so it can let refusals be repeated
+    // One writer owns every seat, so it can let denials be repeated
     // beside it (`store/repeats.rs`).
-    let repeats = Arc::new(RepeatedRefusals::new(clock.clone(), licenses.clone()));
+    let repeats = Arc::new(RepeatedDenials::new(clock.clone(), licenses.clone()));
     let batches = SqliteBatches::new(conn, licenses, clock, stats.clone(), wal)?;
     let mut writer = Writer::new(
         batches,

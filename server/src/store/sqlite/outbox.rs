@@ -145,7 +145,7 @@ pub(super) fn delete_alert_state(tx: &Connection, alert: &str) -> Result<()> {
     Ok(())
 }
 
-/// The refusals at `since` or later, exactly: the whole seconds after
+/// The denials at `since` or later, exactly: the whole seconds after
 /// `since`'s by their counts, and in `since`'s own second the packed
 /// instants (`store/denials.rs`) at or after it.
 pub(super) fn denials_since(

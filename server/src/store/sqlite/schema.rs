@@ -227,14 +227,14 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX idle_periods_by_license_to ON idle_periods (license_id, to_ms, from_ms);
     CREATE INDEX idle_periods_by_end ON idle_periods (to_ms);
     "#,
-    // v11: every counted refusal with its reason, holder and fingerprint
+    // v11: every counted denial with its reason, holder and fingerprint
     // ('' for none), to the millisecond. One row per (license, second,
-    // holder, fingerprint, reason) holds the refusals' millisecond offsets
+    // holder, fingerprint, reason) holds the denials' millisecond offsets
     // in that second, 2 bytes each (`store/denials.rs`), so a client
     // refused 1,000 times a second costs one row of about 2 KB a second
     // (BENCHMARKS.md), not 1,000 rows, and every instant stays exact.
     // Pruned by second. The v2 rows knew only a count per second: they
-    // keep it, as `full` refusals of an unknown holder ('') at the start of
+    // keep it, as `full` denials of an unknown holder ('') at the start of
     // their second. True denials look up a holder's grants of a license by
     // start (`sessions_by_license_holder`: one more index entry per
     // session row, written once when the seat leaves the table; open

@@ -3,15 +3,15 @@
 //! savepoint per command, the live index kept in step, and the server's
 //! "alive" time persisted for the outage rule.
 //!
-//! A batch of checkouts whose only writes are refusal counts is not
+//! A batch of checkouts whose only writes are denial counts is not
 //! committed at once: its transaction stays open for the next batch, which
 //! commits it with its own writes. A client refused 1,000 times a second
 //! (a retry storm) would otherwise cost an `fdatasync` per batch, slowing
-//! every other client's commit behind it. The refusal is answered at once
+//! every other client's commit behind it. The denial is answered at once
 //! (it promises the client nothing), and the counts are committed by the
 //! first batch with anything else in it: the alive tick sends one every
 //! second, and a read of the history first asks for one (`Flush`). A crash
-//! loses at most that second of refusal counts; no lease, event or
+//! loses at most that second of denial counts; no lease, event or
 //! delivery is ever held.
 
 use std::sync::Arc;
@@ -33,7 +33,7 @@ use crate::store::command::{Command, RuleCommand};
 /// How often "the server is alive" is persisted, for the outage rule.
 const ALIVE_PERSIST_MS: i64 = 1_000;
 
-/// The longest refusal counts are held uncommitted, whatever the batches.
+/// The longest denial counts are held uncommitted, whatever the batches.
 const HOLD_DENIALS_MS: i64 = 1_000;
 
 const META_LAST_ALIVE: &str = "last_alive_ms";
@@ -51,11 +51,11 @@ pub struct SqliteBatches {
     index_stale: bool,
     stats: Arc<WriterStats>,
     wal: Arc<WalHousekeeping>,
-    /// The open transaction's refusal counts, held since then (see the
+    /// The open transaction's denial counts, held since then (see the
     /// module's doc); `None`: no transaction outlives its batch.
     held_since: Option<Timestamp>,
     /// The connection's `total_changes` when the transaction began, and
-    /// the rows of it that were refusal counts: equal, nothing else changed.
+    /// the rows of it that were denial counts: equal, nothing else changed.
     changes_at_begin: u64,
     denial_rows: u64,
     /// The batch has a command other than a checkout: it commits.
@@ -100,7 +100,7 @@ impl SqliteBatches {
     }
 
     /// Whether the batch ending now may leave its transaction open: it
-    /// wrote only refusal counts (and the transaction nothing else), it is
+    /// wrote only denial counts (and the transaction nothing else), it is
     /// only checkouts, and no count has been held for a second yet.
     fn may_hold(&self, now: Timestamp) -> bool {
         let only_denials = self.conn.total_changes() - self.changes_at_begin == self.denial_rows;
@@ -237,7 +237,7 @@ impl BatchStore for SqliteBatches {
     }
 
     fn rollback(&mut self) {
-        // Refusal counts held from earlier batches go too: only on a failed
+        // Denial counts held from earlier batches go too: only on a failed
         // commit or outage rule, after which the database may be unusable.
         self.release_hold();
         self.index_stale = true;

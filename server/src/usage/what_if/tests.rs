@@ -192,7 +192,7 @@ fn closed(start: i64, end: i64) -> Session {
 type Spans = Vec<(i64, i64)>;
 
 /// The requests the builder made: sessions, then episodes as granted at
-/// their first refusal.
+/// their first denial.
 fn requests_of(h: &History) -> (Spans, Spans) {
     let d = demand(h);
     let episodes = d.episodes.iter().map(|e| (e.first, d.episode_end(e.first)));

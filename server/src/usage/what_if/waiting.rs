@@ -1,8 +1,8 @@
 //! Waiting episodes (RIGHTSIZING §4): with `k` seats an episode that finds
-//! none free waits in line from its first refusal to its last and takes a
+//! none free waits in line from its first denial to its last and takes a
 //! seat at the first instant one is free, holding it for the median
 //! session from there. At one instant: ends; sessions that start; the
-//! line, earliest first refusal first; episodes that start.
+//! line, earliest first denial first; episodes that start.
 //!
 //! The first-fit pass (`what_if.rs`) answers every `k` at once because a
 //! request's fate at `k` seats never depends on seats above `k`. A wait
@@ -26,7 +26,7 @@
 //!
 //! Levels are independent, so each event touches only the levels whose
 //! `d`, line or holds it concerns: a few, unless many episodes wait at once.
-//! An episode that cannot wait (one refusal) is exactly the first-fit
+//! An episode that cannot wait (one denial) is exactly the first-fit
 //! request, and `k` at or above the peak never sees a full pool, so neither
 //! costs anything here.
 
@@ -343,7 +343,7 @@ impl<'a> Pass<'a> {
         self.place(r, seat);
     }
 
-    /// An episode's first refusal: `F_k` grants it below its seat; `W_k`
+    /// An episode's first denial: `F_k` grants it below its seat; `W_k`
     /// grants it when not full, else puts it in line if it can wait.
     fn episode(&mut self, r: &Request) {
         let Some(episode) = r.episode else { return };
@@ -381,7 +381,7 @@ impl<'a> Pass<'a> {
     }
 
     /// Each level that freed a seat at `t` serves its line, earliest
-    /// first refusal first; an episode whose last refusal has passed is
+    /// first denial first; an episode whose last denial has passed is
     /// one denial.
     fn serve_line(&mut self, t: i64) {
         let mut freed = std::mem::take(&mut self.freed);

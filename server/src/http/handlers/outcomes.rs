@@ -1,6 +1,7 @@
-//! The refusal table: each store outcome that turns a request down, as the
-//! [`ApiError`] the client gets (status, code, message, `Retry-After`, the
-//! refusal's details). What is granted passes through to the handler.
+//! Each store outcome that turns a request down (a denial, a lost seat, an
+//! unknown seat), as the [`ApiError`] the client gets (status, code,
+//! message, `Retry-After`, the error's details). What is granted passes
+//! through to the handler.
 
 use std::time::Duration;
 
@@ -10,13 +11,13 @@ use warp::http::StatusCode;
 
 use super::common::Result;
 use crate::AppState;
-use crate::http::error::{ApiError, Refusal};
+use crate::http::error::{ApiError, ErrorDetails};
 use crate::store::{
     self, CheckoutOutcome, HeartbeatOutcome, LeaseRow, NotAllowedBecause, RevokeOutcome,
 };
 
 /// A checkout's outcome: the lease it grants and whether that seat is over
-/// the pool's size, or the refusal it stands for.
+/// the pool's size, or the error it stands for.
 pub(super) fn checkout<'a>(
     state: &AppState,
     license_id: &str,
@@ -75,11 +76,11 @@ fn full(license_id: &str, seats: u32, live: u32, reserved: u32, retry_after: Dur
     };
     ApiError::new(StatusCode::CONFLICT, code::NO_SEATS_AVAILABLE, message)
         .with_retry_after(ceil_secs(retry_after))
-        .with_refusal(Refusal {
+        .with_details(ErrorDetails {
             seats: Some(seats),
             live: Some(live),
             reserved: Some(reserved),
-            ..Refusal::default()
+            ..ErrorDetails::default()
         })
 }
 
@@ -106,11 +107,11 @@ fn limit_reached(
     };
     ApiError::new(StatusCode::CONFLICT, code::LIMIT_REACHED, message)
         .with_retry_after(ceil_secs(retry_after))
-        .with_refusal(Refusal {
+        .with_details(ErrorDetails {
             limit: Some(limit.as_str()),
             max: Some(max),
             group: group.map(str::to_owned),
-            ..Refusal::default()
+            ..ErrorDetails::default()
         })
 }
 
@@ -135,7 +136,7 @@ fn not_allowed(license_id: &str, because: &NotAllowedBecause) -> ApiError {
     )
 }
 
-/// A heartbeat's outcome: the renewed lease, or the refusal it stands for.
+/// A heartbeat's outcome: the renewed lease, or the error it stands for.
 /// `idle_timeout` is the license's, for the words of an idle reclaim.
 pub(super) fn heartbeat(
     outcome: &HeartbeatOutcome,
@@ -168,13 +169,13 @@ fn seat_lost(reason: SeatLostReason, idle_timeout: Option<Duration>) -> ApiError
                 .unwrap_or_else(|| "unknown".into())
         ),
     };
-    ApiError::new(StatusCode::GONE, code::SEAT_LOST, message).with_refusal(Refusal {
+    ApiError::new(StatusCode::GONE, code::SEAT_LOST, message).with_details(ErrorDetails {
         reason: Some(reason),
-        ..Refusal::default()
+        ..ErrorDetails::default()
     })
 }
 
-/// A revoke's outcome: done, or the refusal it stands for.
+/// A revoke's outcome: done, or the error it stands for.
 pub(super) fn revoke(seat_id: &str, outcome: &RevokeOutcome) -> Result<()> {
     match outcome {
         RevokeOutcome::Revoked(_) => Ok(()),
