@@ -211,7 +211,9 @@ async fn refusals_by_caps_lists_or_served_soon_after_are_not_a_shortage() {
     .await
     .stdout;
     assert!(
-        strict.contains("shop: short of seats — 1 true denial from 1 holder (full, not served within 0s); "),
+        strict.contains(
+            "shop: short of seats — 1 true denial from 1 holder (full, not served within 0s); "
+        ),
         "{strict}"
     );
 }
