@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Same-window throughput of several leaseholdd builds on PostgreSQL
-# (BENCHMARKS.md, "PostgreSQL in production"): for each round, for each
+# (BENCHMARKS.md, "PostgreSQL: one and several replicas"): for each round, for each
 # build, a fresh database on one throwaway cluster, REPLICAS replicas of that
 # build on it, and leasehold-bench spreading its connections over them.
 #
