@@ -183,15 +183,21 @@ fn time(query: &Query, name: &str) -> Result<Option<Timestamp>> {
         .transpose()
 }
 
+/// A query from `(name, value)` pairs, for the handlers' tests.
+#[cfg(test)]
+pub(crate) fn of_pairs(pairs: &[(&str, &str)]) -> Query {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn q(pairs: &[(&str, &str)]) -> Query {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        of_pairs(pairs)
     }
 
     #[test]

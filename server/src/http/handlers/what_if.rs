@@ -173,10 +173,7 @@ mod tests {
     use super::*;
 
     fn q(pairs: &[(&str, &str)]) -> Query {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        crate::http::query::of_pairs(pairs)
     }
 
     #[test]
