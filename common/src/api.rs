@@ -121,7 +121,7 @@ pub mod code {
     pub const INTERNAL: &str = "internal";
     /// Authenticated, but the role may not do this (a viewer's `DELETE`).
     pub const FORBIDDEN: &str = "forbidden";
-    /// A state change authenticated by the session cookie without a
+    /// A state change authenticated by the sign-in cookie without a
     /// matching `X-CSRF-Token` or from another origin.
     pub const CSRF_FAILED: &str = "csrf_failed";
     /// Too many failed sign-ins (or wrong bearer tokens) from this
@@ -261,14 +261,15 @@ pub struct LoginRequest {
     pub token: String,
 }
 
-/// `GET /ui/session`: who the session cookie signs in.
+/// `GET /ui/session`: who the sign-in cookie signs in (schema `UiSession`:
+/// the path and the schema keep the older word).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UiSession {
+pub struct UiSignIn {
     /// `admin` or `viewer`.
     pub role: String,
     /// Send as `X-CSRF-Token` on every state change made with the cookie.
     pub csrf_token: String,
-    /// When the session ends unless used again (idle timeout), or its
+    /// When the sign-in ends unless used again (idle timeout), or its
     /// absolute end, whichever is earlier.
     pub expires_at: Timestamp,
 }

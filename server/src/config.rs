@@ -94,7 +94,7 @@ pub struct Config {
 
     /// PostgreSQL: this replica's admin and viewer tokens replace the
     /// cluster's when they differ (a token rotation), instead of refusing to
-    /// start. Sessions signed in with a replaced token end.
+    /// start. Sign-ins made with a replaced token end.
     #[arg(long, env = "LEASEHOLD_ROTATE_TOKENS")]
     pub rotate_tokens: bool,
 
@@ -120,11 +120,12 @@ pub struct Config {
     #[arg(long, env = "LEASEHOLD_AUTH_FAILURES", default_value_t = DEFAULT_AUTH_FAILURES)]
     pub auth_failures: usize,
 
-    /// A dashboard session not used for this long ends.
+    /// A dashboard sign-in not used for this long ends.
     #[arg(long, env = "LEASEHOLD_UI_IDLE_TIMEOUT", default_value = "30m", value_parser = duration)]
     pub ui_idle_timeout: Duration,
 
-    /// A dashboard session ends this long after sign-in, however busy.
+    /// A dashboard sign-in ends this long after it began, however busy (the
+    /// flag keeps the older word).
     #[arg(long, env = "LEASEHOLD_UI_SESSION_LIFETIME", default_value = "12h", value_parser = duration)]
     pub ui_session_lifetime: Duration,
 

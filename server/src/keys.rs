@@ -225,12 +225,13 @@ impl AdminToken {
         hex::encode(self.0.0)
     }
 
-    /// What a dashboard session records of the token that signed it in:
+    /// What a dashboard sign-in records of the token that signed it in:
     /// derived from the token's SHA-256 under a label of its own, so the
-    /// sessions table is no copy of the cluster's token hash. A session
-    /// whose fingerprint is not the current token's has been signed out by
-    /// rotating the token.
-    pub fn session_fingerprint(&self) -> String {
+    /// sign-ins table (`ui_sessions`) is no copy of the cluster's token
+    /// hash. A sign-in whose fingerprint is not the current token's has been signed out by
+    /// rotating the token. (The label keeps the older word: stored
+    /// fingerprints depend on it.)
+    pub fn sign_in_fingerprint(&self) -> String {
         let mut h = Sha256::new();
         h.update(b"leasehold-ui-session-token\0");
         h.update(self.0.0);

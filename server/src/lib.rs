@@ -14,7 +14,7 @@
 //!   [`licenses_watch`] hot-reloads it.
 //! - [`queue`]: first-come-first-served waiting for a seat (`?wait=`).
 //! - [`keys`]: signing key, admin and viewer token files.
-//! - [`ui_sessions`]: the dashboard's sign-in sessions (the reaper expires
+//! - [`sign_ins`]: the dashboard's sign-ins (the reaper expires
 //!   them; [`http`] adds the cookie and CSRF).
 //! - [`metrics`]: Prometheus counters and the latency histogram.
 //! - [`proxies`]: trusted reverse proxies and the public URL.
@@ -37,8 +37,8 @@ pub mod proxies;
 pub mod queue;
 pub mod reaper;
 pub mod serve;
+pub mod sign_ins;
 pub mod store;
-pub mod ui_sessions;
 pub mod usage;
 pub mod webhooks;
 
@@ -71,7 +71,7 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// Checkouts waiting for a seat (`?wait=`).
     pub queues: Arc<queue::WaitQueues>,
-    /// Dashboard sign-in: the viewer token, session timeouts, the
+    /// Dashboard sign-in: the viewer token, sign-in timeouts, the
     /// failed-login limiter.
     pub ui: http::UiAuth,
 }
@@ -256,9 +256,9 @@ async fn serve_prepared(
             config.reap_interval,
             stop.clone(),
         )),
-        tokio::spawn(reaper::run_ui_session_reaper(
+        tokio::spawn(reaper::run_sign_in_reaper(
             state.store.clone(),
-            state.ui.sessions.clone(),
+            state.ui.sign_ins.clone(),
             state.clock.clone(),
             config.reap_interval,
             stop.clone(),

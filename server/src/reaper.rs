@@ -1,5 +1,5 @@
 //! Background housekeeping: the reaper (leases, usage history, ended
-//! dashboard sessions) and the alive tick.
+//! dashboard sign-ins) and the alive tick.
 //!
 //! The reaper deletes leases that are reapable by the one predicate
 //! (`now > expires_at + reap_grace`), in batches sized to hold the writer
@@ -24,9 +24,9 @@ use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
 use crate::metrics::Metrics;
 use crate::queue::WaitQueues;
+use crate::sign_ins::SignIns;
 use crate::store::{Ahead, Waiter};
 use crate::store::{Store, StoreError};
-use crate::ui_sessions::UiSessions;
 
 /// The first reap batch of a run.
 pub const REAP_BATCH: usize = 250;
@@ -140,20 +140,20 @@ pub async fn prune_history_backlog(store: &Store) -> Result<usize, StoreError> {
     }
 }
 
-/// Delete dashboard sessions that have ended (idle too long or past their
+/// Delete dashboard sign-ins that have ended (idle too long or past their
 /// lifetime), every `period`.
-pub async fn run_ui_session_reaper(
+pub async fn run_sign_in_reaper(
     store: Store,
-    sessions: UiSessions,
+    sign_ins: SignIns,
     clock: SharedClock,
     period: Duration,
     shutdown: watch::Receiver<bool>,
 ) {
     every(period, shutdown, || async {
-        match sessions.expire(&store, clock.now()).await {
+        match sign_ins.expire(&store, clock.now()).await {
             Ok(0) => {}
-            Ok(n) => tracing::debug!("deleted {n} ended dashboard session(s)"),
-            Err(e) => tracing::warn!("dashboard sessions: {e}; will retry"),
+            Ok(n) => tracing::debug!("deleted {n} ended dashboard sign-in(s)"),
+            Err(e) => tracing::warn!("dashboard sign-ins: {e}; will retry"),
         }
     })
     .await;

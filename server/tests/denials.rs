@@ -17,7 +17,7 @@ use leasehold_server::clock::Clock;
 use leasehold_server::queue::{WaitQueues, checkout_in_line};
 use leasehold_server::store::denials::{DenialCursor, DenialsQuery};
 use leasehold_server::store::history::UsageQuery;
-use leasehold_server::store::ui_sessions::UiSessionOp;
+use leasehold_server::store::sign_ins::SignInOp;
 use leasehold_server::store::{
     Ahead, CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, NotAllowedBecause, pg,
     sqlite_migrate_to,
@@ -683,7 +683,7 @@ async fn sqlite_holds_denial_counts_until_a_tick_a_read_a_second_or_the_stop() {
     assert_eq!(committed(), 15);
     let deleted = h
         .store
-        .ui_session_write(UiSessionOp::Delete {
+        .sign_in_write(SignInOp::Delete {
             id_sha256: "none".into(),
         })
         .await

@@ -384,13 +384,13 @@ async fn a_state_change_without_the_csrf_header_is_refused() {
 }
 
 #[tokio::test]
-async fn sign_out_ends_the_session_on_the_server() {
+async fn sign_out_ends_the_sign_in_on_the_server() {
     let server = Server::start(TEST_LICENSES).await;
     let b = Browser::start().await;
     b.sign_in(&server.base, &server.admin_token).await;
     b.wait_for("tr[data-license=small]", SOON).await;
     let cookies = b.client.get_all_cookies().await.expect("cookies");
-    assert!(!cookies.is_empty(), "a session cookie");
+    assert!(!cookies.is_empty(), "a sign-in cookie");
     let header = cookies
         .iter()
         .map(|c| format!("{}={}", c.name(), c.value()))

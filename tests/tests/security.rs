@@ -1,8 +1,8 @@
 //! Security II against the real `leaseholdd`: the admin API's reply
-//! headers, the request-body timeout, the bearer-token limiter, sessions
+//! headers, the request-body timeout, the bearer-token limiter, sign-ins
 //! that end everywhere (sign-in again, token rotation, open event streams),
 //! secret checks at start-up, and trusted proxies. Where a store holds the
-//! sessions it runs on the store `LEASEHOLD_TEST_STORE` names.
+//! sign-ins it runs on the store `LEASEHOLD_TEST_STORE` names.
 
 use std::time::Duration;
 
@@ -301,7 +301,7 @@ async fn login_with(server: &Server, token: &str, cookie: Option<&str>) -> reqwe
     req.send().await.expect("login")
 }
 
-/// Sign in; the `name=value` of the session cookie.
+/// Sign in; the `name=value` of the sign-in cookie.
 async fn sign_in(server: &Server, token: &str) -> String {
     let resp = login_with(server, token, None).await;
     assert_eq!(resp.status(), 204, "login");
@@ -325,7 +325,7 @@ async fn status_with_cookie(server: &Server, path: &str, cookie: &str) -> u16 {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn signing_in_again_ends_the_previous_session() {
+async fn signing_in_again_ends_the_previous_sign_in() {
     let server = Server::start(LICENSES).await;
     let first = sign_in(&server, &server.admin_token).await;
     assert_eq!(
@@ -375,7 +375,7 @@ async fn signing_in_again_ends_the_previous_session() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn background_refreshes_do_not_keep_a_session_alive() {
+async fn background_refreshes_do_not_keep_a_sign_in_alive() {
     let server = Server::start_with(
         ServerOptions::new(LICENSES)
             .arg("--ui-idle-timeout")
@@ -537,7 +537,7 @@ fn write_secret(data_dir: &std::path::Path, file: &str, token: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn rotating_a_token_ends_the_sessions_it_signed_in() {
+async fn rotating_a_token_ends_the_sign_ins_it_made() {
     const OLD_ADMIN: &str = "old-admin-token-0123456789abcdef";
     const NEW_ADMIN: &str = "new-admin-token-0123456789abcdef";
     let mut server = Server::start_with(ServerOptions {
@@ -561,7 +561,7 @@ async fn rotating_a_token_ends_the_sessions_it_signed_in() {
         );
     }
 
-    // A new admin token (by environment): every admin session ends, the
+    // A new admin token (by environment): every admin sign-in ends, the
     // viewer's stays.
     server.set_env("LEASEHOLD_ADMIN_TOKEN", NEW_ADMIN);
     server.restart().await;
@@ -587,7 +587,7 @@ async fn rotating_a_token_ends_the_sessions_it_signed_in() {
     assert_eq!(bearer(NEW_ADMIN).await.unwrap().status(), 200);
     let admin2 = sign_in(&server, NEW_ADMIN).await;
 
-    // A new viewer.token file: every viewer session ends, the admin's stays.
+    // A new viewer.token file: every viewer sign-in ends, the admin's stays.
     let new_viewer = "new-viewer-token-from-the-file-0123";
     write_secret(&server.data_dir(), "viewer.token", new_viewer);
     server.restart().await;
@@ -629,7 +629,7 @@ async fn rotating_a_token_ends_the_sessions_it_signed_in() {
     }
 }
 
-/// Open the event stream with a session cookie or a bearer token.
+/// Open the event stream with a sign-in cookie or a bearer token.
 async fn open_stream(
     server: &Server,
     cookie: Option<&str>,
@@ -681,13 +681,13 @@ async fn an_event(server: &Server, holder: &str) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_session_stream_ends_at_logout_and_a_bearer_stream_does_not() {
+async fn a_sign_in_stream_ends_at_logout_and_a_bearer_stream_does_not() {
     let server = Server::start(LICENSES).await;
     let cookie = sign_in(&server, &server.admin_token).await;
-    let mut by_session = open_stream(&server, Some(&cookie), None).await;
+    let mut by_sign_in = open_stream(&server, Some(&cookie), None).await;
     let mut by_bearer = open_stream(&server, None, Some(&server.admin_token)).await;
     let id = an_event(&server, "before-logout").await;
-    assert_eq!(read_sse(&mut by_session, 1).await[0].0, id);
+    assert_eq!(read_sse(&mut by_sign_in, 1).await[0].0, id);
     assert_eq!(read_sse(&mut by_bearer, 1).await[0].0, id);
 
     let csrf = client()
@@ -711,15 +711,15 @@ async fn a_session_stream_ends_at_logout_and_a_bearer_stream_does_not() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 204);
-    let took = ends_within(&mut by_session, Duration::from_secs(5)).await;
-    eprintln!("the session's stream ended {took:?} after logout");
+    let took = ends_within(&mut by_sign_in, Duration::from_secs(5)).await;
+    eprintln!("the sign-in's stream ended {took:?} after logout");
     // The bearer stream goes on.
     let id = an_event(&server, "after-logout").await;
     assert_eq!(read_sse(&mut by_bearer, 1).await[0].0, id);
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_session_stream_ends_at_the_session_lifetime() {
+async fn a_sign_in_stream_ends_at_the_sign_in_lifetime() {
     let server = Server::start_with(
         ServerOptions::new(LICENSES)
             .arg("--ui-session-lifetime")
@@ -728,12 +728,12 @@ async fn a_session_stream_ends_at_the_session_lifetime() {
     .await;
     let cookie = sign_in(&server, &server.viewer_token()).await;
     let signed_in = std::time::Instant::now();
-    let mut by_session = open_stream(&server, Some(&cookie), None).await;
+    let mut by_sign_in = open_stream(&server, Some(&cookie), None).await;
     let mut by_bearer = open_stream(&server, None, Some(&server.viewer_token())).await;
     let id = an_event(&server, "while-valid").await;
-    assert_eq!(read_sse(&mut by_session, 1).await[0].0, id);
+    assert_eq!(read_sse(&mut by_sign_in, 1).await[0].0, id);
     assert_eq!(read_sse(&mut by_bearer, 1).await[0].0, id);
-    ends_within(&mut by_session, Duration::from_secs(8)).await;
+    ends_within(&mut by_sign_in, Duration::from_secs(8)).await;
     let lived = signed_in.elapsed();
     assert!(
         lived >= Duration::from_millis(2500),
@@ -748,7 +748,7 @@ async fn a_session_stream_ends_at_the_session_lifetime() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_session_stream_ends_at_a_token_change_and_cannot_reopen() {
+async fn a_sign_in_stream_ends_at_a_token_change_and_cannot_reopen() {
     const OLD: &str = "stream-old-admin-token-0123456789";
     let mut server = Server::start_with(ServerOptions {
         env: vec![
@@ -759,10 +759,10 @@ async fn a_session_stream_ends_at_a_token_change_and_cannot_reopen() {
     })
     .await;
     let cookie = sign_in(&server, OLD).await;
-    let mut by_session = open_stream(&server, Some(&cookie), None).await;
+    let mut by_sign_in = open_stream(&server, Some(&cookie), None).await;
     server.set_env("LEASEHOLD_ADMIN_TOKEN", "stream-new-admin-token-0123456789");
     server.restart().await;
-    ends_within(&mut by_session, Duration::from_secs(5)).await;
+    ends_within(&mut by_sign_in, Duration::from_secs(5)).await;
     // The browser's EventSource reconnects: refused.
     let resp = reqwest::Client::new()
         .get(server.url("/v1/admin/events/stream"))
@@ -910,7 +910,7 @@ async fn the_public_url_is_the_only_origin_and_makes_the_cookie_secure() {
         status_with_cookie(&server, "/ui/session", &cookie).await,
         200
     );
-    // Without its prefix (as a plain-HTTP page could set it) it is no session.
+    // Without its prefix (as a plain-HTTP page could set it) it is no sign-in.
     let plain = format!("leasehold_session={id}");
     assert_eq!(
         status_with_cookie(&server, "/ui/session", &plain).await,
@@ -921,7 +921,7 @@ async fn the_public_url_is_the_only_origin_and_makes_the_cookie_secure() {
     let lease = server
         .take_seat("small", "small-key", json!({"holder": "ann"}))
         .await;
-    let session: serde_json::Value = client()
+    let sign_in: serde_json::Value = client()
         .get(server.url("/ui/session"))
         .header("cookie", &cookie)
         .send()
@@ -930,7 +930,7 @@ async fn the_public_url_is_the_only_origin_and_makes_the_cookie_secure() {
         .json()
         .await
         .unwrap();
-    let csrf = session["csrf_token"].as_str().unwrap();
+    let csrf = sign_in["csrf_token"].as_str().unwrap();
     let revoke = |origin: &str| {
         client()
             .delete(server.url(&format!("/v1/admin/seats/{}", lease.seat_id)))

@@ -1,8 +1,8 @@
 //! The dashboard's server side against the real `leaseholdd`: the viewer
-//! role on the bearer API, sign-in with the session cookie, bad logins,
-//! session expiry and logout, CSRF on cookie-authenticated changes, the
+//! role on the bearer API, sign-in with the cookie, bad logins,
+//! sign-in expiry and logout, CSRF on cookie-authenticated changes, the
 //! failed-login limiter, the security headers of `/ui`, and an event stream
-//! opened with the session getting nothing once the session has ended. Runs
+//! opened with the sign-in getting nothing once the sign-in has ended. Runs
 //! on the store `LEASEHOLD_TEST_STORE` names.
 //!
 //! What needs a peer other than loopback, time moved by hand or a look into
@@ -51,7 +51,7 @@ async fn login(server: &Server, token: &str) -> reqwest::Response {
         .expect("login")
 }
 
-/// Sign in; the `name=value` of the session cookie.
+/// Sign in; the `name=value` of the sign-in cookie.
 async fn sign_in(server: &Server, token: &str) -> String {
     let resp = login(server, token).await;
     assert_eq!(resp.status(), 204, "login");
@@ -72,7 +72,7 @@ async fn get_with_cookie(server: &Server, path: &str, cookie: &str) -> reqwest::
         .expect("request")
 }
 
-async fn session(server: &Server, cookie: &str) -> Value {
+async fn sign_in_status(server: &Server, cookie: &str) -> Value {
     let resp = get_with_cookie(server, "/ui/session", cookie).await;
     assert_eq!(resp.status(), 200, "GET /ui/session");
     resp.json().await.expect("json")
@@ -141,7 +141,7 @@ async fn the_viewer_token_reads_every_admin_endpoint_and_cannot_revoke() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn sign_in_session_and_logout() {
+async fn sign_in_status_and_logout() {
     let server = Server::start(LICENSES).await;
     // No cookie: 401, with the headers.
     let resp = client()
@@ -187,7 +187,10 @@ async fn sign_in_session_and_logout() {
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
     assert_eq!(resp.headers()["location"], "/ui/");
     let viewer_cookie = cookie_pair(&resp);
-    assert_eq!(session(&server, &viewer_cookie).await["role"], "viewer");
+    assert_eq!(
+        sign_in_status(&server, &viewer_cookie).await["role"],
+        "viewer"
+    );
 
     // A wrong token: 401, no cookie.
     let resp = login(&server, "not-a-token").await;
@@ -198,11 +201,11 @@ async fn sign_in_session_and_logout() {
     for cookie in [&admin_cookie, &viewer_cookie] {
         for path in ["/v1/admin/licenses", "/v1/admin/seats", "/v1/admin/events"] {
             let resp = get_with_cookie(&server, path, cookie).await;
-            assert_eq!(resp.status(), 200, "GET {path} with a session cookie");
+            assert_eq!(resp.status(), 200, "GET {path} with a sign-in cookie");
         }
     }
 
-    // Logout needs the CSRF token; with it, it deletes the session
+    // Logout needs the CSRF token; with it, it deletes the sign-in
     // server-side and clears the cookie.
     let logout = |cookie: &str| {
         client()
@@ -212,7 +215,7 @@ async fn sign_in_session_and_logout() {
     let resp = logout(&admin_cookie).send().await.unwrap();
     assert_eq!(resp.status(), 403, "no CSRF token");
     assert_eq!(error_code(resp).await, "csrf_failed");
-    let csrf = session(&server, &admin_cookie).await["csrf_token"]
+    let csrf = sign_in_status(&server, &admin_cookie).await["csrf_token"]
         .as_str()
         .unwrap()
         .to_string();
@@ -230,9 +233,9 @@ async fn sign_in_session_and_logout() {
         let resp = get_with_cookie(&server, path, &admin_cookie).await;
         assert_eq!(resp.status(), 401, "{path} after logout");
     }
-    // The other session is untouched, and ends by its own logout (here
+    // The other sign-in is untouched, and ends by its own logout (here
     // vouched for by Sec-Fetch-Site instead of Origin).
-    let s = session(&server, &viewer_cookie).await;
+    let s = sign_in_status(&server, &viewer_cookie).await;
     assert_eq!(s["role"], "viewer");
     let resp = logout(&viewer_cookie)
         .header("x-csrf-token", s["csrf_token"].as_str().unwrap())
@@ -242,7 +245,7 @@ async fn sign_in_session_and_logout() {
         .unwrap();
     assert_eq!(resp.status(), 204);
     let resp = get_with_cookie(&server, "/ui/session", &viewer_cookie).await;
-    assert_eq!(resp.status(), 401, "the viewer's session after its logout");
+    assert_eq!(resp.status(), 401, "the viewer's sign-in after its logout");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -301,7 +304,7 @@ async fn bad_logins_are_refused_without_a_cookie() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_session_survives_a_restart_and_ends_when_idle() {
+async fn a_sign_in_survives_a_restart_and_ends_when_idle() {
     let mut server = Server::start_with(
         ServerOptions::new(LICENSES)
             .arg("--ui-idle-timeout")
@@ -311,8 +314,8 @@ async fn a_session_survives_a_restart_and_ends_when_idle() {
     let cookie = sign_in(&server, &server.admin_token.clone()).await;
     server.restart().await;
     let resp = get_with_cookie(&server, "/v1/admin/licenses", &cookie).await;
-    assert_eq!(resp.status(), 200, "the session after a restart");
-    // The flag is honoured (how use keeps a session alive is tested
+    assert_eq!(resp.status(), 200, "the sign-in after a restart");
+    // The flag is honoured (how use keeps a sign-in alive is tested
     // in-process, on a clock moved by hand).
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let resp = get_with_cookie(&server, "/ui/session", &cookie).await;
@@ -325,7 +328,7 @@ async fn a_session_survives_a_restart_and_ends_when_idle() {
 async fn a_cookie_revoke_needs_the_csrf_token_and_the_same_origin() {
     let server = Server::start(LICENSES).await;
     let cookie = sign_in(&server, &server.admin_token).await;
-    let csrf = session(&server, &cookie).await["csrf_token"]
+    let csrf = sign_in_status(&server, &cookie).await["csrf_token"]
         .as_str()
         .unwrap()
         .to_string();
@@ -398,12 +401,12 @@ async fn a_cookie_revoke_needs_the_csrf_token_and_the_same_origin() {
     assert_eq!(resp.status(), 204, "token and Sec-Fetch-Site: same-origin");
     assert!(server.seats(Some("small")).await.is_empty());
 
-    // A viewer's session cannot revoke, CSRF token or not.
+    // A viewer's sign-in cannot revoke, CSRF token or not.
     let lease = server
         .take_seat("small", "small-key", json!({"holder": "dee"}))
         .await;
     let viewer = sign_in(&server, &server.viewer_token()).await;
-    let csrf = session(&server, &viewer).await["csrf_token"]
+    let csrf = sign_in_status(&server, &viewer).await["csrf_token"]
         .as_str()
         .unwrap()
         .to_string();
@@ -481,8 +484,8 @@ async fn every_ui_response_carries_the_security_headers() {
 }
 
 /// Open the event stream at `base` (one replica, not the proxy) with the
-/// session `cookie`, from after event `after`.
-async fn open_session_stream(base: &str, cookie: &str, after: i64) -> reqwest::Response {
+/// sign-in `cookie`, from after event `after`.
+async fn open_sign_in_stream(base: &str, cookie: &str, after: i64) -> reqwest::Response {
     // No overall timeout: the stream is meant to stay open.
     let resp = reqwest::Client::new()
         .get(format!("{base}/v1/admin/events/stream?after={after}"))
@@ -517,9 +520,9 @@ async fn read_until_closed(stream: &mut reqwest::Response, limit: Duration) -> V
         .collect()
 }
 
-/// The session's expiry as the server sees it, read without counting as
+/// The sign-in's expiry as the server sees it, read without counting as
 /// use.
-async fn session_ends_at(server: &Server, cookie: &str) -> String {
+async fn sign_in_ends_at(server: &Server, cookie: &str) -> String {
     let resp = client()
         .get(server.url("/ui/session"))
         .header("cookie", cookie)
@@ -532,13 +535,13 @@ async fn session_ends_at(server: &Server, cookie: &str) -> String {
     s["expires_at"].as_str().expect("expires_at").to_string()
 }
 
-/// Logout ends the session's streams before it answers: a checkout made
+/// Logout ends the sign-in's streams before it answers: a checkout made
 /// after the answer never reaches the logged-out stream (a stream that
-/// only re-checked its session every second delivered it). The stream and
-/// the logout go to one replica: the replica that ends a session ends its
+/// only re-checked its sign-in every second delivered it). The stream and
+/// the logout go to one replica: the replica that ends a sign-in ends its
 /// streams at once (another one notices within its periodic check).
 #[tokio::test(flavor = "multi_thread")]
-async fn a_session_stream_gets_no_event_made_after_the_logout_answered() {
+async fn a_sign_in_stream_gets_no_event_made_after_the_logout_answered() {
     let server = Server::start(LICENSES).await;
     let replica = format!("http://{}", server.replica_addrs()[0]);
     for round in 0..20 {
@@ -551,11 +554,11 @@ async fn a_session_stream_gets_no_event_made_after_the_logout_answered() {
             .max()
             .unwrap_or(0);
         let cookie = sign_in(&server, &server.admin_token).await;
-        let csrf = session(&server, &cookie).await["csrf_token"]
+        let csrf = sign_in_status(&server, &cookie).await["csrf_token"]
             .as_str()
             .unwrap()
             .to_string();
-        let mut stream = open_session_stream(&replica, &cookie, last_seen).await;
+        let mut stream = open_sign_in_stream(&replica, &cookie, last_seen).await;
         // The stream is live: it delivers a checkout made now.
         let holder = format!("before-logout-{round}");
         let before = server
@@ -593,15 +596,15 @@ async fn a_session_stream_gets_no_event_made_after_the_logout_answered() {
     }
 }
 
-/// A stream opened with a session that ends by time (`flag` set to 2 s)
-/// sends no event made at or after the moment the session ended, and then
+/// A stream opened with a sign-in that ends by time (`flag` set to 2 s)
+/// sends no event made at or after the moment the sign-in ended, and then
 /// ends, while checkouts go on.
-async fn a_stream_sends_nothing_past_its_session_end(flag: &str) {
+async fn a_stream_sends_nothing_past_its_sign_in_end(flag: &str) {
     let server = Server::start_with(ServerOptions::new(LICENSES).arg(flag).arg("2s")).await;
     let replica = format!("http://{}", server.replica_addrs()[0]);
     let cookie = sign_in(&server, &server.viewer_token()).await;
-    let ends_at = session_ends_at(&server, &cookie).await;
-    let mut stream = open_session_stream(&replica, &cookie, 0).await;
+    let ends_at = sign_in_ends_at(&server, &cookie).await;
+    let mut stream = open_sign_in_stream(&replica, &cookie, 0).await;
     let busy = {
         let server_url = server.url("");
         tokio::spawn(async move {
@@ -641,7 +644,7 @@ async fn a_stream_sends_nothing_past_its_session_end(flag: &str) {
         .collect();
     assert!(
         late.is_empty(),
-        "{flag} 2s: the session ended at {ends_at}, yet its stream sent {late:?}"
+        "{flag} 2s: the sign-in ended at {ends_at}, yet its stream sent {late:?}"
     );
     let made_after = server
         .events()
@@ -649,15 +652,15 @@ async fn a_stream_sends_nothing_past_its_session_end(flag: &str) {
         .into_iter()
         .filter(|e| e["at"].as_str().expect("at") >= ends_at.as_str())
         .count();
-    assert!(made_after > 0, "events went on after the session ended");
+    assert!(made_after > 0, "events went on after the sign-in ended");
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_session_stream_sends_nothing_past_the_session_lifetime() {
-    a_stream_sends_nothing_past_its_session_end("--ui-session-lifetime").await;
+async fn a_sign_in_stream_sends_nothing_past_the_sign_in_lifetime() {
+    a_stream_sends_nothing_past_its_sign_in_end("--ui-session-lifetime").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_session_stream_sends_nothing_past_the_idle_timeout() {
-    a_stream_sends_nothing_past_its_session_end("--ui-idle-timeout").await;
+async fn a_sign_in_stream_sends_nothing_past_the_idle_timeout() {
+    a_stream_sends_nothing_past_its_sign_in_end("--ui-idle-timeout").await;
 }

@@ -6,7 +6,7 @@
 //! - `Authorization: Bearer <token>`: the admin token ([`Role::Admin`]) or
 //!   the viewer token ([`Role::Viewer`]). A request that sends the header
 //!   is judged by it alone.
-//! - the dashboard's session cookie (see [`super::ui_auth`]), with the role
+//! - the dashboard's sign-in cookie (see [`super::ui_auth`]), with the role
 //!   of the token that signed in; a state change made with it also needs
 //!   the CSRF token and a same-origin request ([`ui_auth::check_csrf`]).
 //!
@@ -37,8 +37,8 @@ fn unauthorized() -> ApiError {
     )
 }
 
-/// Passes only a request whose bearer token or session holds at least
-/// `role` (and, for a state change made with the session cookie, passes the
+/// Passes only a request whose bearer token or sign-in holds at least
+/// `role` (and, for a state change made with the sign-in cookie, passes the
 /// CSRF check); otherwise rejects with 401 or 403. Put it last before the
 /// handler, so a request that is malformed anyway (oversized body, bad
 /// header) is answered as such first.
@@ -70,19 +70,19 @@ async fn authorize(state: &AppState, needed: Role, meta: &RequestMeta) -> Result
         };
         return needed.permits(held);
     }
-    if meta.session_cookie().is_none() {
+    if meta.sign_in_cookie().is_none() {
         return Err(unauthorized());
     }
-    let mut session = ui_auth::session_of(state, meta).await?;
-    needed.permits(session.role)?;
+    let mut sign_in = ui_auth::sign_in_of(state, meta).await?;
+    needed.permits(sign_in.role)?;
     if meta.changes_state() {
-        ui_auth::check_csrf(meta, &session)?;
+        ui_auth::check_csrf(meta, &sign_in)?;
     }
     if meta.is_background() {
         // Automatic refreshes must not keep an abandoned tab signed in.
         return Ok(());
     }
-    ui_auth::touch(state, &mut session).await
+    ui_auth::touch(state, &mut sign_in).await
 }
 
 /// The guard of the admin routes that read (`GET`): the viewer role.

@@ -3,7 +3,7 @@
 //! of [`handlers`] (named as the route). Grouped as the API is:
 //!
 //! - [`dashboard`]: the dashboard's sign-in and the `/` redirect (a
-//!   session cookie, checked by the handler);
+//!   sign-in cookie, checked by the handler);
 //! - [`meta`]: no credentials;
 //! - [`client_seats`]: a license key, checked by the handler against the
 //!   license in the path;
@@ -64,7 +64,7 @@ pub fn client_seats(state: &State) -> Route {
 }
 
 /// `/v1/admin/…`: reads need the viewer role (or admin), changes the admin
-/// role, by bearer token or dashboard session ([`auth::require`]).
+/// role, by bearer token or dashboard sign-in ([`auth::require`]).
 pub fn admin(state: &State) -> Route {
     admin_licenses(state)
         .or(admin_seats(state))

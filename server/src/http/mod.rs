@@ -3,7 +3,7 @@
 //! its group and hands it to one function of [`handlers`]
 //! (`handlers/<area>.rs`); the query parameters several endpoints share
 //! are read by [`query`]; [`auth`] guards the admin routes with the
-//! [`role`] a bearer token or a dashboard session ([`ui_auth`]) holds.
+//! [`role`] a bearer token or a dashboard sign-in ([`ui_auth`]) holds.
 //! Every error, including warp's own rejections, leaves as the JSON error
 //! shape of [`error`]. ARCHITECTURE.md's "Adding an endpoint" is the
 //! recipe.

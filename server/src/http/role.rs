@@ -1,4 +1,4 @@
-//! What a bearer of the admin API may do, by token or dashboard session.
+//! What a bearer of the admin API may do, by token or dashboard sign-in.
 
 use super::error::ApiError;
 use crate::AppState;

@@ -5,16 +5,16 @@
 //! already sent: no gap between backlog and live, no duplicate. A subscriber
 //! that falls behind the broadcast buffer goes back to the database.
 //!
-//! A stream opened with a dashboard session ([`SessionLink`]) sends nothing
-//! once the session has ended, and then ends:
+//! A stream opened with a dashboard sign-in ([`SignInLink`]) sends nothing
+//! once the sign-in has ended, and then ends:
 //! - ended on this server (logout, a sign-in replacing it): its
 //!   [`EndWatch`] is raised before the logout answers, and is read right
 //!   before every event sent;
-//! - ended by time (idle, lifetime): the stream knows when its session would
+//! - ended by time (idle, lifetime): the stream knows when its sign-in would
 //!   end, and re-reads it from the store then, and before any event sent
 //!   past then;
 //! - ended on another replica (or its token changed): the store is re-read
-//!   every [`SESSION_CHECK_EVERY`].
+//!   every [`SIGN_IN_CHECK_EVERY`].
 //!
 //! A stream opened with a bearer token ends only at shutdown.
 
@@ -32,13 +32,13 @@ use warp::Reply;
 
 use super::ui_auth::{self, RequestMeta};
 use crate::AppState;
-use crate::ui_sessions::EndWatch;
+use crate::sign_ins::EndWatch;
 
 const PAGE: usize = 1000;
 
-/// How often a stream opened with a session re-reads it from the store (a
-/// session ended on another replica).
-const SESSION_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How often a stream opened with a sign-in re-reads it from the store (a
+/// sign-in ended on another replica).
+const SIGN_IN_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 struct Feed {
     state: Arc<AppState>,
@@ -46,18 +46,18 @@ struct Feed {
     last_sent: i64,
     pending: VecDeque<Event>,
     backlog_left: bool,
-    /// The session the stream lives by, if opened with one.
-    session: Option<SessionLink>,
+    /// The sign-in the stream lives by, if opened with one.
+    sign_in: Option<SignInLink>,
 }
 
-/// The events after `after`, live; `session`: the request of a stream
-/// opened with a session cookie, which ends with the session.
-pub fn stream(state: Arc<AppState>, after: i64, session: Option<RequestMeta>) -> impl Reply {
+/// The events after `after`, live; `sign_in`: the request of a stream
+/// opened with a sign-in cookie, which ends with the sign-in.
+pub fn stream(state: Arc<AppState>, after: i64, sign_in: Option<RequestMeta>) -> impl Reply {
     let feed = Feed {
         live: state.store.subscribe(),
         // Watched from here on; the first event waits for a store read, so
-        // a session ended before this line is not trusted either.
-        session: session.map(|meta| SessionLink::new(&state, meta)),
+        // a sign-in ended before this line is not trusted either.
+        sign_in: sign_in.map(|meta| SignInLink::new(&state, meta)),
         state: state.clone(),
         last_sent: after,
         pending: VecDeque::new(),
@@ -86,9 +86,9 @@ impl Feed {
                 if ev.id <= self.last_sent {
                     continue;
                 }
-                // Right before the send: nothing leaves after the session
+                // Right before the send: nothing leaves after the sign-in
                 // has ended, however long ago the event was dequeued.
-                if let Some(link) = &mut self.session
+                if let Some(link) = &mut self.sign_in
                     && !link.holds(&self.state).await
                 {
                     return None;
@@ -109,7 +109,7 @@ impl Feed {
                     }
                 }
             }
-            let received = match &mut self.session {
+            let received = match &mut self.sign_in {
                 None => self.live.recv().await,
                 Some(link) => {
                     let check_at = link.check_at;
@@ -135,33 +135,33 @@ impl Feed {
     }
 }
 
-/// A stream's tie to the session that opened it.
-struct SessionLink {
+/// A stream's tie to the sign-in that opened it.
+struct SignInLink {
     meta: RequestMeta,
-    /// Raised by this server the moment it ends the session.
+    /// Raised by this server the moment it ends the sign-in.
     end: EndWatch,
-    /// When the session ends unless used again, as last read from the
+    /// When the sign-in ends unless used again, as last read from the
     /// store (`None`: not read yet, or the store was away).
     ends_at: Option<Timestamp>,
-    /// When to read the store next: [`SESSION_CHECK_EVERY`] after the last
-    /// read, or when the session would end if sooner.
+    /// When to read the store next: [`SIGN_IN_CHECK_EVERY`] after the last
+    /// read, or when the sign-in would end if sooner.
     check_at: Instant,
 }
 
-impl SessionLink {
-    fn new(state: &AppState, meta: RequestMeta) -> SessionLink {
+impl SignInLink {
+    fn new(state: &AppState, meta: RequestMeta) -> SignInLink {
         // The guard let the request in by its cookie, so it has one.
-        let id = meta.session_cookie().unwrap_or_default();
-        SessionLink {
-            end: state.ui.sessions.watch_end(id),
+        let id = meta.sign_in_cookie().unwrap_or_default();
+        SignInLink {
+            end: state.ui.sign_ins.watch_end(id),
             meta,
             ends_at: None,
             check_at: Instant::now(),
         }
     }
 
-    /// Whether the session still holds: the end watch (a read), and a store
-    /// read when one is due or the session's end time has passed. A store
+    /// Whether the sign-in still holds: the end watch (a read), and a store
+    /// read when one is due or the sign-in's end time has passed. A store
     /// that is away keeps the stream; a later read decides.
     async fn holds(&mut self, state: &AppState) -> bool {
         if self.end.has_ended() {
@@ -169,19 +169,19 @@ impl SessionLink {
         }
         let past_end = self.ends_at.is_some_and(|t| state.clock.now() >= t);
         if past_end || Instant::now() >= self.check_at {
-            let read = ui_auth::session_of(state, &self.meta).await;
+            let read = ui_auth::sign_in_of(state, &self.meta).await;
             let now = Instant::now();
-            self.check_at = now + SESSION_CHECK_EVERY;
+            self.check_at = now + SIGN_IN_CHECK_EVERY;
             self.ends_at = None;
             match read {
-                Ok(session) => {
-                    let ends_at = session.ends_at(state);
+                Ok(sign_in) => {
+                    let ends_at = sign_in.ends_at(state);
                     let left = ends_at.millis_since(state.clock.now()).max(0) as u64;
                     self.check_at = self.check_at.min(now + Duration::from_millis(left));
                     self.ends_at = Some(ends_at);
                 }
                 Err(e) if e.status == warp::http::StatusCode::UNAUTHORIZED => {
-                    tracing::debug!("event stream: its session ended; closing it");
+                    tracing::debug!("event stream: its sign-in ended; closing it");
                     return false;
                 }
                 Err(_) => {}

@@ -33,7 +33,7 @@ const ADMIN: &str = "Bearer the-admin-token";
 pub(super) const ADMIN_TOKEN: &str = "the-admin-token";
 pub(super) const VIEWER_TOKEN: &str = "the-viewer-token";
 /// How long a dashboard session lasts, however active.
-pub(super) const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+pub(super) const SIGN_IN_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
 /// Every admin route, with a path that reaches it.
 pub(super) const ADMIN_ROUTES: [(&str, &str); 13] = [
@@ -91,7 +91,7 @@ impl Harness {
             clock,
             shutdown,
             queues: Arc::new(WaitQueues::default()),
-            ui: super::UiAuth::new(AdminToken::new(VIEWER_TOKEN), idle, SESSION_LIFETIME),
+            ui: super::UiAuth::new(AdminToken::new(VIEWER_TOKEN), idle, SIGN_IN_LIFETIME),
         });
         Harness {
             state,

@@ -4,7 +4,7 @@
 //! (handlers `ui_page` and `ui_file`): `GET /ui` redirects to `/ui/`,
 //! `GET /ui/` is `index.html`, `GET /ui/<file>` one of [`FILES`].
 //!
-//! An unknown name is a *rejection*, not a 404 reply, so the session routes
+//! An unknown name is a *rejection*, not a 404 reply, so the sign-in routes
 //! under `/ui/` (`/ui/session`, `/ui/login`, ...) still get their turn and an
 //! unmatched path ends as the API's JSON 404. Every file is sent with
 //! `Cache-Control: no-cache`: the browser revalidates, so a new binary's

@@ -2,7 +2,7 @@
 //! end-to-end suite (`tests/tests/ui_auth.rs`, against the real binary)
 //! cannot do: what the store keeps, peers other than loopback (forwarding
 //! headers, the limiter per client) and time moved by hand (idle timeout,
-//! lifetime, the reaper's sweep, an event stream outliving its session).
+//! lifetime, the reaper's sweep, an event stream outliving its sign-in).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,9 +10,9 @@ use std::time::Duration;
 use warp::http::StatusCode;
 
 use super::routes;
-use super::tests::{ADMIN_TOKEN, Harness, SESSION_LIFETIME, VIEWER_TOKEN, json};
+use super::tests::{ADMIN_TOKEN, Harness, SIGN_IN_LIFETIME, VIEWER_TOKEN, json};
 use crate::clock::Clock;
-use crate::ui_sessions::id_sha256;
+use crate::sign_ins::id_sha256;
 
 type Resp = warp::http::Response<bytes::Bytes>;
 
@@ -36,7 +36,7 @@ async fn login(h: &Harness, token: &str, peer: &str) -> Resp {
         .await
 }
 
-/// The session cookie's `name=value` from a login's `Set-Cookie`.
+/// The sign-in cookie's `name=value` from a login's `Set-Cookie`.
 fn cookie_of(resp: &Resp) -> String {
     let set = resp.headers()["set-cookie"].to_str().unwrap();
     let pair = set.split(';').next().unwrap();
@@ -51,13 +51,13 @@ async fn get_with_cookie(h: &Harness, path: &str, cookie: &str) -> Resp {
 }
 
 #[tokio::test]
-async fn only_the_sha256_of_the_session_id_is_stored() {
+async fn only_the_sha256_of_the_sign_in_id_is_stored() {
     let h = Harness::new();
     for (token, role) in [(ADMIN_TOKEN, "admin"), (VIEWER_TOKEN, "viewer")] {
         let cookie = cookie_of(&login(&h, token, REMOTE).await);
         let id = cookie.strip_prefix("leasehold_session=").unwrap();
-        assert!(h.state.store.ui_session(id).await.unwrap().is_none());
-        let row = h.state.store.ui_session(&id_sha256(id)).await.unwrap();
+        assert!(h.state.store.sign_in(id).await.unwrap().is_none());
+        let row = h.state.store.sign_in(&id_sha256(id)).await.unwrap();
         assert_eq!(row.expect("stored by its hash").role, role);
     }
     h.close().await;
@@ -80,7 +80,7 @@ async fn secure_is_set_only_when_a_loopback_proxy_says_https() {
 }
 
 #[tokio::test]
-async fn an_idle_session_ends() {
+async fn an_idle_sign_in_ends() {
     let idle = Duration::from_secs(30 * 60);
     let (h, clock) = Harness::with_manual_clock(idle);
     let signed_in = clock.now();
@@ -97,7 +97,7 @@ async fn an_idle_session_ends() {
         let resp = get_with_cookie(&h, "/v1/admin/licenses", &cookie).await;
         assert_eq!(resp.status(), StatusCode::OK);
     }
-    let sweep = || h.state.ui.sessions.expire(&h.state.store, clock.now());
+    let sweep = || h.state.ui.sign_ins.expire(&h.state.store, clock.now());
     clock.advance(idle - Duration::from_millis(1));
     assert_eq!(sweep().await.unwrap(), 0, "not idle long enough yet");
     clock.advance(Duration::from_millis(1));
@@ -112,22 +112,22 @@ async fn an_idle_session_ends() {
 }
 
 #[tokio::test]
-async fn a_session_ends_at_its_lifetime_however_active() {
+async fn a_sign_in_ends_at_its_lifetime_however_active() {
     let idle = Duration::from_secs(30 * 60);
     let (h, clock) = Harness::with_manual_clock(idle);
     let signed_in = clock.now();
     let cookie = cookie_of(&login(&h, ADMIN_TOKEN, REMOTE).await);
     let step = Duration::from_secs(20 * 60);
-    while clock.now().saturating_add(step) < signed_in.saturating_add(SESSION_LIFETIME) {
+    while clock.now().saturating_add(step) < signed_in.saturating_add(SIGN_IN_LIFETIME) {
         clock.advance(step);
         let resp = get_with_cookie(&h, "/v1/admin/licenses", &cookie).await;
         assert_eq!(resp.status(), StatusCode::OK, "used every 20 min");
     }
-    clock.set(signed_in.saturating_add(SESSION_LIFETIME));
+    clock.set(signed_in.saturating_add(SIGN_IN_LIFETIME));
     let resp = get_with_cookie(&h, "/ui/session", &cookie).await;
     assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
     clock.advance(Duration::from_secs(1));
-    let swept = h.state.ui.sessions.expire(&h.state.store, clock.now());
+    let swept = h.state.ui.sign_ins.expire(&h.state.store, clock.now());
     assert_eq!(swept.await.unwrap(), 1);
     h.close().await;
 }
@@ -184,16 +184,16 @@ async fn failed_logins_are_limited_per_client() {
 }
 
 #[tokio::test]
-async fn a_session_stream_ends_when_the_clock_passes_its_lifetime() {
+async fn a_sign_in_stream_ends_when_the_clock_passes_its_lifetime() {
     let (h, clock) = Harness::with_manual_clock(Duration::from_secs(30 * 60));
     let cookie = cookie_of(&login(&h, ADMIN_TOKEN, REMOTE).await);
     // Twelve hours pass on the server's clock, not the test's, while the
-    // stream is open: its session is over, so the stream must end.
+    // stream is open: its sign-in is over, so the stream must end.
     let mover = {
         let clock = clock.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            clock.advance(SESSION_LIFETIME);
+            clock.advance(SIGN_IN_LIFETIME);
         })
     };
     // `reply` returns once the body ends: the server closed the stream.
@@ -214,7 +214,7 @@ async fn stream_task(h: &Harness, cookie: &str) -> tokio::task::JoinHandle<Resp>
     let req = request("GET", "/v1/admin/events/stream", REMOTE).header("cookie", cookie);
     let routes = routes(h.state.clone());
     let task = tokio::spawn(async move { req.reply(&routes).await });
-    // Past the guard and the stream's first read of its session.
+    // Past the guard and the stream's first read of its sign-in.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!task.is_finished(), "the stream is open");
     task
@@ -230,7 +230,7 @@ async fn ended_at_once(stream: tokio::task::JoinHandle<Resp>, what: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_session_stream_ends_at_once_at_logout_and_at_a_new_sign_in() {
+async fn a_sign_in_stream_ends_at_once_at_logout_and_at_a_new_sign_in() {
     let h = Harness::new();
     // Logout.
     let cookie = cookie_of(&login(&h, ADMIN_TOKEN, REMOTE).await);
@@ -242,7 +242,7 @@ async fn a_session_stream_ends_at_once_at_logout_and_at_a_new_sign_in() {
         stream_task(&h, &cookie).await,
         stream_task(&h, &cookie).await,
     );
-    assert_eq!(h.state.ui.sessions.watched(), 1, "one session, two streams");
+    assert_eq!(h.state.ui.sign_ins.watched(), 1, "one sign-in, two streams");
     let resp = request("POST", "/ui/logout", REMOTE)
         .header("cookie", &cookie)
         .header("x-csrf-token", &csrf)
@@ -253,13 +253,13 @@ async fn a_session_stream_ends_at_once_at_logout_and_at_a_new_sign_in() {
     ended_at_once(first, "logout").await;
     ended_at_once(second, "logout").await;
     assert_eq!(
-        h.state.ui.sessions.watched(),
+        h.state.ui.sign_ins.watched(),
         0,
         "forgotten with its streams"
     );
 
-    // Signing in again ends the browser's previous session, and its stream;
-    // another session's stream goes on.
+    // Signing in again ends the browser's previous sign-in, and its stream;
+    // another sign-in's stream goes on.
     let old = cookie_of(&login(&h, ADMIN_TOKEN, REMOTE).await);
     let other = cookie_of(&login(&h, VIEWER_TOKEN, REMOTE).await);
     let (by_old, by_other) = (stream_task(&h, &old).await, stream_task(&h, &other).await);
@@ -272,12 +272,12 @@ async fn a_session_stream_ends_at_once_at_logout_and_at_a_new_sign_in() {
     assert_eq!(resp.status(), StatusCode::NO_CONTENT);
     ended_at_once(by_old, "a new sign-in").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(!by_other.is_finished(), "the other session's stream");
-    assert_eq!(h.state.ui.sessions.watched(), 1);
+    assert!(!by_other.is_finished(), "the other sign-in's stream");
+    assert_eq!(h.state.ui.sign_ins.watched(), 1);
     by_other.abort();
     let _ = by_other.await;
     assert_eq!(
-        h.state.ui.sessions.watched(),
+        h.state.ui.sign_ins.watched(),
         0,
         "a dropped stream forgets it"
     );

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use warp::http::StatusCode;
 
 use super::routes;
-use super::tests::{ADMIN_TOKEN, SESSION_LIFETIME, VIEWER_TOKEN, json};
+use super::tests::{ADMIN_TOKEN, SIGN_IN_LIFETIME, VIEWER_TOKEN, json};
 use crate::AppState;
 use crate::clock::SystemClock;
 use crate::keys::AdminToken;
@@ -88,7 +88,7 @@ impl Harness {
             ui: super::UiAuth::new(
                 AdminToken::new(VIEWER_TOKEN),
                 Duration::from_secs(1800),
-                SESSION_LIFETIME,
+                SIGN_IN_LIFETIME,
             ),
         });
         Harness {

@@ -1,5 +1,5 @@
 //! What a store does outside its writer: the reads of admin views and
-//! `/healthz`, the dashboard's sign-in sessions, and on PostgreSQL the
+//! `/healthz`, the dashboard's sign-ins, and on PostgreSQL the
 //! waiting line and policy every replica shares. None of it is a lease
 //! rule, and none of it waits for the writer. SQLite (`SqliteBackend`) and
 //! PostgreSQL (`PgBackend`) each implement it, and neither is named here (the
@@ -13,7 +13,7 @@ use super::deliveries::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use super::denials::DenialsQuery;
 use super::history::{SessionsQuery, UsageQuery};
 use super::seat_query::{SeatQuery, SeatsPage};
-use super::ui_sessions::{UiSessionOp, UiSessionRow};
+use super::sign_ins::{SignInOp, SignInRow};
 use super::{LeaseRow, StoreError, StoreKind};
 use crate::usage::Usage;
 use crate::usage::what_if::{Demand, WhatIfQuery};
@@ -60,11 +60,11 @@ pub trait StoreBackend: Send + Sync {
     /// Whether a `pending` delivery is due by `now` and unclaimed at `now`
     /// (the delivery worker asks before it claims through the writer).
     fn deliveries_due(&self, now: leasehold_common::Timestamp) -> Answer<bool>;
-    /// The dashboard session whose id hashes to `id_sha256`, expired or not.
-    fn ui_session(&self, id_sha256: String) -> Answer<Option<UiSessionRow>>;
-    /// Create, touch or delete dashboard sessions; the rows changed. Not a
+    /// The dashboard sign-in whose id hashes to `id_sha256`, expired or not.
+    fn sign_in(&self, id_sha256: String) -> Answer<Option<SignInRow>>;
+    /// Create, touch or delete dashboard sign-ins; the rows changed. Not a
     /// lease rule, so not the writer's business.
-    fn ui_session_write(&self, op: UiSessionOp) -> Answer<usize>;
+    fn sign_in_write(&self, op: SignInOp) -> Answer<usize>;
     /// Stop what runs beside the writer (after the writer stopped).
     fn close(&self) -> BoxFuture<'static, ()>;
 

@@ -31,7 +31,7 @@ use super::outcome::{Applied, CheckoutOutcome, HeartbeatOutcome, PoolCounts, Rev
 use super::repeats::RepeatedDenials;
 use super::request::{Ahead, CheckoutRequest, Waiter};
 use super::seat_query::{SeatQuery, SeatsPage};
-use super::ui_sessions::{UiSessionOp, UiSessionRow};
+use super::sign_ins::{SignInOp, SignInRow};
 
 /// A cheap, cloneable handle on the store: the writer's queue and the
 /// read side.
@@ -321,18 +321,18 @@ impl Store {
         detached(self.reads.seats_page(query)).await
     }
 
-    /// The dashboard session whose id hashes to `id_sha256`, expired or not.
-    pub async fn ui_session(&self, id_sha256: &str) -> Result<Option<UiSessionRow>, StoreError> {
-        detached(self.reads.ui_session(id_sha256.to_string())).await
+    /// The dashboard sign-in whose id hashes to `id_sha256`, expired or not.
+    pub async fn sign_in(&self, id_sha256: &str) -> Result<Option<SignInRow>, StoreError> {
+        detached(self.reads.sign_in(id_sha256.to_string())).await
     }
 
-    /// Create, touch or delete dashboard sessions. Returns the rows changed.
+    /// Create, touch or delete dashboard sign-ins. Returns the rows changed.
     /// On SQLite they are written on a connection of their own, which would
     /// wait for the writer's lock while it holds denial counts: so those
     /// are committed first.
-    pub async fn ui_session_write(&self, op: UiSessionOp) -> Result<usize, StoreError> {
+    pub async fn sign_in_write(&self, op: SignInOp) -> Result<usize, StoreError> {
         self.commit_held_denials().await?;
-        detached(self.reads.ui_session_write(op)).await
+        detached(self.reads.sign_in_write(op)).await
     }
 
     /// What counts against each license's pool, by the one predicate (on

@@ -54,7 +54,7 @@ pub mod rules;
 mod rules_props;
 pub mod seat_query;
 pub mod sqlite;
-pub mod ui_sessions;
+pub mod sign_ins;
 
 pub use batch::WriterStats;
 pub use error::StoreError;
@@ -71,6 +71,6 @@ pub use rules::Scope;
 pub use seat_query::{SeatQuery, SeatSort, SeatsPage};
 pub use sqlite::database_path;
 pub use sqlite::schema::CURRENT_VERSION as SCHEMA_VERSION;
+pub use sign_ins::{SignInOp, SignInRow};
 #[doc(hidden)]
 pub use sqlite::schema::migrate_to as sqlite_migrate_to;
-pub use ui_sessions::{UiSessionOp, UiSessionRow};

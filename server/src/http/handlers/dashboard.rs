@@ -2,10 +2,10 @@
 //! `GET /ui/session`, `POST /ui/logout`; their answers are never cached),
 //! the `/` redirect to the page, and the page's embedded files
 //! (`GET /ui/`, `/ui/<file>`, from [`crate::http::ui_static`]). The
-//! session, CSRF and limiter machinery they use is [`crate::http::ui_auth`].
+//! sign-in, CSRF and limiter machinery they use is [`crate::http::ui_auth`].
 
 use bytes::Bytes;
-use leasehold_common::api::{LoginRequest, UiSession};
+use leasehold_common::api::{LoginRequest, UiSignIn};
 use warp::http::header::{CACHE_CONTROL, LOCATION, SET_COOKIE};
 use warp::http::{HeaderValue, StatusCode};
 use warp::reply::{Reply, Response};
@@ -13,23 +13,24 @@ use warp::reply::{Reply, Response};
 use crate::AppState;
 use crate::http::error::ApiError;
 use crate::http::role::Role;
-use crate::http::ui_auth::{RequestMeta, check_csrf, origin_check, session_of, token_of, touch};
+use crate::http::ui_auth::{RequestMeta, check_csrf, origin_check, sign_in_of, token_of, touch};
 use crate::http::ui_static;
 
 /// Longest token accepted at sign-in (tokens are 64 hex characters).
 const MAX_TOKEN_LEN: usize = 1024;
 
-/// `POST /ui/login`: a session for the admin or viewer token, as a cookie.
+/// `POST /ui/login`: a sign-in for the admin or viewer token, as a cookie.
 pub async fn ui_login(state: &AppState, meta: RequestMeta, body: Bytes) -> Response {
     no_store(reply(login(state, &meta, body).await))
 }
 
-/// `GET /ui/session`: the cookie's session, its role and CSRF token.
+/// `GET /ui/session`: the cookie's sign-in, its role and CSRF token (the
+/// path keeps the older word).
 pub async fn ui_session(state: &AppState, meta: RequestMeta) -> Response {
-    no_store(reply(current_session(state, &meta).await))
+    no_store(reply(current_sign_in(state, &meta).await))
 }
 
-/// `POST /ui/logout`: end the cookie's session (if any) and clear it.
+/// `POST /ui/logout`: end the cookie's sign-in (if any) and clear it.
 pub async fn ui_logout(state: &AppState, meta: RequestMeta) -> Response {
     no_store(reply(logout(state, &meta).await))
 }
@@ -147,20 +148,20 @@ async fn login(state: &AppState, meta: &RequestMeta, body: Bytes) -> Result<Resp
             "that is neither the admin token nor the viewer token",
         ));
     };
-    let sessions = &state.ui.sessions;
-    // Signing in again replaces this browser's session: the old cookie
+    let sign_ins = &state.ui.sign_ins;
+    // Signing in again replaces this browser's sign-in: the old cookie
     // must not keep working beside the new one.
-    if let Some(old) = meta.session_cookie() {
-        sessions
+    if let Some(old) = meta.sign_in_cookie() {
+        sign_ins
             .end_id(&state.store, old)
             .await
             .map_err(ApiError::store)?;
     }
-    let id = sessions
+    let id = sign_ins
         .create(
             &state.store,
             role.as_str(),
-            role.token(state).session_fingerprint(),
+            role.token(state).sign_in_fingerprint(),
             state.clock.now(),
         )
         .await
@@ -171,32 +172,32 @@ async fn login(state: &AppState, meta: &RequestMeta, body: Bytes) -> Result<Resp
     };
     resp.headers_mut().insert(
         SET_COOKIE,
-        cookie_header(meta, &id, sessions.lifetime.as_secs()),
+        cookie_header(meta, &id, sign_ins.lifetime.as_secs()),
     );
     Ok(resp)
 }
 
-async fn current_session(state: &AppState, meta: &RequestMeta) -> Result<Response, ApiError> {
-    let mut session = session_of(state, meta).await?;
+async fn current_sign_in(state: &AppState, meta: &RequestMeta) -> Result<Response, ApiError> {
+    let mut sign_in = sign_in_of(state, meta).await?;
     if !meta.is_background() {
-        touch(state, &mut session).await?;
+        touch(state, &mut sign_in).await?;
     }
-    let body = UiSession {
-        role: session.role.as_str().to_string(),
-        csrf_token: token_of(&session),
-        expires_at: session.ends_at(state),
+    let body = UiSignIn {
+        role: sign_in.role.as_str().to_string(),
+        csrf_token: token_of(&sign_in),
+        expires_at: sign_in.ends_at(state),
     };
     Ok(warp::reply::json(&body).into_response())
 }
 
 async fn logout(state: &AppState, meta: &RequestMeta) -> Result<Response, ApiError> {
-    match session_of(state, meta).await {
-        Ok(session) => {
-            check_csrf(meta, &session)?;
+    match sign_in_of(state, meta).await {
+        Ok(sign_in) => {
+            check_csrf(meta, &sign_in)?;
             state
                 .ui
-                .sessions
-                .end(&state.store, &session.row)
+                .sign_ins
+                .end(&state.store, &sign_in.row)
                 .await
                 .map_err(ApiError::store)?;
         }

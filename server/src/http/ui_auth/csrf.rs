@@ -1,6 +1,6 @@
-//! The CSRF and same-origin checks of the session cookie.
+//! The CSRF and same-origin checks of the sign-in cookie.
 //!
-//! The CSRF token is derived from the session id (SHA-256 of a label and the
+//! The CSRF token is derived from the sign-in id (SHA-256 of a label and the
 //! id), so it needs no storage and the database cannot produce it. A state
 //! change authenticated by the cookie needs it as `X-CSRF-Token`, and must
 //! come from the same origin: an `Origin` equal to this server's (scheme +
@@ -8,30 +8,30 @@
 
 use sha2::{Digest, Sha256};
 
-use super::{RequestMeta, Session};
+use super::{RequestMeta, SignIn};
 use crate::http::error::ApiError;
 
 /// What the page sends back as `X-CSRF-Token`.
-pub fn token_of(session: &Session) -> String {
-    csrf_token(&session.id)
+pub fn token_of(sign_in: &SignIn) -> String {
+    csrf_token(&sign_in.id)
 }
 
-/// The CSRF token of a session id: derived, never stored.
-fn csrf_token(session_id: &str) -> String {
+/// The CSRF token of a sign-in id: derived, never stored.
+fn csrf_token(sign_in_id: &str) -> String {
     let mut h = Sha256::new();
     h.update(b"leasehold-ui-csrf\0");
-    h.update(session_id.as_bytes());
+    h.update(sign_in_id.as_bytes());
     hex::encode(h.finalize())
 }
 
 /// The CSRF check of a state change authenticated by the cookie.
-pub fn check_csrf(meta: &RequestMeta, session: &Session) -> Result<(), ApiError> {
+pub fn check_csrf(meta: &RequestMeta, sign_in: &SignIn) -> Result<(), ApiError> {
     let Some(sent) = meta.header("x-csrf-token") else {
         return Err(ApiError::csrf_failed(
             "send the session's csrf_token (GET /ui/session) as X-CSRF-Token",
         ));
     };
-    if !crate::keys::key_matches(&token_of(session), sent) {
+    if !crate::keys::key_matches(&token_of(sign_in), sent) {
         return Err(ApiError::csrf_failed(
             "X-CSRF-Token does not match the session",
         ));
@@ -76,10 +76,10 @@ pub fn origin_check(meta: &RequestMeta, allow_none: bool) -> Result<bool, ApiErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ui_sessions::id_sha256;
+    use crate::sign_ins::id_sha256;
 
     #[test]
-    fn csrf_tokens_are_derived_per_session() {
+    fn csrf_tokens_are_derived_per_sign_in() {
         assert_ne!(csrf_token("a"), csrf_token("b"));
         assert_eq!(csrf_token("a"), csrf_token("a"));
         assert_ne!(csrf_token("a"), id_sha256("a"));

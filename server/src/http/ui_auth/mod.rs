@@ -1,15 +1,16 @@
 //! Dashboard sign-in over HTTP, what its endpoints (`POST /ui/login`,
 //! `GET /ui/session`, `POST /ui/logout`: routes in `filters.rs`, handlers
-//! in `handlers/dashboard.rs`) and the admin guard share: the session
-//! cookie ([`sessions`]), the CSRF and same-origin checks ([`csrf`]), the
+//! in `handlers/dashboard.rs`) and the admin guard share: the sign-in
+//! cookie ([`sign_in`]), the CSRF and same-origin checks ([`csrf`]), the
 //! failed-login limiter ([`limiter`]) and what they read from a request
-//! ([`request_meta`]). The sessions themselves live in
-//! [`crate::ui_sessions`].
+//! ([`request_meta`]). The sign-ins themselves live in
+//! [`crate::sign_ins`].
 //!
 //! - **Cookie.** A sign-in with the admin or the viewer token sends the new
-//!   session's id once as the `leasehold_session` cookie (`HttpOnly;
+//!   sign-in's id once as the `leasehold_session` cookie (the wire keeps
+//!   the older word) (`HttpOnly;
 //!   SameSite=Strict; Path=/`, plus `Secure` when the request came over
-//!   HTTPS). Logout deletes the session at once.
+//!   HTTPS). Logout deletes the sign-in at once.
 //! - **HTTPS.** The server speaks plain HTTP; behind a TLS-terminating proxy,
 //!   `X-Forwarded-Proto: https` marks a request as HTTPS, or `--public-url
 //!   https://…` says every browser comes over HTTPS (then the cookie is
@@ -18,7 +19,7 @@
 //!   them); `X-Forwarded-For` likewise names the client for the limiter
 //!   only behind a trusted proxy ([`crate::proxies`]).
 //! - **CSRF.** A state change authenticated by the cookie needs the
-//!   session's CSRF token and must come from the same origin; bearer
+//!   sign-in's CSRF token and must come from the same origin; bearer
 //!   requests are not affected.
 //! - **Failed logins** are limited per client address, per server process;
 //!   wrong admin or viewer bearer tokens on `/v1/admin/*` count in the same
@@ -27,11 +28,11 @@
 mod csrf;
 mod limiter;
 mod request_meta;
-mod sessions;
+mod sign_in;
 
 pub use csrf::{check_csrf, origin_check, token_of};
 pub use request_meta::{RequestMeta, request_meta};
-pub use sessions::{Session, session_of, touch};
+pub use sign_in::{SignIn, sign_in_of, touch};
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -41,9 +42,9 @@ use std::sync::Arc;
 use crate::http::error::ApiError;
 use crate::keys::AdminToken;
 use crate::proxies::ProxyPolicy;
-use crate::ui_sessions::UiSessions;
+use crate::sign_ins::SignIns;
 
-/// The session cookie's name.
+/// The sign-in cookie's name.
 pub const COOKIE: &str = "leasehold_session";
 /// Its name when the public URL is https: browsers accept a `__Host-`
 /// cookie only from a secure origin, for the whole host, so no sibling
@@ -53,8 +54,8 @@ pub const HOST_COOKIE: &str = "__Host-leasehold_session";
 /// Sign-in settings and state of one server.
 pub struct UiAuth {
     pub viewer_token: AdminToken,
-    /// How long sessions last.
-    pub sessions: UiSessions,
+    /// How long sign-ins last.
+    pub sign_ins: SignIns,
     limiter: limiter::LoginLimiter,
     /// Whose forwarding headers are believed, and the public origin.
     pub proxies: Arc<ProxyPolicy>,
@@ -64,7 +65,7 @@ impl UiAuth {
     pub fn new(viewer_token: AdminToken, idle_timeout: Duration, lifetime: Duration) -> Self {
         UiAuth {
             viewer_token,
-            sessions: UiSessions::new(idle_timeout, lifetime),
+            sign_ins: SignIns::new(idle_timeout, lifetime),
             limiter: limiter::LoginLimiter::default(),
             proxies: Arc::new(ProxyPolicy::default()),
         }

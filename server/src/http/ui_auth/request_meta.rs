@@ -1,6 +1,6 @@
 //! What the auth checks read from a request: method, headers and the
 //! connection's peer, and what follows from them (HTTPS, the client's
-//! address, the session cookie).
+//! address, the sign-in cookie).
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -91,7 +91,7 @@ impl RequestMeta {
             .client_behind(peer, self.header("x-forwarded-for"))
     }
 
-    /// The session cookie's name: `__Host-` when the public URL is https.
+    /// The sign-in cookie's name: `__Host-` when the public URL is https.
     pub fn cookie_name(&self) -> &'static str {
         match &self.proxies.public {
             Some(p) if p.https => HOST_COOKIE,
@@ -99,8 +99,8 @@ impl RequestMeta {
         }
     }
 
-    /// The session id of the session cookie, if one was sent.
-    pub fn session_cookie(&self) -> Option<&str> {
+    /// The sign-in id the cookie holds, if one was sent.
+    pub fn sign_in_cookie(&self) -> Option<&str> {
         let name = self.cookie_name();
         self.headers
             .get_all("cookie")
@@ -115,7 +115,7 @@ impl RequestMeta {
     /// Whether the request is one the dashboard makes by itself, not one a
     /// person asked for: its background refreshes say so with
     /// `X-Leasehold-Background` (any value), and the event stream is never a
-    /// person's use (it stays open for hours). These do not keep a session
+    /// person's use (it stays open for hours). These do not keep a sign-in
     /// from going idle.
     pub fn is_background(&self) -> bool {
         self.headers.contains_key(BACKGROUND_HEADER) || self.path == "/v1/admin/events/stream"

@@ -19,7 +19,7 @@ use crate::store::deliveries::{AlertState, DeliveriesQuery, DeliveryRow, Webhook
 use crate::store::denials::DenialsQuery;
 use crate::store::history::{SessionsQuery, UsageQuery};
 use crate::store::seat_query::{SeatQuery, SeatsPage};
-use crate::store::ui_sessions::{UiSessionOp, UiSessionRow};
+use crate::store::sign_ins::{SignInOp, SignInRow};
 use crate::store::{LeaseRow, StoreError, StoreKind, StoreOptions};
 use crate::usage::Usage;
 use crate::usage::what_if::{Demand, WhatIfQuery};
@@ -154,12 +154,12 @@ impl StoreBackend for PgBackend {
         self.on_pool(|pool| async move { super::outbox_read::deliveries_due(&pool, now).await })
     }
 
-    fn ui_session(&self, id_sha256: String) -> Answer<Option<UiSessionRow>> {
-        self.on_pool(|pool| async move { pool.ui_session(&id_sha256).await })
+    fn sign_in(&self, id_sha256: String) -> Answer<Option<SignInRow>> {
+        self.on_pool(|pool| async move { pool.sign_in(&id_sha256).await })
     }
 
-    fn ui_session_write(&self, op: UiSessionOp) -> Answer<usize> {
-        self.on_pool(|pool| async move { pool.ui_session_write(&op).await })
+    fn sign_in_write(&self, op: SignInOp) -> Answer<usize> {
+        self.on_pool(|pool| async move { pool.sign_in_write(&op).await })
     }
 
     fn close(&self) -> BoxFuture<'static, ()> {

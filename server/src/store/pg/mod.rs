@@ -3,7 +3,7 @@
 //!
 //! Each replica runs the same writer as on SQLite (one thread, group
 //! commit, the rules of [`super::rules`]) over [`writer::PgBatches`];
-//! everything else ([`PgBackend`]: reads, dashboard sessions, the shared
+//! everything else ([`PgBackend`]: reads, dashboard sign-ins, the shared
 //! waiting line in [`line`]) uses a small async pool ([`pool`]); an event
 //! follower ([`follower`]) feeds this replica's SSE streams with every
 //! replica's events, in id order.
@@ -28,10 +28,10 @@ pub mod pool;
 mod rows;
 pub mod schema;
 mod seat_query;
+mod sign_ins;
 mod standby;
 mod statements;
 mod tx;
-mod ui_sessions;
 mod what_if;
 pub mod writer;
 
@@ -205,7 +205,7 @@ fn check_identity(client: &mut Client, ours: &ReplicaIdentity) -> Result<(), PgS
         return Err(PgStartError::ViewerTokenMismatch);
     }
     if admin_changed || viewer_changed {
-        // Sessions signed in with the old token end on every replica that
+        // Sign-ins made with the old token end on every replica that
         // runs with the new one (their fingerprints no longer match).
         tracing::warn!(
             "--rotate-tokens: this replica's {} token(s) replace the cluster's; restart every \

@@ -8,7 +8,7 @@
 //!   so admin views never wait for the writer.
 //! - A checkpoint thread ([`checkpoint`]) copies the WAL back outside the
 //!   writer's commits.
-//! - Dashboard sign-in sessions are written on a connection of their own:
+//! - Dashboard sign-ins are written on a connection of their own:
 //!   they are not lease rules, and a sign-in is rare next to checkouts.
 
 mod bulk;
@@ -21,8 +21,8 @@ mod read;
 mod rows;
 pub mod schema;
 mod seat_query;
+mod sign_ins;
 mod tx;
-mod ui_sessions;
 mod what_if;
 pub mod writer;
 
@@ -43,7 +43,7 @@ use super::denials::DenialsQuery;
 use super::history::{SessionsQuery, UsageQuery};
 use super::repeats::RepeatedDenials;
 use super::seat_query::{SeatQuery, SeatsPage};
-use super::ui_sessions::{UiSessionOp, UiSessionRow};
+use super::sign_ins::{SignInOp, SignInRow};
 use super::{LeaseRow, Store, StoreError, StoreKind, StoreOptions};
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
@@ -91,7 +91,7 @@ pub fn open(
     writer.process(Vec::new());
     let reads = SqliteBackend {
         pool: Arc::new(ReadPool::new(path.to_path_buf())),
-        sessions: Arc::new(Mutex::new(open_connection(path, false)?)),
+        sign_ins: Arc::new(Mutex::new(open_connection(path, false)?)),
         checkpointer: Mutex::new(Some(checkpointer)),
     };
     let mut store = Store::start(writer, Arc::new(reads), events, stats, &options)?;
@@ -99,11 +99,11 @@ pub fn open(
     Ok(store)
 }
 
-/// SQLite's read side: the read pool, the sign-in sessions' connection and
+/// SQLite's read side: the read pool, the sign-ins' connection and
 /// the checkpoint thread.
 pub struct SqliteBackend {
     pool: Arc<ReadPool>,
-    sessions: Arc<Mutex<Connection>>,
+    sign_ins: Arc<Mutex<Connection>>,
     /// Dropping the sender stops the checkpointer thread.
     checkpointer: Mutex<Option<Checkpointer>>,
 }
@@ -181,16 +181,16 @@ impl StoreBackend for SqliteBackend {
         self.read(move |c| outbox::deliveries_due(c, now))
     }
 
-    fn ui_session(&self, id_sha256: String) -> Answer<Option<UiSessionRow>> {
-        self.read(move |c| Ok(ui_sessions::get(c, &id_sha256)?))
+    fn sign_in(&self, id_sha256: String) -> Answer<Option<SignInRow>> {
+        self.read(move |c| Ok(sign_ins::get(c, &id_sha256)?))
     }
 
-    fn ui_session_write(&self, op: UiSessionOp) -> Answer<usize> {
-        let sessions = self.sessions.clone();
+    fn sign_in_write(&self, op: SignInOp) -> Answer<usize> {
+        let sign_ins = self.sign_ins.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                let conn = sessions.lock().map_err(|_| StoreError::Closed)?;
-                ui_sessions::apply(&conn, &op)
+                let conn = sign_ins.lock().map_err(|_| StoreError::Closed)?;
+                sign_ins::apply(&conn, &op)
             })
             .await
             .map_err(|_| StoreError::Closed)?

@@ -1,4 +1,4 @@
-//! The session a request's cookie names, with its role, as the routes and
+//! The sign-in a request's cookie names, with its role, as the routes and
 //! the admin guard need it: an [`ApiError`] when there is none.
 
 use leasehold_common::Timestamp;
@@ -7,24 +7,26 @@ use super::RequestMeta;
 use crate::AppState;
 use crate::http::error::ApiError;
 use crate::http::role::Role;
-use crate::store::UiSessionRow;
+use crate::store::SignInRow;
 
-/// A valid session, as found in the store.
+/// A valid sign-in, as found in the store.
 #[derive(Debug, Clone)]
-pub struct Session {
+pub struct SignIn {
     /// The id the cookie sent (the store has only its SHA-256).
     pub(super) id: String,
-    pub row: UiSessionRow,
+    pub row: SignInRow,
     pub role: Role,
 }
 
-impl Session {
-    /// When the session ends unless used again.
+impl SignIn {
+    /// When the sign-in ends unless used again.
     pub fn ends_at(&self, state: &AppState) -> Timestamp {
-        state.ui.sessions.ends_at(&self.row)
+        state.ui.sign_ins.ends_at(&self.row)
     }
 }
 
+/// The 401 for an ended sign-in (its text, part of the HTTP answer, keeps
+/// the older word).
 fn signed_out() -> ApiError {
     ApiError::unauthorized(
         "the session has ended (signed out, idle too long, too old, or its token changed); \
@@ -32,41 +34,41 @@ fn signed_out() -> ApiError {
     )
 }
 
-/// The session the cookie names, if it is still valid (not touched).
-pub async fn session_of(state: &AppState, meta: &RequestMeta) -> Result<Session, ApiError> {
-    let Some(id) = meta.session_cookie() else {
+/// The sign-in the cookie names, if it is still valid (not touched).
+pub async fn sign_in_of(state: &AppState, meta: &RequestMeta) -> Result<SignIn, ApiError> {
+    let Some(id) = meta.sign_in_cookie() else {
         return Err(ApiError::unauthorized(
             "sign in at /ui/login, or send 'Authorization: Bearer <token>'",
         ));
     };
     let row = state
         .ui
-        .sessions
+        .sign_ins
         .find(&state.store, id, state.clock.now())
         .await
         .map_err(ApiError::store)?
         .ok_or_else(signed_out)?;
     let role = Role::parse(&row.role).ok_or_else(signed_out)?;
-    // Rotating a token signs out every session it signed in, on every
+    // Rotating a token signs out everyone it signed in, on every
     // replica that runs with the new one.
-    if row.token_fp != role.token(state).session_fingerprint() {
+    if row.token_fp != role.token(state).sign_in_fingerprint() {
         return Err(signed_out());
     }
-    Ok(Session {
+    Ok(SignIn {
         id: id.to_string(),
         row,
         role,
     })
 }
 
-/// Record the session's use (at most once per
-/// [`crate::ui_sessions::UiSessions::touch_every`]). Call only once the
+/// Record the sign-in's use (at most once per
+/// [`crate::sign_ins::SignIns::touch_every`]). Call only once the
 /// request is allowed.
-pub async fn touch(state: &AppState, session: &mut Session) -> Result<(), ApiError> {
+pub async fn touch(state: &AppState, sign_in: &mut SignIn) -> Result<(), ApiError> {
     state
         .ui
-        .sessions
-        .touch(&state.store, &mut session.row, state.clock.now())
+        .sign_ins
+        .touch(&state.store, &mut sign_in.row, state.clock.now())
         .await
         .map_err(ApiError::store)
 }

@@ -1,17 +1,17 @@
-//! Dashboard sessions on SQLite (the rows are described in
-//! `store/ui_sessions.rs`): the writer applies the writes, inside its
+//! Dashboard sign-ins on SQLite (the rows are described in
+//! `store/sign_ins.rs`): the writer applies the writes, inside its
 //! transaction; reads use the read pool.
 
 use leasehold_common::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::StoreError;
-use crate::store::ui_sessions::{UiSessionOp, UiSessionRow};
+use crate::store::sign_ins::{SignInOp, SignInRow};
 
 /// Apply `op` on the writer's connection (inside its transaction).
-pub fn apply(conn: &Connection, op: &UiSessionOp) -> Result<usize, StoreError> {
+pub fn apply(conn: &Connection, op: &SignInOp) -> Result<usize, StoreError> {
     let n = match op {
-        UiSessionOp::Create(row) => conn
+        SignInOp::Create(row) => conn
             .prepare_cached(
                 "INSERT INTO ui_sessions
                      (id_sha256, role, created_at, last_seen_at, expires_at, token_fp)
@@ -25,30 +25,30 @@ pub fn apply(conn: &Connection, op: &UiSessionOp) -> Result<usize, StoreError> {
                 row.expires_at.as_millis(),
                 row.token_fp
             ])?,
-        UiSessionOp::Touch { id_sha256, at } => conn
+        SignInOp::Touch { id_sha256, at } => conn
             .prepare_cached(
                 "UPDATE ui_sessions SET last_seen_at = ?2
                  WHERE id_sha256 = ?1 AND last_seen_at < ?2",
             )?
             .execute(params![id_sha256, at.as_millis()])?,
-        UiSessionOp::Delete { id_sha256 } => conn
+        SignInOp::Delete { id_sha256 } => conn
             .prepare_cached("DELETE FROM ui_sessions WHERE id_sha256 = ?1")?
             .execute(params![id_sha256])?,
-        UiSessionOp::DeleteExpired { now, idle_cutoff } => conn
+        SignInOp::DeleteExpired { now, idle_cutoff } => conn
             .prepare_cached("DELETE FROM ui_sessions WHERE expires_at < ?1 OR last_seen_at < ?2")?
             .execute(params![now.as_millis(), idle_cutoff.as_millis()])?,
     };
     Ok(n)
 }
 
-/// The session whose id hashes to `id_sha256`, expired or not.
-pub fn get(c: &Connection, id_sha256: &str) -> rusqlite::Result<Option<UiSessionRow>> {
+/// The sign-in whose id hashes to `id_sha256`, expired or not.
+pub fn get(c: &Connection, id_sha256: &str) -> rusqlite::Result<Option<SignInRow>> {
     c.prepare_cached(
         "SELECT id_sha256, role, created_at, last_seen_at, expires_at, token_fp
          FROM ui_sessions WHERE id_sha256 = ?1",
     )?
     .query_row(params![id_sha256], |r| {
-        Ok(UiSessionRow {
+        Ok(SignInRow {
             id_sha256: r.get(0)?,
             role: r.get(1)?,
             created_at: Timestamp::from_millis(r.get(2)?),

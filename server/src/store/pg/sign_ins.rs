@@ -1,14 +1,14 @@
-//! Dashboard sessions on PostgreSQL (see `store/ui_sessions.rs`): plain
+//! Dashboard sign-ins on PostgreSQL (see `store/sign_ins.rs`): plain
 //! statements on the read pool, since no lease rule is involved.
 
 use leasehold_common::Timestamp;
 
 use super::super::StoreError;
-use super::super::ui_sessions::{UiSessionOp, UiSessionRow};
+use super::super::sign_ins::{SignInOp, SignInRow};
 use super::pool::PgPool;
 
 impl PgPool {
-    pub async fn ui_session(&self, id_sha256: &str) -> Result<Option<UiSessionRow>, StoreError> {
+    pub async fn sign_in(&self, id_sha256: &str) -> Result<Option<SignInRow>, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_opt(
@@ -17,7 +17,7 @@ impl PgPool {
                 &[&id_sha256],
             )
             .await?;
-        Ok(row.map(|r| UiSessionRow {
+        Ok(row.map(|r| SignInRow {
             id_sha256: r.get(0),
             role: r.get(1),
             created_at: Timestamp::from_millis(r.get(2)),
@@ -27,10 +27,10 @@ impl PgPool {
         }))
     }
 
-    pub async fn ui_session_write(&self, op: &UiSessionOp) -> Result<usize, StoreError> {
+    pub async fn sign_in_write(&self, op: &SignInOp) -> Result<usize, StoreError> {
         let client = self.client().await?;
         let n = match op {
-            UiSessionOp::Create(row) => {
+            SignInOp::Create(row) => {
                 client
                     .execute(
                         "INSERT INTO ui_sessions
@@ -47,7 +47,7 @@ impl PgPool {
                     )
                     .await?
             }
-            UiSessionOp::Touch { id_sha256, at } => {
+            SignInOp::Touch { id_sha256, at } => {
                 client
                     .execute(
                         "UPDATE ui_sessions SET last_seen_at = $2
@@ -56,12 +56,12 @@ impl PgPool {
                     )
                     .await?
             }
-            UiSessionOp::Delete { id_sha256 } => {
+            SignInOp::Delete { id_sha256 } => {
                 client
                     .execute("DELETE FROM ui_sessions WHERE id_sha256 = $1", &[id_sha256])
                     .await?
             }
-            UiSessionOp::DeleteExpired { now, idle_cutoff } => {
+            SignInOp::DeleteExpired { now, idle_cutoff } => {
                 client
                     .execute(
                         "DELETE FROM ui_sessions WHERE expires_at < $1 OR last_seen_at < $2",

@@ -1,16 +1,16 @@
-//! Dashboard sign-in sessions on top of the [`Store`]: create, find, touch,
+//! Dashboard sign-ins on top of the [`Store`]: create, find, touch,
 //! end and expire. The HTTP sign-in adds the cookie, the role check and CSRF
 //! on top; the reaper expires. Nothing here knows about HTTP, so both can
 //! use it.
 //!
-//! A session id is 256 random bits, given to the browser once; the store
+//! A sign-in id is 256 random bits, given to the browser once; the store
 //! keeps only its SHA-256 (a database leak signs nobody in), the role and
-//! its times, so a session survives a restart and works on every replica.
+//! its times, so a sign-in survives a restart and works on every replica.
 //!
-//! What lives as long as a session on this server (an event stream) holds
-//! an [`EndWatch`] ([`UiSessions::watch_end`]): ending the session here
+//! What lives as long as a sign-in on this server (an event stream) holds
+//! an [`EndWatch`] ([`SignIns::watch_end`]): ending the sign-in here
 //! (logout, a sign-in replacing it) raises it before the call returns, so
-//! before the logout answers. Sessions ended on another replica, or by time,
+//! before the logout answers. Sign-ins ended on another replica, or by time,
 //! are for the holder to notice (`http/sse.rs` re-reads the store).
 
 use std::collections::HashMap;
@@ -22,55 +22,55 @@ use leasehold_common::time::duration_millis;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use crate::store::{Store, StoreError, UiSessionOp, UiSessionRow};
+use crate::store::{SignInOp, SignInRow, Store, StoreError};
 
-/// A session's use is recorded at most this often.
+/// A sign-in's use is recorded at most this often.
 const TOUCH_EVERY_MAX: Duration = Duration::from_secs(60);
 
-/// How long sessions last, and their life cycle. Clones share the
+/// How long sign-ins last, and their life cycle. Clones share the
 /// [`EndWatch`]es.
 #[derive(Debug, Clone)]
-pub struct UiSessions {
-    /// A session not used for this long ends.
+pub struct SignIns {
+    /// A sign-in not used for this long ends.
     pub idle_timeout: Duration,
-    /// A session ends this long after sign-in, however active.
+    /// A sign-in ends this long after it began, however active.
     pub lifetime: Duration,
     watched: Arc<Watched>,
 }
 
-impl UiSessions {
+impl SignIns {
     pub fn new(idle_timeout: Duration, lifetime: Duration) -> Self {
-        UiSessions {
+        SignIns {
             idle_timeout,
             lifetime,
             watched: Arc::default(),
         }
     }
 
-    /// Be told at once when this server ends the session `id` names; hold
+    /// Be told at once when this server ends the sign-in `id` names; hold
     /// the watch only as long as what it is for (dropping it forgets it).
     pub fn watch_end(&self, id: &str) -> EndWatch {
         self.watched.watch(id_sha256(id))
     }
 
-    /// How many sessions are watched now.
+    /// How many sign-ins are watched now.
     pub fn watched(&self) -> usize {
         self.watched.len()
     }
-    /// How often a session's use is recorded: once a minute, or a tenth of
+    /// How often a sign-in's use is recorded: once a minute, or a tenth of
     /// the idle timeout if that is shorter (so a short timeout still sees an
-    /// active session as active).
+    /// active sign-in as active).
     pub fn touch_every(&self) -> Duration {
         (self.idle_timeout / 10).min(TOUCH_EVERY_MAX)
     }
 
-    /// When the session ends unless used again.
-    pub fn ends_at(&self, row: &UiSessionRow) -> Timestamp {
+    /// When the sign-in ends unless used again.
+    pub fn ends_at(&self, row: &SignInRow) -> Timestamp {
         row.expires_at
             .min(row.last_seen_at.saturating_add(self.idle_timeout))
     }
 
-    /// Start a session with `role`, signed in by the token whose
+    /// Start a sign-in with `role`, signed in by the token whose
     /// fingerprint is `token_fp`; its id, to hand to the browser.
     pub async fn create(
         &self,
@@ -81,7 +81,7 @@ impl UiSessions {
     ) -> Result<String, StoreError> {
         let id = hex::encode(rand::random::<[u8; 32]>());
         store
-            .ui_session_write(UiSessionOp::Create(UiSessionRow {
+            .sign_in_write(SignInOp::Create(SignInRow {
                 id_sha256: id_sha256(&id),
                 role: role.to_string(),
                 created_at: now,
@@ -93,32 +93,32 @@ impl UiSessions {
         Ok(id)
     }
 
-    /// The session `id` names, if it has not ended. An id that is not one
+    /// The sign-in `id` names, if it has not ended. An id that is not one
     /// we could have made is not looked up.
     pub async fn find(
         &self,
         store: &Store,
         id: &str,
         now: Timestamp,
-    ) -> Result<Option<UiSessionRow>, StoreError> {
+    ) -> Result<Option<SignInRow>, StoreError> {
         if !could_be_ours(id) {
             return Ok(None);
         }
-        let row = store.ui_session(&id_sha256(id)).await?;
+        let row = store.sign_in(&id_sha256(id)).await?;
         Ok(row.filter(|row| now < self.ends_at(row)))
     }
 
     /// Record a use at `now`, if the last record is older than
-    /// [`UiSessions::touch_every`] (a write per request would be wasted).
+    /// [`SignIns::touch_every`] (a write per request would be wasted).
     pub async fn touch(
         &self,
         store: &Store,
-        row: &mut UiSessionRow,
+        row: &mut SignInRow,
         now: Timestamp,
     ) -> Result<(), StoreError> {
         if now.millis_since(row.last_seen_at) >= duration_millis(self.touch_every()) {
             store
-                .ui_session_write(UiSessionOp::Touch {
+                .sign_in_write(SignInOp::Touch {
                     id_sha256: row.id_sha256.clone(),
                     at: now,
                 })
@@ -128,8 +128,8 @@ impl UiSessions {
         Ok(())
     }
 
-    /// End the session `id` names, if any (a browser signing in again: its
-    /// previous session must not outlive the new one).
+    /// End the sign-in `id` names, if any (a browser signing in again: its
+    /// previous sign-in must not outlive the new one).
     pub async fn end_id(&self, store: &Store, id: &str) -> Result<(), StoreError> {
         if !could_be_ours(id) {
             return Ok(());
@@ -137,18 +137,18 @@ impl UiSessions {
         self.delete(store, id_sha256(id)).await
     }
 
-    /// End a session now (logout).
-    pub async fn end(&self, store: &Store, row: &UiSessionRow) -> Result<(), StoreError> {
+    /// End a sign-in now (logout).
+    pub async fn end(&self, store: &Store, row: &SignInRow) -> Result<(), StoreError> {
         self.delete(store, row.id_sha256.clone()).await
     }
 
-    /// Delete the session, then raise its watches: after the delete, so a
-    /// watch taken meanwhile finds the session gone when its holder checks
+    /// Delete the sign-in, then raise its watches: after the delete, so a
+    /// watch taken meanwhile finds the sign-in gone when its holder checks
     /// the store. Raised even if the delete failed: ending a stream early
     /// is harmless (the browser reconnects), outliving a logout is not.
     async fn delete(&self, store: &Store, id_sha256: String) -> Result<(), StoreError> {
         let deleted = store
-            .ui_session_write(UiSessionOp::Delete {
+            .sign_in_write(SignInOp::Delete {
                 id_sha256: id_sha256.clone(),
             })
             .await
@@ -157,11 +157,11 @@ impl UiSessions {
         deleted
     }
 
-    /// Delete the sessions that have ended (idle too long or past their
+    /// Delete the sign-ins that have ended (idle too long or past their
     /// lifetime); how many.
     pub async fn expire(&self, store: &Store, now: Timestamp) -> Result<usize, StoreError> {
         store
-            .ui_session_write(UiSessionOp::DeleteExpired {
+            .sign_in_write(SignInOp::DeleteExpired {
                 now,
                 idle_cutoff: now.saturating_sub(self.idle_timeout),
             })
@@ -169,11 +169,11 @@ impl UiSessions {
     }
 }
 
-/// Told when this server ends a session: see [`UiSessions::watch_end`].
+/// Told when this server ends a sign-in: see [`SignIns::watch_end`].
 #[derive(Debug)]
 pub struct EndWatch {
     id_sha256: String,
-    /// Which flag of that session (a session ended and watched again has a
+    /// Which flag of that sign-in (a sign-in ended and watched again has a
     /// new one).
     generation: u64,
     ended: watch::Receiver<bool>,
@@ -181,12 +181,12 @@ pub struct EndWatch {
 }
 
 impl EndWatch {
-    /// Whether this server has ended the session (a read, never waits).
+    /// Whether this server has ended the sign-in (a read, never waits).
     pub fn has_ended(&self) -> bool {
         *self.ended.borrow()
     }
 
-    /// Resolves once this server has ended the session.
+    /// Resolves once this server has ended the sign-in.
     pub async fn ended(&mut self) {
         // The flag is raised before its sender goes, so an error is only a
         // server tearing down: an end all the same.
@@ -195,8 +195,8 @@ impl EndWatch {
 }
 
 impl Drop for EndWatch {
-    /// The last watch of a session forgets it: the map holds only watched
-    /// sessions.
+    /// The last watch of a sign-in forgets it: the map holds only watched
+    /// sign-ins.
     fn drop(&mut self) {
         let mut map = self.watched.lock();
         if let Some((generation, flag)) = map.get(&self.id_sha256)
@@ -208,7 +208,7 @@ impl Drop for EndWatch {
     }
 }
 
-/// The watched sessions by the SHA-256 of their id: a flag each, with a
+/// The watched sign-ins by the SHA-256 of their id: a flag each, with a
 /// generation so a watch dropped late cannot forget a newer flag.
 #[derive(Debug, Default)]
 struct Watched {
@@ -237,7 +237,7 @@ impl Watched {
         }
     }
 
-    /// Raise the session's flag and forget it.
+    /// Raise the sign-in's flag and forget it.
     fn end(&self, id_sha256: &str) {
         let flag = self.lock().remove(id_sha256);
         if let Some((_, flag)) = flag {
@@ -250,35 +250,35 @@ impl Watched {
     }
 }
 
-/// Whether `id` has the shape of the ids [`UiSessions::create`] makes (64
+/// Whether `id` has the shape of the ids [`SignIns::create`] makes (64
 /// lowercase hex characters): anything else is refused without a store
 /// read, so made-up cookies cost nothing.
 fn could_be_ours(id: &str) -> bool {
     id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// What the store keeps of a session id.
-pub fn id_sha256(session_id: &str) -> String {
-    hex::encode(Sha256::digest(session_id.as_bytes()))
+/// What the store keeps of a sign-in id.
+pub fn id_sha256(sign_in_id: &str) -> String {
+    hex::encode(Sha256::digest(sign_in_id.as_bytes()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn sessions() -> UiSessions {
-        UiSessions::new(Duration::from_secs(60), Duration::from_secs(3600))
+    fn sign_ins() -> SignIns {
+        SignIns::new(Duration::from_secs(60), Duration::from_secs(3600))
     }
 
     #[test]
     fn ending_a_session_raises_its_watches_only() {
-        let s = sessions();
+        let s = sign_ins();
         let (a1, a2, b) = (s.watch_end("a"), s.watch_end("a"), s.watch_end("b"));
         assert_eq!(s.watched(), 2);
         s.watched.end(&id_sha256("a"));
         assert!(a1.has_ended() && a2.has_ended());
         assert!(!b.has_ended());
-        assert_eq!(s.watched(), 1, "an ended session is forgotten");
+        assert_eq!(s.watched(), 1, "an ended sign-in is forgotten");
         // Watched again after its end (a stream opened meanwhile): a new
         // flag, which the old watches going cannot forget.
         let a3 = s.watch_end("a");
@@ -290,8 +290,8 @@ mod tests {
     }
 
     #[test]
-    fn the_last_watch_going_forgets_the_session() {
-        let s = sessions();
+    fn the_last_watch_going_forgets_the_sign_in() {
+        let s = sign_ins();
         let (w1, w2) = (s.watch_end("a"), s.clone().watch_end("a"));
         drop(w1);
         assert_eq!(s.watched(), 1, "still watched by the other");
@@ -301,7 +301,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiting_watch_wakes_at_the_end() {
-        let s = sessions();
+        let s = sign_ins();
         let mut w = s.watch_end("a");
         let waiting = tokio::spawn(async move { w.ended().await });
         tokio::task::yield_now().await;

@@ -1,18 +1,18 @@
-//! Dashboard sign-in sessions (`/ui/login`): one row per session, keyed by
+//! Dashboard sign-ins (`/ui/login`): one row per sign-in, keyed by
 //! the SHA-256 of its id (the cookie), so the database never holds a usable
-//! session id. Both stores keep them, so a session survives a restart and
+//! sign-in id. Both stores keep them, so a sign-in survives a restart and
 //! works on every replica.
 //!
-//! On SQLite the writes are [`UiSessionOp`]s run by the writer thread (the
+//! On SQLite the writes are [`SignInOp`]s run by the writer thread (the
 //! one writer); on PostgreSQL they are plain statements on the read pool
-//! (`pg/ui_sessions.rs`): no lease rule is involved.
+//! (`pg/sign_ins.rs`): no lease rule is involved.
 
 use leasehold_common::Timestamp;
 
-/// One stored session.
+/// One stored sign-in.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UiSessionRow {
-    /// SHA-256 of the session id, lowercase hex.
+pub struct SignInRow {
+    /// SHA-256 of the sign-in id, lowercase hex.
     pub id_sha256: String,
     /// `admin` or `viewer`.
     pub role: String,
@@ -21,16 +21,17 @@ pub struct UiSessionRow {
     pub last_seen_at: Timestamp,
     /// The absolute end (sign-in + lifetime).
     pub expires_at: Timestamp,
-    /// A fingerprint of the token that signed the session in
-    /// (`AdminToken::session_fingerprint`): a session whose token has
+    /// A fingerprint of the token that made the sign-in
+    /// (`AdminToken::sign_in_fingerprint`): a sign-in whose token has
     /// changed since is over.
     pub token_fp: String,
 }
 
-/// A write to the sessions table; the answer is the rows changed.
+/// A write to the sign-ins table (`ui_sessions`: the table keeps the
+/// older word); the answer is the rows changed.
 #[derive(Debug, Clone)]
-pub enum UiSessionOp {
-    Create(UiSessionRow),
+pub enum SignInOp {
+    Create(SignInRow),
     /// Record a use at `at` (never moves `last_seen_at` back).
     Touch {
         id_sha256: String,
@@ -39,7 +40,7 @@ pub enum UiSessionOp {
     Delete {
         id_sha256: String,
     },
-    /// Delete sessions past their absolute end (`expires_at < now`) or
+    /// Delete sign-ins past their absolute end (`expires_at < now`) or
     /// unused since before `idle_cutoff`.
     DeleteExpired {
         now: Timestamp,
