@@ -21,8 +21,8 @@ use leasehold_tests::{Server, eventually, run_leaseholdd_expecting_exit};
 use receiver::{Answer, Received, Receiver};
 use serde_json::{Value, json};
 use webhook_kit::{
-    alert_toml, counter, deliveries, delivery, license_toml, metric_in, metrics_texts, send_test,
-    webhook_toml, webhook_view,
+    Beacon, alert_toml, counter, deliveries, delivery, is_beacon_detail, license_toml, metric_in,
+    metrics_texts, send_test, webhook_toml, webhook_view,
 };
 
 const SECRET: &str = "ops-secret-0123456789abcdef";
@@ -104,11 +104,23 @@ async fn alerts_firing(s: &Server, license: &str) -> Value {
     s.license(license).await["alerts_firing"].clone()
 }
 
+/// The details of the `alert` events (`firing <name>`), but the
+/// beacon's ([`Beacon`]).
 async fn alert_details(s: &Server) -> Vec<String> {
     s.events_of("alert")
         .await
         .iter()
         .map(|e| e["detail"].as_str().unwrap_or_default().to_string())
+        .filter(|d| !is_beacon_detail(d))
+        .collect()
+}
+
+/// The `type`s of the deliveries to `webhook` in the outbox, newest first.
+async fn queued_types(s: &Server, webhook: &str) -> Vec<String> {
+    deliveries(s, &format!("webhook={webhook}"))
+        .await
+        .iter()
+        .map(|d| d["type"].as_str().unwrap_or_default().to_string())
         .collect()
 }
 
@@ -221,8 +233,27 @@ async fn a_revoke_is_forwarded_once_signed_to_a_json_and_a_slack_webhook() {
     assert_eq!(s.revoke(&lease.seat_id).send().await.unwrap().status(), 204);
     let got = ops.wait_for(1, ARRIVES).await;
     let slack = chat.wait_for(1, ARRIVES).await;
-    // The checkout is not a forwarded kind: nothing else comes.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The checkout is not a forwarded kind: nothing else comes. The marker
+    // is the revoke's deliveries: an event's deliveries are queued in the
+    // writer's transaction that writes it, so once they are listed the
+    // checkout's would be too; and once every listed delivery is
+    // delivered, nothing is left to send.
+    for (id, webhook) in [
+        (got[0].delivery_id(), "ops"),
+        (slack[0].delivery_id(), "chat"),
+    ] {
+        let d = eventually(ARRIVES, "the delivery listed as delivered", || async {
+            delivery(&s, id)
+                .await
+                .filter(|d| d["status"] == "delivered")
+        })
+        .await;
+        assert_eq!(d["webhook"], webhook, "{d}");
+        assert_eq!(d["type"], "event", "{d}");
+        assert_eq!(d["attempts"], 1, "{d}");
+    }
+    let listed = deliveries(&s, "").await;
+    assert_eq!(listed.len(), 2, "only the revoke's, once each: {listed:?}");
     assert_eq!(ops.received().len(), 1, "one delivery: {got:?}");
     assert_eq!(chat.received().len(), 1, "one delivery: {slack:?}");
 
@@ -258,33 +289,37 @@ async fn a_revoke_is_forwarded_once_signed_to_a_json_and_a_slack_webhook() {
         "the same sentence, byte for byte"
     );
     assert_ne!(r.delivery_id(), got[0].delivery_id(), "one id per webhook");
-
-    // Both listed, delivered in one attempt.
-    for (id, webhook) in [(got[0].delivery_id(), "ops"), (r.delivery_id(), "chat")] {
-        let d = eventually(ARRIVES, "the delivery listed as delivered", || async {
-            delivery(&s, id)
-                .await
-                .filter(|d| d["status"] == "delivered")
-        })
-        .await;
-        assert_eq!(d["webhook"], webhook, "{d}");
-        assert_eq!(d["type"], "event", "{d}");
-        assert_eq!(d["attempts"], 1, "{d}");
-    }
 }
 
 #[tokio::test]
 async fn a_usage_alert_fires_once_while_it_holds_across_a_restart_and_resolves() {
     let ops = Receiver::start(SECRET).await;
+    let beacon = Beacon::start().await;
     let licenses = [
         webhook_toml("ops", &ops.url("/ops"), SECRET, "json", &[]),
         license_toml("cad", 2),
-        alert_toml("cad-busy", "usage", &["percent = 50", "for = \"1s\""]),
+        alert_toml(
+            "cad-busy",
+            "usage",
+            &["percent = 50", "for = \"1s\"", "webhooks = [\"ops\"]"],
+        ),
+        beacon.usage_toml("1s"),
     ]
     .concat();
     let mut s = Server::start(&licenses).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The beacon, held from now for the same 1 s, fires no sooner than
+    // cad-busy would have if the idle pool counted as busy.
+    beacon.take(&s).await;
+    beacon.wait("alert.firing", "beacon-held", 1).await;
+    assert_eq!(
+        alert_details(&s).await,
+        [] as [&str; 0],
+        "an idle pool fires nothing"
+    );
+    assert_eq!(queued_types(&s, "ops").await, [] as [&str; 0]);
     assert!(ops.received().is_empty(), "an idle pool fires nothing");
+    beacon.release(&s).await;
+    beacon.wait("alert.resolved", "beacon-held", 1).await;
 
     let held_from = Instant::now();
     let lease = s
@@ -333,13 +368,17 @@ async fn a_usage_alert_fires_once_while_it_holds_across_a_restart_and_resolves()
     })
     .await;
 
-    // Still holding, across a kill -9 and restart: no second firing.
+    // Still holding, across a kill -9 and restart: no second firing. The
+    // beacon, held from after the restart for the same 1 s, fires no
+    // sooner than cad-busy would fire again had the restart forgotten it.
     s.restart().await;
     assert_eq!(
         s.heartbeat("cad", "cad-key", &lease.seat_id).await.status(),
         200
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    beacon.take(&s).await;
+    beacon.wait("alert.firing", "beacon-held", 2).await;
+    assert_eq!(queued_types(&s, "ops").await, ["alert.firing"]);
     assert_eq!(
         of_type(&ops.received(), "alert.firing").len(),
         1,
@@ -389,7 +428,16 @@ async fn a_usage_alert_fires_once_while_it_holds_across_a_restart_and_resolves()
             .then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Nothing after: the beacon, released and taken again from now, fires
+    // no sooner than cad-busy would resolve again or fire anew.
+    beacon.release(&s).await;
+    beacon.wait("alert.resolved", "beacon-held", 2).await;
+    beacon.take(&s).await;
+    beacon.wait("alert.firing", "beacon-held", 3).await;
+    assert_eq!(
+        alert_details(&s).await,
+        ["firing cad-busy", "resolved cad-busy"]
+    );
     let all = ops.received();
     assert_eq!(all.len(), 2, "one firing, one resolved: {all:?}");
     let listed = deliveries(&s, "webhook=ops").await;
@@ -404,6 +452,7 @@ async fn a_usage_alert_fires_once_while_it_holds_across_a_restart_and_resolves()
 #[tokio::test]
 async fn a_denials_alert_fires_at_the_refusal_that_reaches_count() {
     let ops = Receiver::start(SECRET).await;
+    let beacon = Beacon::start().await;
     let licenses = [
         webhook_toml("ops", &ops.url("/ops"), SECRET, "json", &[]),
         license_toml("one", 1),
@@ -412,10 +461,12 @@ async fn a_denials_alert_fires_at_the_refusal_that_reaches_count() {
             "denials",
             &["count = 2", "within = \"1m\"", "webhooks = [\"ops\"]"],
         ),
+        beacon.denials_toml(2),
     ]
     .concat();
     let s = Server::start(&licenses).await;
     s.take_seat("one", "one-key", json!({"holder": "a"})).await;
+    beacon.take(&s).await;
     let refuse = |holder: &'static str| {
         let s = &s;
         async move {
@@ -428,7 +479,10 @@ async fn a_denials_alert_fires_at_the_refusal_that_reaches_count() {
         }
     };
     refuse("b").await;
-    tokio::time::sleep(Duration::from_millis(2000)).await;
+    // Every alert evaluated since: one-denied saw the refusal.
+    beacon.refuse_and_wait(&s).await;
+    assert_eq!(alert_details(&s).await, [] as [&str; 0]);
+    assert_eq!(queued_types(&s, "ops").await, [] as [&str; 0]);
     assert!(ops.received().is_empty(), "one refusal is under count");
     let second = Instant::now();
     refuse("c").await;
@@ -465,7 +519,8 @@ async fn a_denials_alert_fires_at_the_refusal_that_reaches_count() {
     );
     // A third refusal in the window: it still holds, no second firing.
     refuse("d").await;
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    beacon.refuse_and_wait(&s).await;
+    assert_eq!(queued_types(&s, "ops").await, ["alert.firing"]);
     assert_eq!(ops.received().len(), 1, "{:?}", ops.received());
     assert_eq!(alert_details(&s).await, ["firing one-denied"]);
     assert_eq!(alerts_firing(&s, "one").await, json!(["one-denied"]));
@@ -476,14 +531,21 @@ async fn a_denials_alert_fires_at_the_refusal_that_reaches_count() {
 #[tokio::test]
 async fn a_wait_that_gives_up_counts_as_one_denial() {
     let ops = Receiver::start(SECRET).await;
+    let beacon = Beacon::start().await;
     let licenses = [
         webhook_toml("ops", &ops.url("/ops"), SECRET, "json", &[]),
         license_toml("one", 1),
-        alert_toml("one-denied", "denials", &["count = 2", "within = \"1m\""]),
+        alert_toml(
+            "one-denied",
+            "denials",
+            &["count = 2", "within = \"1m\"", "webhooks = [\"ops\"]"],
+        ),
+        beacon.denials_toml(1),
     ]
     .concat();
     let s = Server::start(&licenses).await;
     s.take_seat("one", "one-key", json!({"holder": "a"})).await;
+    beacon.take(&s).await;
     let resp = s
         .client()
         .post(s.url("/v1/licenses/one/seats?wait=2"))
@@ -493,7 +555,10 @@ async fn a_wait_that_gives_up_counts_as_one_denial() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 409);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Every alert evaluated since the wait gave up.
+    beacon.refuse_and_wait(&s).await;
+    assert_eq!(alert_details(&s).await, [] as [&str; 0]);
+    assert_eq!(queued_types(&s, "ops").await, [] as [&str; 0]);
     assert!(
         ops.received().is_empty(),
         "one wait is one denial: {:?}",
@@ -598,8 +663,16 @@ async fn a_failing_receiver_gets_retries_with_the_same_id_and_body_signed_afresh
         0.0
     );
     assert_eq!(pending_gauge(&s, "ops").await, [0.0]);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(ops.received().len(), 3, "nothing after success");
+    // Nothing after success: a later delivery to the same webhook is
+    // claimed and sent after it, and the first is not sent again.
+    let marker = send_test(&s, "ops").await;
+    let got = ops.wait_for(4, ARRIVES).await;
+    assert_eq!(
+        got[3].delivery_id(),
+        marker,
+        "nothing after success: {got:?}"
+    );
+    assert_eq!(ops.attempts_of(&id).len(), 3, "nothing after success");
 }
 
 #[tokio::test]
@@ -764,7 +837,14 @@ async fn a_redirect_is_not_followed_and_counts_as_a_failure() {
     let id = send_test(&s, "ops").await;
     // The first attempt and its retry a second later, both to /ops.
     ops.wait_for(2, ARRIVES).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // An attempt is recorded once the request, and any redirect it would
+    // follow, is done: once two are, a followed redirect has arrived.
+    eventually(ARRIVES, "two attempts recorded", || async {
+        delivery(&s, &id)
+            .await
+            .filter(|d| d["attempts"].as_u64().unwrap_or(0) >= 2)
+    })
+    .await;
     assert!(
         ops.received_on("/elsewhere").is_empty(),
         "redirect followed: {:?}",

@@ -10,12 +10,15 @@ mod receiver;
 #[path = "../src/webhook_kit.rs"]
 mod webhook_kit;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leasehold_tests::{Server, ServerOptions, TestStore, eventually};
 use receiver::{Answer, Received, Receiver};
 use serde_json::{Value, json};
-use webhook_kit::{alert_toml, deliveries, license_toml, metric_in, metrics_texts, webhook_toml};
+use webhook_kit::{
+    Beacon, alert_toml, deliveries, is_beacon_detail, license_toml, metric_in, metrics_texts,
+    webhook_toml,
+};
 
 const SECRET: &str = "ops-secret-0123456789abcdef";
 const ARRIVES: Duration = Duration::from_secs(10);
@@ -53,10 +56,18 @@ async fn admin_get_on(s: &Server, addr: &str, path: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_alert_transition_is_delivered_once_though_both_replicas_evaluate() {
     let ops = Receiver::start(SECRET).await;
+    let beacon = Beacon::start().await;
     let licenses = [
         webhook_toml("ops", &ops.url("/ops"), SECRET, "json", &[]),
         license_toml("cad", 2),
-        alert_toml("cad-busy", "usage", &["percent = 50", "for = \"1s\""]),
+        alert_toml(
+            "cad-busy",
+            "usage",
+            &["percent = 50", "for = \"1s\"", "webhooks = [\"ops\"]"],
+        ),
+        // Held for 2 s: each replica evaluates the alerts at least once a
+        // second (the alive tick), so both have since the beacon was taken.
+        beacon.usage_toml("2s"),
     ]
     .concat();
     let s = two_replicas(&licenses).await;
@@ -95,7 +106,12 @@ async fn an_alert_transition_is_delivered_once_though_both_replicas_evaluate() {
             .then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The marker: the beacon, taken now, fires after both replicas have
+    // evaluated cad-busy again (and queued any second firing with it).
+    beacon.take(&s).await;
+    beacon.wait("alert.firing", "beacon-held", 1).await;
+    let queued = deliveries(&s, "webhook=ops").await;
+    assert_eq!(queued.len(), 1, "{queued:?}");
     let got = ops.received();
     assert_eq!(count_of(&got, "alert.firing"), 1, "{got:?}");
     let firing = s
@@ -105,6 +121,7 @@ async fn an_alert_transition_is_delivered_once_though_both_replicas_evaluate() {
         .filter(|e| e["detail"] == "firing cad-busy")
         .count();
     assert_eq!(firing, 1, "one transition event");
+    beacon.release(&s).await;
 
     assert_eq!(
         s.release("cad", "cad-key", &lease.seat_id).await.status(),
@@ -114,7 +131,12 @@ async fn an_alert_transition_is_delivered_once_though_both_replicas_evaluate() {
         count_of(r, "alert.resolved") > 0
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The marker again: resolved, then held anew for 2 s.
+    beacon.wait("alert.resolved", "beacon-held", 1).await;
+    beacon.take(&s).await;
+    beacon.wait("alert.firing", "beacon-held", 2).await;
+    let listed = deliveries(&s, "webhook=ops").await;
+    assert_eq!(listed.len(), 2, "{listed:?}");
     let got = ops.received();
     assert_eq!(
         (
@@ -134,6 +156,7 @@ async fn an_alert_transition_is_delivered_once_though_both_replicas_evaluate() {
         .await
         .into_iter()
         .map(|e| e["detail"].clone())
+        .filter(|d| !d.as_str().is_some_and(is_beacon_detail))
         .collect();
     assert_eq!(
         details,
@@ -191,7 +214,6 @@ async fn a_delivery_claimed_by_a_replica_killed_9_is_delivered_by_the_other() {
     assert_eq!(again.json()["type"], "test");
 
     let b = addrs[1].clone();
-    let started = Instant::now();
     let d = eventually(ARRIVES, "delivered, as replica 1 lists it", || async {
         let v = admin_get_on(&s, &b, "/v1/admin/webhooks/deliveries?webhook=ops").await;
         v["deliveries"]
@@ -203,7 +225,24 @@ async fn a_delivery_claimed_by_a_replica_killed_9_is_delivered_by_the_other() {
     })
     .await;
     assert!(d["attempts"].as_u64().unwrap_or(0) >= 1, "{d}");
-    tokio::time::sleep(Duration::from_secs(3).saturating_sub(started.elapsed())).await;
+    // The marker: a later delivery, queued and sent through replica 1
+    // after this one, arrives; this one is not sent again.
+    let resp = s
+        .client()
+        .post(format!("http://{b}/v1/admin/webhooks/ops/test"))
+        .bearer_auth(&s.admin_token)
+        .send()
+        .await
+        .expect("test request");
+    assert_eq!(resp.status(), 202);
+    let marker = resp.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    ops.wait_until(ARRIVES, "the marker delivery", |r| {
+        r.iter().any(|r| r.delivery_id() == marker)
+    })
+    .await;
     let answered_ok = ops
         .attempts_of(&id)
         .iter()
