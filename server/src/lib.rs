@@ -12,7 +12,7 @@
 //!   the store notice stalls.
 //! - [`licenses`]: the policy in force and the licenses file;
 //!   [`licenses_watch`] hot-reloads it.
-//! - [`queue`]: first-come-first-served waiting for a seat (`?wait=`).
+//! - [`line`]: the waiting line, first come first served, for a seat (`?wait=`).
 //! - [`keys`]: signing key, admin and viewer token files.
 //! - [`sign_ins`]: the dashboard's sign-ins (the reaper expires
 //!   them; [`http`] adds the cookie and CSRF).
@@ -32,9 +32,9 @@ pub mod http;
 pub mod keys;
 pub mod licenses;
 pub mod licenses_watch;
+pub mod line;
 pub mod metrics;
 pub mod proxies;
-pub mod queue;
 pub mod reaper;
 pub mod serve;
 pub mod sign_ins;
@@ -70,7 +70,7 @@ pub struct AppState {
     /// Flips to `true` when the server is stopping (ends SSE streams).
     pub shutdown: watch::Receiver<bool>,
     /// Checkouts waiting for a seat (`?wait=`).
-    pub queues: Arc<queue::WaitQueues>,
+    pub lines: Arc<line::Lines>,
     /// Dashboard sign-in: the viewer token, sign-in timeouts, the
     /// failed-login limiter.
     pub ui: http::UiAuth,
@@ -163,9 +163,9 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             )?
         }
     };
-    let queues = match store.shared_waiting_line() {
-        Some(db) => queue::WaitQueues::shared(db),
-        None => queue::WaitQueues::default(),
+    let lines = match store.shared_waiting_line() {
+        Some(db) => line::Lines::shared(db),
+        None => line::Lines::default(),
     };
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     Ok(Prepared {
@@ -177,7 +177,7 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             metrics: Arc::new(Metrics::default()),
             clock,
             shutdown: shutdown_rx,
-            queues: Arc::new(queues),
+            lines: Arc::new(lines),
             ui: http::UiAuth::new(
                 viewer_token,
                 config.ui_idle_timeout,
@@ -266,21 +266,18 @@ async fn serve_prepared(
         tokio::spawn(reaper::run_alive_tick(
             state.store.clone(),
             reaper::AlertLines {
-                queues: state.queues.clone(),
+                lines: state.lines.clone(),
                 licenses: state.licenses.clone(),
             },
             config.stall_threshold,
             stop.clone(),
         )),
-        tokio::spawn(queue::forward_events(
-            state.queues.clone(),
+        tokio::spawn(line::forward_events(
+            state.lines.clone(),
             state.store.subscribe(),
             stop.clone(),
         )),
-        tokio::spawn(queue::refresh_shared_line(
-            state.queues.clone(),
-            stop.clone(),
-        )),
+        tokio::spawn(line::refresh_shared_line(state.lines.clone(), stop.clone())),
         tokio::spawn(webhooks::run(
             state.store.clone(),
             state.licenses.clone(),

@@ -22,8 +22,8 @@ use leasehold_common::policy::AlertCondition;
 
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
+use crate::line::Lines;
 use crate::metrics::Metrics;
-use crate::queue::WaitQueues;
 use crate::sign_ins::SignIns;
 use crate::store::{Ahead, Waiter};
 use crate::store::{Store, StoreError};
@@ -181,7 +181,7 @@ pub async fn run_alive_tick(
 
 /// Where the tick finds the waiting lines of licenses with a `full` alert.
 pub struct AlertLines {
-    pub queues: Arc<WaitQueues>,
+    pub lines: Arc<Lines>,
     pub licenses: LicensesHandle,
 }
 
@@ -193,7 +193,7 @@ impl AlertLines {
         licenses
             .alerts()
             .filter(|(_, a)| matches!(a.condition, AlertCondition::Full { .. }))
-            .filter_map(|(l, _)| match self.queues.ahead_of_newcomer(&l.id) {
+            .filter_map(|(l, _)| match self.lines.ahead_of_newcomer(&l.id) {
                 Ahead::Waiters(w) if !w.is_empty() => Some((l.id.clone(), w)),
                 _ => None,
             })

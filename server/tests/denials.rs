@@ -14,7 +14,7 @@ use std::time::Duration;
 use leasehold_common::Timestamp;
 use leasehold_common::api::{DenialReason, DenialView, DenialsByReason, UsageSummary};
 use leasehold_server::clock::Clock;
-use leasehold_server::queue::{WaitQueues, checkout_in_line};
+use leasehold_server::line::{Lines, checkout_in_line};
 use leasehold_server::store::denials::{DenialCursor, DenialsQuery};
 use leasehold_server::store::history::UsageQuery;
 use leasehold_server::store::sign_ins::SignInOp;
@@ -296,11 +296,11 @@ async fn each_kind_of_denial_is_recorded_with_its_reason(db: TestDb) {
 
 async fn a_wait_refused_counts_once_and_a_403_at_once(db: TestDb) {
     let h = harness(db);
-    let queues = Arc::new(WaitQueues::default());
+    let lines = Arc::new(Lines::default());
     let wait = |r: CheckoutRequest, secs: f64| {
-        let (store, queues) = (h.store.clone(), queues.clone());
+        let (store, lines) = (h.store.clone(), lines.clone());
         async move {
-            checkout_in_line(&store, &queues, r, Duration::from_secs_f64(secs), |_| ())
+            checkout_in_line(&store, &lines, r, Duration::from_secs_f64(secs), |_| ())
                 .await
                 .unwrap()
                 .1

@@ -16,8 +16,8 @@ use crate::AppState;
 use crate::clock::{ManualClock, SharedClock, SystemClock};
 use crate::keys::AdminToken;
 use crate::licenses::LicensesHandle;
+use crate::line::Lines;
 use crate::metrics::Metrics;
-use crate::queue::WaitQueues;
 use crate::store::{self, Store, StoreOptions, Waiter};
 
 const LICENSES: &str = r#"
@@ -90,7 +90,7 @@ impl Harness {
             metrics: Arc::new(Metrics::default()),
             clock,
             shutdown,
-            queues: Arc::new(WaitQueues::default()),
+            lines: Arc::new(Lines::default()),
             ui: super::UiAuth::new(AdminToken::new(VIEWER_TOKEN), idle, SIGN_IN_LIFETIME),
         });
         Harness {
@@ -215,8 +215,8 @@ async fn the_waiting_line_shows_in_licenses_and_metrics() {
         holder: holder.to_string(),
         fingerprint: None,
     };
-    let _first = h.state.queues.join("tiny", waiter("a")).await.unwrap();
-    let _second = h.state.queues.join("tiny", waiter("b")).await.unwrap();
+    let _first = h.state.lines.join("tiny", waiter("a")).await.unwrap();
+    let _second = h.state.lines.join("tiny", waiter("b")).await.unwrap();
     let resp = h.send("GET", "/v1/admin/licenses", Some(ADMIN), b"").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(json(&resp)["licenses"][0]["waiting"], 2);

@@ -18,8 +18,8 @@ use crate::AppState;
 use crate::clock::SystemClock;
 use crate::keys::AdminToken;
 use crate::licenses::LicensesHandle;
+use crate::line::Lines;
 use crate::metrics::Metrics;
-use crate::queue::WaitQueues;
 use crate::store::{self, Store, StoreOptions};
 
 const SECRET: &str = "the-ops-secret-0123";
@@ -84,7 +84,7 @@ impl Harness {
             metrics: Arc::new(Metrics::default()),
             clock,
             shutdown,
-            queues: Arc::new(WaitQueues::default()),
+            lines: Arc::new(Lines::default()),
             ui: super::UiAuth::new(
                 AdminToken::new(VIEWER_TOKEN),
                 Duration::from_secs(1800),

@@ -22,7 +22,7 @@ pass `--license demo-cad --duration 2m` to watch that.
 Behaviours: steady (holds all run), releaser (works a while, releases, comes \
 back; denied while the pool is full), crasher (stops heartbeating without \
 releasing: reaped, or revoked), flaky (network outages it rides out; in a \
-run of 3 x TTL or more, one outage outlasts the lease so it lapses), late (arrives mid-run and queues with \
+run of 3 x TTL or more, one outage outlasts the lease so it lapses), late (arrives mid-run and waits in line with \
 ?wait=). On a license with an idle_timeout (from the licenses file or the admin API): idle (reports its \
 user's activity, then walks away: its heartbeats report a growing idle_s until the seat is reclaimed) and \
 returner (walks away too, and comes back: after the reclaim, checking out again, when the run is long \

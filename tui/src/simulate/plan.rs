@@ -80,7 +80,7 @@ pub enum Behaviour {
     /// Holds a seat with LeaseKeeper through a network that drops out now
     /// and then: short outages it rides out, sometimes one that lapses it.
     Flaky,
-    /// Arrives mid-run and queues with `?wait=` for a seat.
+    /// Arrives mid-run and waits in line with `?wait=` for a seat.
     Late,
     /// A laptop that borrows its seat for a few minutes (no heartbeats),
     /// comes back early and returns it (the typed client).
@@ -318,7 +318,7 @@ impl Plan {
 /// Timing is in fractions of the run, chosen so that a 60 s run on a pool
 /// with a 30 s TTL shows everything: crashers take their seats first and
 /// crash within the first 15 % (reaped after TTL + reap grace, inside the
-/// run), late arrivals queue from 25 to 35 %, and the admin revokes at 40 %
+/// run), late arrivals join the line from 25 to 35 %, and the admin revokes at 40 %
 /// and 70 % (freeing a seat for whoever is in line).
 pub fn plan(n: usize, duration: Duration, seed: u64) -> Plan {
     let mut rng = Rng::new(seed);

@@ -16,8 +16,8 @@ use crate::AppState;
 use crate::http::auth::client_license;
 use crate::http::error::ApiError;
 use crate::http::query::{self, Query};
+use crate::line::{self, MAX_WAIT_S};
 use crate::metrics::Metrics;
-use crate::queue::{self, MAX_WAIT_S};
 use crate::store::{self, CheckoutOutcome, HeartbeatOutcome};
 
 const IDEMPOTENCY_KEY_MAX: usize = 128;
@@ -40,7 +40,7 @@ pub async fn checkout(
     let license_id = req.license_id.clone();
     // Signed while the batch commits; sent only once it has.
     let (answer, outcome) =
-        queue::checkout_in_line(&state.store, &state.queues, req, wait, |outcome| {
+        line::checkout_in_line(&state.store, &state.lines, req, wait, |outcome| {
             checkout_reply(state, &license_id, outcome)
         })
         .await

@@ -76,7 +76,7 @@ pub(super) async fn pools(state: &AppState) -> std::result::Result<Vec<Pool>, st
         state.store.live_counts().await?.into_iter().collect();
     let mut pools = Vec::new();
     for l in state.licenses.current().iter() {
-        let waiting = state.queues.waiting(&l.id).await?;
+        let waiting = state.lines.waiting(&l.id).await?;
         pools.push(Pool {
             license: l.clone(),
             counts: counts.remove(&l.id).unwrap_or_default(),

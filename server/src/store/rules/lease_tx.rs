@@ -133,7 +133,7 @@ pub trait LeaseTx {
     ) -> Result<usize>;
     /// The shared waiting line's live waiters of the license (PostgreSQL's
     /// `waiters`), first come first; with `before`, those ahead of that row.
-    /// A store whose line lives in the server (SQLite: `queue.rs`, sent
+    /// A store whose line lives in the server (SQLite: `line.rs`, sent
     /// with the command as [`super::Ahead::Waiters`]) has none here.
     fn waiting_line(&mut self, license_id: &str, before: Option<i64>) -> Result<Vec<Waiter>>;
     /// Append events in order; the store assigns their ids (increasing) and

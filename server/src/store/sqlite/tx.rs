@@ -477,7 +477,7 @@ impl LeaseTx for SqliteTx<'_> {
         )?)
     }
 
-    /// This server's line is in `queue.rs`; its checkouts bring it along.
+    /// This server's line is in `line.rs`; its checkouts bring it along.
     fn waiting_line(&mut self, _license_id: &str, _before: Option<i64>) -> Result<Vec<Waiter>> {
         Ok(Vec::new())
     }

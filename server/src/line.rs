@@ -28,13 +28,16 @@ use crate::store::{Ahead, CheckoutOutcome, CheckoutRequest, Store, StoreError, W
 pub const MAX_WAIT_S: u64 = 60;
 
 #[derive(Default)]
-pub struct WaitQueues {
-    lines: Mutex<HashMap<String, VecDeque<(u64, Waiter)>>>,
+/// The waiting lines, one per license: this server's own, or the one the
+/// replicas share.
+pub struct Lines {
+    /// Each license's line on this server (one store, or SQLite).
+    local: Mutex<HashMap<String, VecDeque<(u64, Waiter)>>>,
     next_ticket: AtomicU64,
     /// Something changed that may let a waiter in.
     pub changed: Notify,
     /// Several replicas: the line lives in the database, one for the
-    /// cluster; the local line above is then not used.
+    /// cluster; the local lines above are then not used.
     shared: Option<ReplicaLine>,
 }
 
@@ -46,7 +49,7 @@ struct ReplicaLine {
 
 /// A place in a license's line; leaves the line when dropped.
 pub struct Ticket {
-    queues: Arc<WaitQueues>,
+    lines: Arc<Lines>,
     license_id: String,
     place: Place,
 }
@@ -56,15 +59,15 @@ enum Place {
     Shared(i64),
 }
 
-impl WaitQueues {
+impl Lines {
     /// The line of a replica on PostgreSQL: shared with every replica.
     pub fn shared(line: SharedLine) -> Self {
-        WaitQueues {
+        Lines {
             shared: Some(ReplicaLine {
                 line,
                 replica: hex::encode(rand::random::<[u8; 8]>()),
             }),
-            ..WaitQueues::default()
+            ..Lines::default()
         }
     }
 
@@ -117,14 +120,14 @@ impl WaitQueues {
             }
         };
         Ok(Ticket {
-            queues: self.clone(),
+            lines: self.clone(),
             license_id: license_id.to_string(),
             place,
         })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<(u64, Waiter)>>> {
-        self.lines.lock().unwrap_or_else(|p| p.into_inner())
+        self.local.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -135,7 +138,7 @@ impl Ticket {
         match &self.place {
             Place::Shared(id) => Ahead::SharedLine { before: Some(*id) },
             Place::Local(id) => Ahead::Waiters(
-                self.queues
+                self.lines
                     .lock()
                     .get(&self.license_id)
                     .map(|line| {
@@ -152,7 +155,7 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        match (&self.place, &self.queues.shared) {
+        match (&self.place, &self.lines.shared) {
             (Place::Shared(id), Some(line)) => {
                 let (shared, id) = (line.line.clone(), *id);
                 // Drop cannot wait; if the delete fails the row goes stale
@@ -164,25 +167,25 @@ impl Drop for Ticket {
                 });
             }
             (Place::Local(id), _) => {
-                let mut lines = self.queues.lock();
-                if let Some(line) = lines.get_mut(&self.license_id) {
+                let mut by_license = self.lines.lock();
+                if let Some(line) = by_license.get_mut(&self.license_id) {
                     line.retain(|(t, _)| t != id);
                     if line.is_empty() {
-                        lines.remove(&self.license_id);
+                        by_license.remove(&self.license_id);
                     }
                 }
             }
             (Place::Shared(_), None) => {}
         }
         // Everyone behind moved up one place.
-        self.queues.changed.notify_waiters();
+        self.lines.changed.notify_waiters();
     }
 }
 
 /// Keep this replica's waiters in the shared line (PostgreSQL), until
 /// `shutdown` flips. A no-op for a server's own line.
-pub async fn refresh_shared_line(queues: Arc<WaitQueues>, mut shutdown: watch::Receiver<bool>) {
-    let Some(line) = &queues.shared else { return };
+pub async fn refresh_shared_line(lines: Arc<Lines>, mut shutdown: watch::Receiver<bool>) {
+    let Some(line) = &lines.shared else { return };
     loop {
         if let Err(e) = line.line.refresh(&line.replica).await {
             tracing::warn!("waiting line: cannot refresh: {e}");
@@ -209,7 +212,7 @@ const SHARED_RECHECK: Duration = Duration::from_millis(250);
 /// waiter behind moves up only once this decision is durable.
 pub async fn checkout_in_line<R>(
     store: &Store,
-    queues: &Arc<WaitQueues>,
+    lines: &Arc<Lines>,
     req: CheckoutRequest,
     wait: Duration,
     prepare: impl FnOnce(&CheckoutOutcome) -> R,
@@ -218,12 +221,12 @@ pub async fn checkout_in_line<R>(
     let mut ticket: Option<Ticket> = None;
     loop {
         // Armed before the attempt, so a seat freed during it still wakes us.
-        let notified = queues.changed.notified();
+        let notified = lines.changed.notified();
         let mut notified = std::pin::pin!(notified);
         notified.as_mut().enable();
         let ahead = match &ticket {
             Some(t) => t.ahead(),
-            None => queues.ahead_of_newcomer(&req.license_id),
+            None => lines.ahead_of_newcomer(&req.license_id),
         };
         // Decided before the attempt, so the attempt whose denial the
         // client sees is the one counted as a denial, exactly once; a
@@ -235,11 +238,11 @@ pub async fn checkout_in_line<R>(
             Some(retry_after) if !last_try => {
                 applied.committed().await?;
                 if ticket.is_none() {
-                    ticket = Some(queues.join(&req.license_id, Waiter::from(&req)).await?);
+                    ticket = Some(lines.join(&req.license_id, Waiter::from(&req)).await?);
                 }
                 // Wake on a freed seat, on the earliest lease lapsing, or at
                 // the end of the wait (one last try, then 409).
-                let retry_after = match queues.shared {
+                let retry_after = match lines.shared {
                     Some(_) => retry_after.min(SHARED_RECHECK),
                     None => retry_after,
                 };
@@ -260,7 +263,7 @@ pub async fn checkout_in_line<R>(
 
 /// Wake waiters on every committed event that may free a seat.
 pub async fn forward_events(
-    queues: Arc<WaitQueues>,
+    lines: Arc<Lines>,
     mut events: broadcast::Receiver<leasehold_common::api::Event>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -268,10 +271,10 @@ pub async fn forward_events(
         tokio::select! {
             ev = events.recv() => match ev {
                 Ok(ev) if matches!(ev.kind, EventKind::Release | EventKind::Revoke | EventKind::Reap | EventKind::Config) => {
-                    queues.changed.notify_waiters();
+                    lines.changed.notify_waiters();
                 }
                 Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(_)) => queues.changed.notify_waiters(),
+                Err(broadcast::error::RecvError::Lagged(_)) => lines.changed.notify_waiters(),
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = shutdown.wait_for(|stop| *stop) => return,
@@ -303,20 +306,20 @@ mod tests {
 
     #[tokio::test]
     async fn line_is_first_come_first_served_and_tickets_leave_on_drop() {
-        let q = Arc::new(WaitQueues::default());
-        let a = q.join("l", waiter("a")).await.unwrap();
-        let b = q.join("l", waiter("b")).await.unwrap();
-        let c = q.join("l", waiter("c")).await.unwrap();
-        let other = q.join("m", waiter("x")).await.unwrap();
+        let lines = Arc::new(Lines::default());
+        let a = lines.join("l", waiter("a")).await.unwrap();
+        let b = lines.join("l", waiter("b")).await.unwrap();
+        let c = lines.join("l", waiter("c")).await.unwrap();
+        let other = lines.join("m", waiter("x")).await.unwrap();
         assert!(ahead_of(&a).is_empty());
         assert_eq!(ahead_of(&b), ["a"]);
         assert_eq!(ahead_of(&c), ["a", "b"]);
         assert!(ahead_of(&other).is_empty());
         drop(b);
         assert_eq!(ahead_of(&c), ["a"]);
-        assert_eq!(holders(q.line("l").await.unwrap()), ["a", "c"]);
+        assert_eq!(holders(lines.line("l").await.unwrap()), ["a", "c"]);
         drop(a);
         drop(c);
-        assert_eq!(q.waiting("l").await.unwrap(), 0);
+        assert_eq!(lines.waiting("l").await.unwrap(), 0);
     }
 }
