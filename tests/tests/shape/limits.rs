@@ -1,4 +1,5 @@
-//! Size limits: a source file's non-test lines, a function's lines.
+//! Size limits: a source file's non-test lines, any Rust file's lines
+//! (tests included), a function's lines.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,9 @@ use syn::visit::Visit;
 use crate::tree::{CrateTree, is_cfg_test, item_attrs, item_lines};
 
 pub const MAX_FILE_LINES: usize = 600;
+/// For every `.rs` file, tests and all: integration tests, benches, files of
+/// `#[cfg(test)] mod x;` and the `#[cfg(test)]` part of any other file.
+pub const MAX_ANY_FILE_LINES: usize = 1200;
 pub const MAX_FN_LINES: usize = 100;
 
 /// Each non-test file's lines less those of the `#[cfg(test)]` items in it.
@@ -49,6 +53,52 @@ pub fn long_files(repo: &Path, trees: &[CrateTree]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Every `.rs` file under `repo` (build output in `target/` and hidden
+/// directories left out) over [`MAX_ANY_FILE_LINES`] lines in all. Read as
+/// files, not as crate trees: test targets and benches are no module of a
+/// library or binary, and a test is code to read too.
+pub fn long_files_with_tests(repo: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(repo, Path::new(""), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .filter_map(|file| {
+            let n = std::fs::read_to_string(repo.join(&file))
+                .map(|t| t.lines().count())
+                .unwrap_or(0);
+            (n > MAX_ANY_FILE_LINES).then(|| {
+                format!(
+                    "{}: {n} lines (at most {MAX_ANY_FILE_LINES}, tests included)",
+                    file.display()
+                )
+            })
+        })
+        .collect()
+}
+
+/// The `.rs` files under `repo/dir`, relative to `repo`.
+fn rust_files(repo: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(repo.join(dir)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let path = dir.join(&*name);
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            if name != "target" && !name.starts_with('.') {
+                rust_files(repo, &path, out);
+            }
+        } else if kind.is_file() && name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
 }
 
 /// Functions (free, inherent, trait methods with a body) outside tests

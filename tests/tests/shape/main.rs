@@ -1,5 +1,7 @@
 //! The codebase's shape, held by CI instead of by memory: no non-test
-//! source file over 600 lines, no function outside tests over 100 lines,
+//! source file over 600 lines, no `.rs` file at all over 1,200 lines (tests
+//! included: integration tests, benches, test-only module files and a
+//! file's `#[cfg(test)]` part), no function outside tests over 100 lines,
 //! no import cycle between the modules of a crate, and no name in
 //! `ARCHITECTURE.md` that the tree no longer has. No allowlist: a finding
 //! is fixed, not excused.
@@ -48,6 +50,14 @@ fn no_source_file_is_over_600_non_test_lines() {
         "{counted:?}"
     );
     assert_none("files over the limit", limits::long_files(&repo, &trees));
+}
+
+#[test]
+fn no_rust_file_is_over_1200_lines_tests_included() {
+    assert_none(
+        "files over the limit",
+        limits::long_files_with_tests(&repo()),
+    );
 }
 
 #[test]
@@ -105,6 +115,42 @@ fn a_planted_long_file_is_found_and_its_tests_do_not_count() {
         found,
         vec!["planted/src/big.rs: 601 non-test lines (at most 600)"]
     );
+}
+
+#[test]
+fn a_planted_long_test_file_is_found_wherever_the_tests_are() {
+    let lib = "#[cfg(test)]\nmod tests;\nmod inline;\n";
+    // 500 non-test lines (within the 600) and 1,202 lines in all.
+    let inline = format!(
+        "{}#[cfg(test)]\nmod tests {{\n{}}}\n",
+        lines_of(500, "const _: u8 = 0;"),
+        lines_of(699, "const _: u8 = 0;")
+    );
+    let over = lines_of(1201, "const _: u8 = 0;");
+    let at_limit = lines_of(1200, "const _: u8 = 0;");
+    let dir = planted(&[
+        ("planted/src/lib.rs", lib),
+        ("planted/src/inline.rs", &inline),
+        ("planted/src/tests.rs", &over),
+        ("planted/tests/fits.rs", &at_limit),
+        ("planted/tests/big/main.rs", &over),
+        ("planted/benches/bench.rs", &over),
+        ("target/debug/build/out.rs", &over),
+        (".hidden/out.rs", &over),
+    ]);
+    let found = limits::long_files_with_tests(dir.path());
+    assert_eq!(
+        found,
+        vec![
+            "planted/benches/bench.rs: 1201 lines (at most 1200, tests included)",
+            "planted/src/inline.rs: 1202 lines (at most 1200, tests included)",
+            "planted/src/tests.rs: 1201 lines (at most 1200, tests included)",
+            "planted/tests/big/main.rs: 1201 lines (at most 1200, tests included)",
+        ]
+    );
+    // The 600-line rule, which leaves tests out, finds none of them.
+    let trees = crates_of(dir.path());
+    assert_eq!(limits::long_files(dir.path(), &trees), Vec::<String>::new());
 }
 
 #[test]
