@@ -63,6 +63,7 @@ async fn a_waiter_gets_the_seat_as_soon_as_it_is_released() {
     let (status, body, waited) = waiter.await.unwrap();
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["holder"], "second");
+    eprintln!("granted {waited:.3}s after it began waiting");
     assert!(
         waited < 5.0,
         "granted promptly after the release, waited {waited:.1}s"
@@ -96,8 +97,9 @@ async fn a_wait_that_runs_out_is_a_409() {
     let (status, body, waited) = wait_for_seat(&s, "patient", 1).await.unwrap();
     assert_eq!(status, 409);
     assert_eq!(body["error"], "no_seats_available");
+    // About 1 s here; the bound is ten times that.
     assert!(
-        (0.9..5.0).contains(&waited),
+        (0.9..10.0).contains(&waited),
         "waited {waited:.1}s for a 1 s wait"
     );
 }
@@ -121,11 +123,16 @@ async fn a_disconnected_waiter_leaves_the_line_without_a_seat() {
     // The server noticed the hang-up: the waiter left the line.
     until_waiting(&s, 0).await;
     s.release("tiny", "tiny-key", &held).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let seats = s.seats(Some("tiny")).await;
-    assert_eq!(seats.len(), 0, "nobody took the seat: {seats:?}");
-    // And the line is empty: a plain checkout gets it.
+    // The line is empty: a plain checkout gets the seat (a waiter still in
+    // line would be ahead of it, and a waiter given the seat would hold
+    // it). With the one seat held, nobody can take it after.
     hold(&s, "next").await;
+    let seats = s.seats(Some("tiny")).await;
+    assert_eq!(seats.len(), 1, "nobody else took the seat: {seats:?}");
+    assert_eq!(
+        seats[0]["holder"], "next",
+        "nobody took the seat: {seats:?}"
+    );
 }
 
 #[tokio::test]
