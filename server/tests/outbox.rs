@@ -13,7 +13,7 @@ mod harness;
 
 use leasehold_common::alerts::{DeliveryBody, DeliveryStatus, DeliveryType, DeliveryView};
 use leasehold_common::api::EventKind;
-use leasehold_server::store::deliveries::{DeliveriesQuery, KEEP_FINISHED};
+use leasehold_server::store::outbox::{DeliveriesQuery, KEEP_FINISHED};
 use leasehold_server::store::{RevokeOutcome, SCHEMA_VERSION, StoreError, sqlite_migrate_to};
 
 use harness::{DAY_MS, Harness, exec, webhooks_of};

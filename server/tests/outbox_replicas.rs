@@ -17,7 +17,7 @@ use leasehold_common::alerts::{DeliveryStatus, DeliveryType};
 use leasehold_common::api::EventKind;
 use leasehold_server::clock::ManualClock;
 use leasehold_server::licenses::LicensesHandle;
-use leasehold_server::store::deliveries::{CLAIM_FOR, DeliveriesQuery, DeliveryRow};
+use leasehold_server::store::outbox::{CLAIM_FOR, DeliveriesQuery, DeliveryRow};
 use leasehold_server::store::{CheckoutOutcome, CheckoutRequest, Store};
 use support::{NO_STALL, TestDb, at};
 

@@ -9,9 +9,9 @@
 use futures_util::future::BoxFuture;
 use leasehold_common::api::{DenialView, Event, SessionView};
 
-use super::deliveries::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use super::denials::DenialsQuery;
 use super::history::{SessionsQuery, UsageQuery};
+use super::outbox::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use super::seat_query::{SeatQuery, SeatsPage};
 use super::sign_ins::{SignInOp, SignInRow};
 use super::{LeaseRow, StoreError, StoreKind};

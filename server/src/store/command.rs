@@ -9,7 +9,7 @@ use leasehold_common::Licenses;
 use leasehold_common::api::{Event, EventKind};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::deliveries::{AttemptRecord, DueDelivery};
+use super::outbox::{AttemptRecord, DueDelivery};
 use super::repeats::{Remembered, Touch};
 use super::rules::{LeaseTx, Rules};
 use super::{

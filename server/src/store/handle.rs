@@ -20,13 +20,13 @@ use super::SharedLine;
 use super::backend::StoreBackend;
 use super::batch::{BatchStore, Writer, WriterStats};
 use super::command::{Command, RuleCommand};
-use super::deliveries::{
-    AlertState, AttemptRecord, DeliveriesQuery, DeliveryRow, DueDelivery, WebhookStats,
-};
 use super::error::StoreError;
 use super::history;
 use super::lease::LeaseRow;
 use super::options::{StoreKind, StoreOptions};
+use super::outbox::{
+    AlertState, AttemptRecord, DeliveriesQuery, DeliveryRow, DueDelivery, WebhookStats,
+};
 use super::outcome::{Applied, CheckoutOutcome, HeartbeatOutcome, PoolCounts, RevokeOutcome};
 use super::repeats::RepeatedDenials;
 use super::request::{Ahead, CheckoutRequest, Waiter};

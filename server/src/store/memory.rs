@@ -10,8 +10,8 @@ use leasehold_common::Timestamp;
 use leasehold_common::alerts::DeliveryStatus;
 use leasehold_common::api::{DenialReason, Event, SessionEnd};
 
-use super::deliveries::{AlertState, AttemptRecord, Content, DueDelivery, NewDelivery};
 use super::denials::second_of;
+use super::outbox::{AlertState, AttemptRecord, Content, DueDelivery, NewDelivery};
 use super::rules::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 use super::{LeaseRow, Scope, SeatMode, Waiter};
 

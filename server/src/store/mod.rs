@@ -23,8 +23,8 @@
 //! - `request.rs` — [`CheckoutRequest`], [`Ahead`] and [`Waiter`].
 //! - `repeats.rs` — a retry storm's repeated denials, answered beside the
 //!   writer while nothing that decides them changes (SQLite).
-//! - `deliveries.rs` — the webhook outbox: a queued delivery and its body,
-//!   claims, the retry schedule, alert states.
+//! - `outbox.rs` — the webhook outbox and its deliveries: a queued
+//!   delivery and its body, claims, the retry schedule, alert states.
 //! - `denials.rs` — recorded denials: how a row packs them, the page
 //!   and cursor of `GET /v1/admin/denials`, and which are true denials.
 //! - `outcome.rs` — what commands answer ([`CheckoutOutcome`],
@@ -35,7 +35,6 @@
 pub mod backend;
 pub mod batch;
 mod command;
-pub mod deliveries;
 pub mod denials;
 mod error;
 mod handle;
@@ -45,6 +44,7 @@ mod lease;
 mod memory;
 mod open;
 mod options;
+pub mod outbox;
 mod outcome;
 pub mod pg;
 pub mod repeats;
@@ -53,8 +53,8 @@ pub mod rules;
 #[cfg(test)]
 mod rules_props;
 pub mod seat_query;
-pub mod sqlite;
 pub mod sign_ins;
+pub mod sqlite;
 
 pub use batch::WriterStats;
 pub use error::StoreError;
@@ -69,8 +69,8 @@ pub use pg::line::SharedLine;
 pub use request::{Ahead, CheckoutRequest, Waiter};
 pub use rules::Scope;
 pub use seat_query::{SeatQuery, SeatSort, SeatsPage};
+pub use sign_ins::{SignInOp, SignInRow};
 pub use sqlite::database_path;
 pub use sqlite::schema::CURRENT_VERSION as SCHEMA_VERSION;
-pub use sign_ins::{SignInOp, SignInRow};
 #[doc(hidden)]
 pub use sqlite::schema::migrate_to as sqlite_migrate_to;

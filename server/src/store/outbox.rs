@@ -7,6 +7,13 @@
 //! alert transition that causes it (`rules/alerts.rs`); the delivery worker
 //! (`crate::webhooks`) claims due ones through the writer, sends them, and
 //! records each attempt through the writer again.
+//!
+//! Each store's half: `sqlite/outbox.rs`; `pg/outbox/` (the writer's
+//! statements in `mod.rs`, the read pool's in `read.rs`), with the batch's
+//! kept deliveries (`pg/outbox_batch.rs`) and prepared statements
+//! (`pg/outbox_statements.rs`) beside it, since the batch state and the
+//! batch's statements hold them and the outbox uses both (inside, that
+//! would be an import cycle).
 
 use std::time::Duration;
 

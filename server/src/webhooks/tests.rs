@@ -16,7 +16,7 @@ use super::sign::signature;
 use crate::clock::SystemClock;
 use crate::licenses::LicensesHandle;
 use crate::metrics::{AlertGauge, Metrics, WebhookGauges};
-use crate::store::deliveries::{DeliveriesQuery, DeliveryRow};
+use crate::store::outbox::{DeliveriesQuery, DeliveryRow};
 use crate::store::{self, Store, StoreOptions};
 
 const SECRET: &str = "receiver-secret-0123";

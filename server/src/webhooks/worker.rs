@@ -17,7 +17,7 @@ use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
 use crate::metrics::Metrics;
 use crate::store::Store;
-use crate::store::deliveries::DueDelivery;
+use crate::store::outbox::DueDelivery;
 
 /// Deliveries attempted at once per replica.
 pub const MAX_IN_FLIGHT: usize = 8;

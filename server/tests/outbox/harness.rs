@@ -9,7 +9,7 @@ use leasehold_common::alerts::{DeliveryStatus, DeliveryView};
 use leasehold_common::api::EventKind;
 use leasehold_server::clock::ManualClock;
 use leasehold_server::licenses::LicensesHandle;
-use leasehold_server::store::deliveries::{DeliveriesQuery, DueDelivery};
+use leasehold_server::store::outbox::{DeliveriesQuery, DueDelivery};
 use leasehold_server::store::{CheckoutOutcome, CheckoutRequest, LeaseRow, Store};
 
 use crate::support::{NO_STALL, TestDb, at};

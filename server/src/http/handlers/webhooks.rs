@@ -20,7 +20,7 @@ use crate::AppState;
 use crate::http::error::ApiError;
 use crate::http::query::{self, PageLimit, Query, short};
 use crate::store::StoreError;
-use crate::store::deliveries::{DeliveriesQuery, WebhookStats};
+use crate::store::outbox::{DeliveriesQuery, WebhookStats};
 
 /// Deliveries per page by default, and the most one page may hold.
 const DELIVERIES_PAGE: PageLimit = PageLimit {

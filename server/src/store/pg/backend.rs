@@ -15,9 +15,9 @@ use super::{StartPoint, connect_sync, denials, follower, history, publish_licens
 use crate::licenses::LicensesHandle;
 use crate::store::backend::{Answer, Published, StoreBackend};
 use crate::store::batch::{Writer, WriterStats};
-use crate::store::deliveries::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use crate::store::denials::DenialsQuery;
 use crate::store::history::{SessionsQuery, UsageQuery};
+use crate::store::outbox::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use crate::store::seat_query::{SeatQuery, SeatsPage};
 use crate::store::sign_ins::{SignInOp, SignInRow};
 use crate::store::{LeaseRow, StoreError, StoreKind, StoreOptions};
@@ -139,19 +139,21 @@ impl StoreBackend for PgBackend {
     }
 
     fn webhook_stats(&self) -> Answer<Vec<WebhookStats>> {
-        self.on_pool(|pool| async move { super::outbox_read::webhook_stats(&pool).await })
+        self.on_pool(|pool| async move { super::outbox::read::webhook_stats(&pool).await })
     }
 
     fn deliveries_page(&self, query: DeliveriesQuery) -> Answer<Vec<DeliveryRow>> {
-        self.on_pool(|pool| async move { super::outbox_read::deliveries_page(&pool, &query).await })
+        self.on_pool(
+            |pool| async move { super::outbox::read::deliveries_page(&pool, &query).await },
+        )
     }
 
     fn alert_states(&self) -> Answer<Vec<AlertState>> {
-        self.on_pool(|pool| async move { super::outbox_read::alert_states(&pool).await })
+        self.on_pool(|pool| async move { super::outbox::read::alert_states(&pool).await })
     }
 
     fn deliveries_due(&self, now: Timestamp) -> Answer<bool> {
-        self.on_pool(|pool| async move { super::outbox_read::deliveries_due(&pool, now).await })
+        self.on_pool(|pool| async move { super::outbox::read::deliveries_due(&pool, now).await })
     }
 
     fn sign_in(&self, id_sha256: String) -> Answer<Option<SignInRow>> {

@@ -18,7 +18,7 @@
 //! - its counted denials, written at the commit, one upsert per row
 //!   ([`DenialBatch`], `pg/denial_batch.rs`);
 //! - its webhook deliveries, rendered and inserted at the commit, once
-//!   their events are numbered ([`Outbox`], `pg/outbox.rs`);
+//!   their events are numbered ([`Outbox`], `pg/outbox/mod.rs`);
 //! - its savepoint, opened only before a command's first statement: a
 //!   heartbeat served from what was read up front sends none.
 //!
@@ -44,7 +44,7 @@ use super::outbox_batch::Outbox;
 use super::pending::{PendingEvents, PendingWrites, WritesMark};
 use super::rows::lease_from_row;
 use super::statements::Statements;
-use crate::store::deliveries::Content;
+use crate::store::outbox::Content;
 use crate::store::rules::{Denial, IdlePeriod, NewEvent};
 use crate::store::{LeaseRow, Scope};
 

@@ -129,7 +129,7 @@ impl DenialBatch {
     }
 
     /// How many kept denials of `reason` on the license are at `since` or
-    /// later (alert evaluation, `pg/outbox.rs`: `denials_since`).
+    /// later (alert evaluation, `pg/outbox/mod.rs`: `denials_since`).
     pub fn count_since(
         &self,
         license_id: &str,

@@ -21,7 +21,6 @@ pub mod line;
 mod live_counts;
 mod outbox;
 mod outbox_batch;
-mod outbox_read;
 mod outbox_statements;
 mod pending;
 pub mod pool;

@@ -1,9 +1,9 @@
-//! A batch's deliveries, kept for its commit (see `outbox.rs`).
+//! A batch's deliveries, kept for its commit (see `pg/outbox/mod.rs`).
 
 use postgres::Client;
 
 use super::statements::Statements;
-use crate::store::deliveries::Content;
+use crate::store::outbox::Content;
 
 /// A batch's deliveries, kept for its commit, each with its event's place
 /// among the batch's events (0: the first), if it forwards one.
@@ -63,7 +63,7 @@ impl Outbox {
                 content.render(event_id)
             })
             .collect();
-        let text = |f: fn(&crate::store::deliveries::NewDelivery) -> &str| {
+        let text = |f: fn(&crate::store::outbox::NewDelivery) -> &str| {
             rendered.iter().map(f).collect::<Vec<_>>()
         };
         let licenses: Vec<Option<&str>> =

@@ -1,4 +1,4 @@
-//! The outbox's prepared statements (`outbox.rs` says what they do), kept
+//! The outbox's prepared statements (`pg/outbox/mod.rs` says what they do), kept
 //! apart so the batch's statements can hold them without importing the
 //! outbox.
 

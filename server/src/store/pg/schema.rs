@@ -317,7 +317,7 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX denials_by_second ON denials (second_ms);
     CREATE INDEX sessions_by_license_holder ON sessions (license_id, holder, started_at);
     "#,
-    // v14: the webhook outbox and the alert states (`pg/outbox.rs`). A
+    // v14: the webhook outbox and the alert states (`pg/outbox/`). A
     // delivery is inserted by the transaction that causes it, its body
     // rendered once; `seq` is the deliveries list's cursor (newest first),
     // `claimed_until` keeps other replicas off a delivery being attempted.

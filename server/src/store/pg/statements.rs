@@ -47,7 +47,7 @@ pub struct Statements {
     pub(super) prune_blocks: Statement,
     pub(super) prune_events: Statement,
     pub(super) extend_live: Statement,
-    /// The webhook outbox and alert states (`pg/outbox.rs`).
+    /// The webhook outbox and alert states (`pg/outbox/`).
     pub(super) outbox: super::outbox_statements::OutboxStatements,
 }
 

@@ -14,7 +14,7 @@ use super::batch_state::BatchState;
 use super::outbox;
 use super::rows::{lease_from_row, waiters};
 use super::statements::{STALE_MS, Statements};
-use crate::store::deliveries::{AlertState, AttemptRecord, Content, DueDelivery};
+use crate::store::outbox::{AlertState, AttemptRecord, Content, DueDelivery};
 use crate::store::{LeaseRow, Scope, SeatMode, Waiter};
 
 /// One command's view of the writer's transaction: the client, inside the

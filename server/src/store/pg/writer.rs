@@ -287,7 +287,7 @@ impl BatchLocks {
         for cmd in batch {
             let Command::Rule(rule) = cmd else { continue };
             if matches!(rule, RuleCommand::Tick { .. }) && licenses.alerts().next().is_some() {
-                // Alert evaluation, serialized across replicas (`outbox.rs`).
+                // Alert evaluation, serialized across replicas (`pg/outbox/mod.rs`).
                 advisory.insert(super::outbox::ALERTS_LOCK, true);
             }
             let (license_id, exclusive) = match rule.lease_writes(licenses) {

@@ -19,7 +19,7 @@ use super::scope::Scope;
 use super::webhooks::Transition;
 use super::{LeaseTx, Result, Rules};
 use crate::store::Waiter;
-use crate::store::deliveries::AlertState;
+use crate::store::outbox::AlertState;
 
 /// Whether an alert's condition holds now, and the words for it.
 struct Reading {

@@ -12,7 +12,7 @@ use leasehold_common::Timestamp;
 use leasehold_common::api::{DenialReason, EventKind, SessionEnd};
 
 use super::scope::Scope;
-use crate::store::deliveries::{AlertState, AttemptRecord, Content, DueDelivery};
+use crate::store::outbox::{AlertState, AttemptRecord, Content, DueDelivery};
 use crate::store::{LeaseRow, SeatMode, StoreError, Waiter};
 
 pub type Result<T> = std::result::Result<T, StoreError>;

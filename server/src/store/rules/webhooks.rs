@@ -10,7 +10,7 @@ use leasehold_common::policy::Webhook;
 
 use super::{LeaseTx, Result, Rules, new_seat_id};
 use crate::store::StoreError;
-use crate::store::deliveries::{
+use crate::store::outbox::{
     AttemptRecord, CLAIM_FOR, Content, DueDelivery, KEEP_FINISHED, after_attempt,
 };
 

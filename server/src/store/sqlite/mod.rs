@@ -38,9 +38,9 @@ use tokio::sync::broadcast;
 
 use super::backend::{Answer, StoreBackend};
 use super::batch::{Writer, WriterStats};
-use super::deliveries::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use super::denials::DenialsQuery;
 use super::history::{SessionsQuery, UsageQuery};
+use super::outbox::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use super::repeats::RepeatedDenials;
 use super::seat_query::{SeatQuery, SeatsPage};
 use super::sign_ins::{SignInOp, SignInRow};

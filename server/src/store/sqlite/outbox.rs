@@ -13,10 +13,10 @@ use leasehold_common::api::DenialReason;
 use rusqlite::types::Type;
 use rusqlite::{Connection, Row, params};
 
-use crate::store::deliveries::{
+use crate::store::denials::{DenialRow, second_of};
+use crate::store::outbox::{
     AlertState, AttemptRecord, Content, DeliveriesQuery, DeliveryRow, DueDelivery, WebhookStats,
 };
-use crate::store::denials::{DenialRow, second_of};
 use crate::store::rules::Result;
 
 /// `limit` as SQLite binds it (signed).

@@ -13,8 +13,8 @@ use super::bulk;
 use super::live_index::LiveIndex;
 use super::outbox;
 use super::rows::{lease_columns, lease_from_row};
-use crate::store::deliveries::{AlertState, AttemptRecord, Content, DueDelivery};
 use crate::store::denials::{offset_bytes, second_of};
+use crate::store::outbox::{AlertState, AttemptRecord, Content, DueDelivery};
 use crate::store::rules::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 use crate::store::{LeaseRow, Scope, SeatMode, StoreError, Waiter};
 

@@ -4,7 +4,7 @@
 //!
 //! - **Queued at the commit.** Events are numbered only at the commit
 //!   (`pg/pending.rs`: `PendingEvents::write`), and a forwarded event's
-//!   body carries its id, so the batch keeps its deliveries (`Outbox` (`outbox_batch.rs`),
+//!   body carries its id, so the batch keeps its deliveries (`Outbox` (`pg/outbox_batch.rs`),
 //!   each with its event's place among the batch's events) and renders and
 //!   inserts them in one statement at the commit: after the numbering if
 //!   one of them names an event (`before + place + 1`), else before it,
@@ -27,14 +27,16 @@
 //!   first state of an alert is a row nobody can lock yet, and two
 //!   replicas would both insert it and both fire.
 
+pub mod read;
+
 use leasehold_common::Timestamp;
 use leasehold_common::api::DenialReason;
 use postgres::Client;
 
 use super::batch_state::BatchState;
 use super::statements::Statements;
-use crate::store::deliveries::{AlertState, AttemptRecord, Content, DueDelivery};
 use crate::store::denials::second_of;
+use crate::store::outbox::{AlertState, AttemptRecord, Content, DueDelivery};
 use crate::store::rules::Result;
 
 /// The advisory lock (single-bigint key space) that serializes alert
@@ -60,7 +62,7 @@ fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Kept for the commit (no statement now): see `Outbox` (`outbox_batch.rs`).
+/// Kept for the commit (no statement now): see `Outbox` (`pg/outbox_batch.rs`).
 pub(super) fn queue_deliveries(tx: &mut OutboxTx<'_>, deliveries: Vec<Content>) -> Result<()> {
     tx.state.queue_deliveries(deliveries);
     Ok(())

@@ -6,10 +6,10 @@ use leasehold_common::Timestamp;
 use leasehold_common::alerts::{DeliveryStatus, DeliveryType, DeliveryView};
 use tokio_postgres::Row;
 
-use super::outbox::alert_state;
-use super::pool::PgPool;
+use super::super::pool::PgPool;
+use super::alert_state;
 use crate::store::StoreError;
-use crate::store::deliveries::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
+use crate::store::outbox::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 
 /// Per webhook with stored deliveries: its counts by status, its last
 /// success, and the error of its newest attempt (by `last_attempt_at`) if
