@@ -11,6 +11,8 @@
 //! - [`policy`]: per-license policy, the licenses file format and its
 //!   validation (`reap_grace > skew`, ...), and the seat policies: groups,
 //!   `allow`/`deny` patterns, overage, linger, caps and borrowing.
+//! - [`entitlement`]: the vendor-signed files a license's seats, versions
+//!   and term come from, and what they grant at an instant.
 //! - [`token`]: compact JWS (EdDSA / Ed25519) lease tokens and the JWKS.
 //! - [`api`]: the JSON wire types of the HTTP contract ([`rightsizing`]'s
 //!   denials and what-if among them).
@@ -22,6 +24,7 @@ pub mod alerts;
 pub mod api;
 #[cfg(feature = "client")]
 pub mod client;
+pub mod entitlement;
 pub mod events;
 pub mod liveness;
 pub mod policy;

@@ -1,0 +1,23 @@
+//! Entitlements: the seats, versions and term of a license, in a file the
+//! vendor signed (a compact JWS, `typ: leasehold-entitlement`).
+//!
+//! - [`versions`]: dotted numeric versions and ranges (`">=2025.1, <2027"`).
+//! - [`claims`]: the claims, checked one by one; errors name the claim.
+//! - [`jws`]: vendor keys, reading a `.lic` file, verifying, signing.
+//! - [`ledger`]: what the verified entitlements grant a license at an
+//!   instant, and when its seats next drop.
+//!
+//! Like the rest of this crate, nothing here reads the clock or a file.
+
+pub mod claims;
+pub mod jws;
+pub mod ledger;
+pub mod versions;
+
+pub use claims::{BorrowGrant, Claims, LicenseGrant};
+pub use jws::{Entitlement, Unverified, VendorKey, decode, jws_of_file, sign};
+pub use ledger::{Grant, Ledger, Newest, State};
+pub use versions::{Version, VersionRange};
+
+#[cfg(test)]
+mod ledger_tests;
