@@ -8,6 +8,8 @@
 //! secret), and the licenses file's validation at start-up and on reload.
 //! The two-replica cases on PostgreSQL are in `webhooks_pg.rs`.
 
+#[path = "../src/beacon.rs"]
+mod beacon;
 #[path = "../src/receiver.rs"]
 mod receiver;
 #[path = "../src/webhook_kit.rs"]
@@ -16,13 +18,14 @@ mod webhook_kit;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use beacon::{Beacon, is_beacon_detail};
 use futures_util::future::join_all;
 use leasehold_tests::{Server, eventually, run_leaseholdd_expecting_exit};
 use receiver::{Answer, Received, Receiver};
 use serde_json::{Value, json};
 use webhook_kit::{
-    Beacon, alert_toml, counter, deliveries, delivery, is_beacon_detail, license_toml, metric_in,
-    metrics_texts, send_test, webhook_toml, webhook_view,
+    alert_toml, counter, deliveries, delivery, license_toml, metric_in, metrics_texts, send_test,
+    webhook_toml, webhook_view,
 };
 
 const SECRET: &str = "ops-secret-0123456789abcdef";

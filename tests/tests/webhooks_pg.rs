@@ -5,6 +5,8 @@
 //! and a delivery claimed by a replica that dies is taken over by the
 //! other once the claim expires.
 
+#[path = "../src/beacon.rs"]
+mod beacon;
 #[path = "../src/receiver.rs"]
 mod receiver;
 #[path = "../src/webhook_kit.rs"]
@@ -12,13 +14,11 @@ mod webhook_kit;
 
 use std::time::Duration;
 
+use beacon::{Beacon, is_beacon_detail};
 use leasehold_tests::{Server, ServerOptions, TestStore, eventually};
 use receiver::{Answer, Received, Receiver};
 use serde_json::{Value, json};
-use webhook_kit::{
-    Beacon, alert_toml, deliveries, is_beacon_detail, license_toml, metric_in, metrics_texts,
-    webhook_toml,
-};
+use webhook_kit::{alert_toml, deliveries, license_toml, metric_in, metrics_texts, webhook_toml};
 
 const SECRET: &str = "ops-secret-0123456789abcdef";
 const ARRIVES: Duration = Duration::from_secs(10);
