@@ -1009,14 +1009,17 @@ async fn a_tab_left_open_goes_idle_though_it_refreshes_itself() {
         if signed_out == json!(true) {
             break;
         }
+        // Signed out after the 4 s idle timeout (about 4.3 s here): at
+        // most ten times that.
         assert!(
-            signed_in.elapsed() < Duration::from_secs(12),
+            signed_in.elapsed() < Duration::from_secs(45),
             "the page is still signed in after {:?} without a person's use",
             signed_in.elapsed()
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     let after = signed_in.elapsed();
+    eprintln!("signed out {after:?} after sign-in, {n} refreshes");
     assert!(
         after >= Duration::from_millis(3500),
         "signed out after only {after:?}"

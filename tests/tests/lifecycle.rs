@@ -203,6 +203,7 @@ async fn sigterm_stops_cleanly() {
     assert_eq!(stream.status(), 200);
     let started = Instant::now();
     let status = s.terminate().expect("was running");
+    eprintln!("stopped {:?} after SIGTERM", started.elapsed());
     assert!(status.success(), "exit status {status:?}");
     assert!(
         started.elapsed() < Duration::from_secs(10),
@@ -230,6 +231,10 @@ async fn slow_clients_are_cut_and_others_still_served() {
     let started = Instant::now();
     let resp = s.client().get(s.url("/healthz")).send().await.unwrap();
     assert_eq!(resp.status(), 200, "others are served meanwhile");
+    eprintln!(
+        "healthz served in {:?} beside the slow ones",
+        started.elapsed()
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
     // The server closes each slow connection after the header timeout.
     for c in &mut slow {
@@ -422,12 +427,22 @@ async fn connection_count_is_bounded_under_a_slowloris() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // The slow ones are cut after the header timeout, so a real client is
-    // served within a few timeouts even though it queued behind 64 of them.
+    // served within a few timeouts even though it queued behind 64 of them:
+    // about 3.7 s here; the bound is ten times that, and the client waits
+    // longer still.
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
     let started = Instant::now();
-    let resp = s.client().get(s.url("/healthz")).send().await.unwrap();
+    let resp = client.get(s.url("/healthz")).send().await.unwrap();
     assert_eq!(resp.status(), 200);
+    eprintln!(
+        "healthz served in {:?} behind 64 slow ones",
+        started.elapsed()
+    );
     assert!(
-        started.elapsed() < Duration::from_secs(15),
+        started.elapsed() < Duration::from_secs(40),
         "served in {:?}",
         started.elapsed()
     );

@@ -66,8 +66,9 @@ async fn simulate_with_env(s: &Server, args: &[&str], env: &[(&str, &str)]) -> O
         "{} not built: run `cargo build -p leasehold-tui` first",
         bin.display()
     );
+    // Longer than the bound on a run in simulate_shows_every_behaviour_...
     tokio::time::timeout(
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         Command::new(&bin)
             .args(["simulate", "--server", &s.base])
             .args(args)
@@ -193,6 +194,7 @@ async fn simulate_shows_every_behaviour_and_never_exceeds_the_pool() {
     ])
     .await;
     let took = started.elapsed();
+    eprintln!("a 4 s simulate run took {took:?}");
     let max_live = watch.stop().await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -202,7 +204,8 @@ async fn simulate_shows_every_behaviour_and_never_exceeds_the_pool() {
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert!(
-        took >= Duration::from_secs(4) && took < Duration::from_secs(20),
+        // About 4.4 s here: at most ten times that.
+        took >= Duration::from_secs(4) && took < Duration::from_secs(50),
         "bounded by --duration (plus the releases): {took:?}"
     );
 
