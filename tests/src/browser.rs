@@ -39,7 +39,15 @@ const HOW_TO_INSTALL: &str = "install Debian's chromium and chromium-driver \
 /// callback named `countdownTick`).
 const PROBE: &str = r#"
 (() => {
-  const p = window.__probe = { csp: [], errors: [], ticks: [] };
+  const p = window.__probe = { csp: [], errors: [], ticks: [], fetches: [] };
+  // Every request the page makes, as "METHOD path", logged when it is
+  // made: a test asserts a request was never made without waiting.
+  const fetch0 = window.fetch;
+  window.fetch = function (input, init) {
+    const url = new URL(typeof input === 'string' ? input : input.url, location.href);
+    p.fetches.push(`${(init && init.method) || 'GET'} ${url.pathname}`);
+    return fetch0.apply(this, arguments);
+  };
   addEventListener('securitypolicyviolation', (e) =>
     p.csp.push(`${e.violatedDirective} blocked ${e.blockedURI || 'inline'} at ${e.sourceFile}:${e.lineNumber}`));
   addEventListener('error', (e) => p.errors.push(`${e.message} at ${e.filename}:${e.lineno}`));
@@ -201,6 +209,17 @@ impl Browser {
     /// console error. Failed requests the test caused on purpose (a wrong
     /// token's 401, a revoke refused) are the network's, not the page's,
     /// and are not counted.
+    /// The requests with `method` the page has made so far ("METHOD
+    /// path"), in order.
+    pub async fn requests_made(&self, method: &str) -> Vec<String> {
+        let all: Vec<String> =
+            serde_json::from_value(self.eval("return window.__probe.fetches").await)
+                .expect("the probe's request log");
+        all.into_iter()
+            .filter(|r| r.starts_with(&format!("{method} ")))
+            .collect()
+    }
+
     pub async fn assert_clean(&self) {
         let probe = self.eval("return window.__probe || null").await;
         let mut problems = Vec::new();

@@ -184,11 +184,17 @@ async fn revoke_through_the_dialog_with_a_reason_and_a_block() {
         .send_keys("10m")
         .await
         .unwrap();
-    // Nothing happens before the confirm.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Nothing happens before the confirm: the page never asked to revoke
+    // (a click's request is made in its handler, before WebDriver returns).
+    assert_eq!(b.requests_made("DELETE").await, Vec::<String>::new());
     assert_eq!(server.seats(Some("small")).await.len(), 1);
 
     dialog_button(&b, "Revoke").await.click().await.unwrap();
+    // The request log sees the one revoke the confirm makes.
+    assert_eq!(
+        b.requests_made("DELETE").await,
+        [format!("DELETE /v1/admin/seats/{alice}")]
+    );
     b.wait_until(LIVE, "the row gone", || async {
         (b.count(&row(&alice)).await == 0).then_some(())
     })
@@ -244,7 +250,8 @@ async fn cancel_and_escape_revoke_nothing() {
         (b.count("dialog[open]").await == 0).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Neither cancel nor Escape asked the server to revoke.
+    assert_eq!(b.requests_made("DELETE").await, Vec::<String>::new());
     assert_eq!(server.seats(Some("small")).await.len(), 1);
     assert_eq!(active_id(&b).await, "holders");
     b.assert_clean().await;
@@ -337,8 +344,18 @@ async fn a_viewer_sees_no_revoke_button_and_the_api_refuses_its_revoke() {
     // `r` on the table does nothing either.
     b.eval("document.getElementById('holders').focus()").await;
     b.keys("r").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(b.count("dialog[open]").await, 0);
+    // The marker: `?` opens help only while no dialog is open, and keys
+    // are handled in order; had `r` opened the revoke dialog, help would
+    // not open.
+    b.keys("?").await;
+    b.wait_for("dialog#help-dialog[open]", SOON).await;
+    assert_eq!(b.count("dialog[open]").await, 1, "only help is open");
+    b.keys(&Key::Escape.to_string()).await;
+    b.wait_until(SOON, "help closed", || async {
+        (b.count("dialog[open]").await == 0).then_some(())
+    })
+    .await;
+    assert_eq!(b.requests_made("DELETE").await, Vec::<String>::new());
     // The API refuses a viewer's revoke even with a valid CSRF token.
     let script = format!(
         r#"const done = arguments[arguments.length - 1];
