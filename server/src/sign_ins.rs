@@ -57,6 +57,12 @@ impl SignIns {
     pub fn watched(&self) -> usize {
         self.watched.len()
     }
+
+    /// How many watches are held now (an event stream holds one).
+    pub fn watches(&self) -> usize {
+        self.watched.watches()
+    }
+
     /// How often a sign-in's use is recorded: once a minute, or a tenth of
     /// the idle timeout if that is shorter (so a short timeout still sees an
     /// active sign-in as active).
@@ -247,6 +253,10 @@ impl Watched {
 
     fn len(&self) -> usize {
         self.lock().len()
+    }
+
+    fn watches(&self) -> usize {
+        self.lock().values().map(|(_, flag)| flag.receiver_count()).sum()
     }
 }
 

@@ -209,13 +209,21 @@ async fn a_sign_in_stream_ends_when_the_clock_passes_its_lifetime() {
 }
 
 /// Open the event stream with `cookie` in a task of its own (`reply`
-/// returns once the body ends), and give it time to start.
+/// returns once the body ends), and wait until it watches its sign-in.
 async fn stream_task(h: &Harness, cookie: &str) -> tokio::task::JoinHandle<Resp> {
     let req = request("GET", "/v1/admin/events/stream", REMOTE).header("cookie", cookie);
     let routes = routes(h.state.clone());
+    let watches = h.state.ui.sign_ins.watches();
     let task = tokio::spawn(async move { req.reply(&routes).await });
-    // Past the guard and the stream's first read of its sign-in.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The marker: the stream got past the guard and holds its sign-in's
+    // watch, so an end of the sign-in reaches it from now on.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while h.state.ui.sign_ins.watches() <= watches {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the stream watches its sign-in");
     assert!(!task.is_finished(), "the stream is open");
     task
 }
