@@ -256,7 +256,10 @@ impl Watched {
     }
 
     fn watches(&self) -> usize {
-        self.lock().values().map(|(_, flag)| flag.receiver_count()).sum()
+        self.lock()
+            .values()
+            .map(|(_, flag)| flag.receiver_count())
+            .sum()
     }
 }
 
