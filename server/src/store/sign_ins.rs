@@ -3,9 +3,10 @@
 //! sign-in id. Both stores keep them, so a sign-in survives a restart and
 //! works on every replica.
 //!
-//! On SQLite the writes are [`SignInOp`]s run by the writer thread (the
-//! one writer); on PostgreSQL they are plain statements on the read pool
-//! (`pg/sign_ins.rs`): no lease rule is involved.
+//! The writes are [`SignInOp`]s, plain statements outside the lease
+//! writer (no lease rule is involved): on SQLite on a connection of their
+//! own (`sqlite/sign_ins.rs`), on PostgreSQL on the read pool
+//! (`pg/sign_ins.rs`).
 
 use leasehold_common::Timestamp;
 

@@ -1,6 +1,7 @@
 //! Dashboard sign-ins on SQLite (the rows are described in
-//! `store/sign_ins.rs`): the writer applies the writes, inside its
-//! transaction; reads use the read pool.
+//! `store/sign_ins.rs`): the writes run on the backend's own sign-ins
+//! connection (`SqliteBackend`), outside the lease writer; reads use the
+//! read pool.
 
 use leasehold_common::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -8,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::store::StoreError;
 use crate::store::sign_ins::{SignInOp, SignInRow};
 
-/// Apply `op` on the writer's connection (inside its transaction).
+/// Apply `op` on the sign-ins' connection.
 pub fn apply(conn: &Connection, op: &SignInOp) -> Result<usize, StoreError> {
     let n = match op {
         SignInOp::Create(row) => conn
