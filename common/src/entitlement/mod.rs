@@ -4,6 +4,7 @@
 //! - [`versions`]: dotted numeric versions and ranges (`">=2025.1, <2027"`).
 //! - [`claims`]: the claims, checked one by one; errors name the claim.
 //! - [`jws`]: vendor keys, reading a `.lic` file, verifying, signing.
+//! - [`keys`]: the vendor's private key as PKCS#8 PEM.
 //! - [`ledger`]: what the verified entitlements grant a license at an
 //!   instant, and when its seats next drop.
 //!
@@ -11,11 +12,13 @@
 
 pub mod claims;
 pub mod jws;
+pub mod keys;
 pub mod ledger;
 pub mod versions;
 
 pub use claims::{BorrowGrant, Claims, LicenseGrant};
 pub use jws::{Entitlement, Unverified, VendorKey, decode, jws_of_file, sign};
+pub use keys::VendorSigner;
 pub use ledger::{Grant, Ledger, Newest, State};
 pub use versions::{Version, VersionRange};
 
