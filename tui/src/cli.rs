@@ -113,6 +113,11 @@ pub enum TopCommand {
     Borrow(crate::borrow::BorrowArgs),
     /// Return a borrowed seat early (the client's DELETE): it is free at once.
     Return(crate::borrow::ReturnArgs),
+    /// The vendor's tool (no server needed): make a vendor key, sign
+    /// entitlement files.
+    Vendor(crate::vendor::VendorArgs),
+    /// Read an entitlement file and check its signature (no server needed).
+    Entitlement(crate::vendor::EntitlementArgs),
 }
 
 #[cfg(test)]

@@ -29,6 +29,8 @@
 //!   client API with the license key.
 //! - [`webhooks`]: `webhooks` (and `webhooks deliveries`, `webhooks
 //!   test`), the webhooks' delivery counts and the alerts firing.
+//! - [`vendor`]: `vendor keygen`, `vendor sign` and `entitlement
+//!   inspect`, the vendor's tool for signed entitlement files (no server).
 //! - [`simulate`]: `simulate`, simulated clients (LeaseKeeper and the typed
 //!   client) so the console has something to show.
 
@@ -45,6 +47,7 @@ pub mod report;
 pub mod simulate;
 pub mod stream;
 pub mod ui;
+pub mod vendor;
 pub mod webhooks;
 
 use std::path::PathBuf;
@@ -65,6 +68,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(cli::TopCommand::Return(args)) => {
             return borrow::give_back(&cli.conn.server, args, &mut std::io::stdout().lock()).await;
+        }
+        // The vendor's tool works on files alone.
+        Some(cli::TopCommand::Vendor(args)) => {
+            return vendor::run_vendor(args, &mut std::io::stdout().lock());
+        }
+        Some(cli::TopCommand::Entitlement(args)) => {
+            return vendor::run_entitlement(args, &mut std::io::stdout().lock());
         }
         Some(cli::TopCommand::Admin(cmd)) => Some(cmd),
         None => None,

@@ -119,6 +119,11 @@ impl Unverified {
         &self.claims
     }
 
+    /// The claims as signed, unknown ones included.
+    pub fn payload(&self) -> &Value {
+        &self.payload
+    }
+
     /// Verifies the signature with any of `keys` (a vendor rotating its key
     /// lists both).
     pub fn verify(self, keys: &[VendorKey]) -> Result<Entitlement, String> {
