@@ -42,6 +42,8 @@ pub mod history;
 mod lease;
 #[cfg(test)]
 mod memory;
+#[cfg(any(test, feature = "reference-model"))]
+pub mod model;
 mod open;
 mod options;
 pub mod outbox;
