@@ -182,6 +182,20 @@ pub enum Command {
     Backup(BackupArgs),
     /// Put a backup in place as the database of a stopped server's data dir.
     Restore(RestoreArgs),
+    /// Print this server's `kid` (the lease-signing key's RFC 7638
+    /// thumbprint), creating the key if there is none yet: what a customer
+    /// sends a vendor to get an entitlement bound to this server.
+    Kid(KidArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct KidArgs {
+    /// The data dir that holds `signing.key`.
+    #[arg(long, env = "LEASEHOLD_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Accept a key file that other users may read or write.
+    #[arg(long)]
+    pub allow_insecure_files: bool,
 }
 
 #[derive(Debug, Clone, Args)]

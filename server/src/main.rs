@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use leasehold_server::backup;
-use leasehold_server::config::{Command, Config};
+use leasehold_server::config::{Command, Config, KidArgs};
+use leasehold_server::{backup, keys};
 
 // Measured: glibc malloc trimmed the writer thread's arena with madvise under
 // load, and every trim stopped the other core for a TLB shootdown.
@@ -43,8 +43,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// `backup` and `restore`: no runtime, no logging; one line on success
-/// (stdout) or failure (stderr).
+/// `backup`, `restore` and `kid`: no runtime, no logging; one line on
+/// success (stdout) or failure (stderr).
 fn run_command(command: &Command) -> ExitCode {
     let result = match command {
         Command::Backup(a) => backup::backup(&a.data_dir, &a.out, a.force).map(|r| {
@@ -68,6 +68,18 @@ fn run_command(command: &Command) -> ExitCode {
                 a.data_dir.display()
             )
         }),
+        Command::Kid(a) => {
+            return match kid(a) {
+                Ok(kid) => {
+                    println!("{kid}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("leaseholdd: error: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -76,6 +88,18 @@ fn run_command(command: &Command) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The `kid` of `<data-dir>/signing.key`, created (mode 0600) if missing.
+fn kid(a: &KidArgs) -> Result<String, String> {
+    std::fs::create_dir_all(&a.data_dir)
+        .map_err(|e| format!("cannot create data dir {}: {e}", a.data_dir.display()))?;
+    let files = keys::SecretFiles {
+        data_dir: &a.data_dir,
+        allow_insecure: a.allow_insecure_files,
+    };
+    let signer = keys::load_or_create_signer(files).map_err(|e| e.to_string())?;
+    Ok(signer.kid().to_string())
 }
 
 async fn shutdown_signal() {

@@ -495,3 +495,47 @@ async fn restored_database_belongs_to_the_data_dirs_owner() {
     assert_eq!((db.uid(), db.gid()), (65534, 65534));
     assert_eq!(db.permissions().mode() & 0o777, 0o600);
 }
+
+/// `leaseholdd kid` prints the `kid` the server's JWKS publishes (what a
+/// customer sends a vendor for a bound entitlement); a data dir restored
+/// from a backup alone has no `signing.key`, so it gets a new `kid`.
+#[tokio::test]
+async fn kid_is_the_servers_and_a_data_dir_without_its_key_gets_another() {
+    let kid_of = |dir: &Path| {
+        let out = Command::new(leasehold_tests::leaseholdd_bin())
+            .args(["kid", "--data-dir", path_str(dir)])
+            .env_remove("LEASEHOLD_DATA_DIR")
+            .output()
+            .expect("run leaseholdd kid");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let s = Server::start(TEST_LICENSES).await;
+    let jwks: Value = s
+        .client()
+        .get(s.url("/.well-known/jwks.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kid = kid_of(&s.data_dir());
+    assert_eq!(jwks["keys"][0]["kid"], json!(kid));
+    assert_eq!(kid_of(&s.data_dir()), kid, "the same key, read again");
+
+    let fresh = tempfile::tempdir().unwrap();
+    let restored = fresh.path().join("restored");
+    let other = kid_of(&restored);
+    assert_ne!(other, kid);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(restored.join("signing.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "a new key only its owner reads");
+}
