@@ -40,11 +40,11 @@
 //! Clock moves only go forward. This model found that a backward step of
 //! the server's clock (an NTP step) let a lapsed lease come back to life
 //! beside the seat that replaced it; the writer's time now never runs back
-//! (`store.rs::a_clock_stepping_back_never_revives_a_lapsed_lease`), and
+//! (`store/group_commit.rs::a_clock_stepping_back_never_revives_a_lapsed_lease`), and
 //! modelling a frozen clock here would add little.
 //!
 //! The stall threshold is set to ten years so that clock jumps are not taken
-//! for outages (the outage rule has its own tests in `store.rs`). Denied and
+//! for outages (the outage rule has its own tests in `store/outage.rs`). Denied and
 //! lost events are throttled by the writer (and on SQLite a repeated denial
 //! may be answered beside it), so only their plausibility is checked, never
 //! their number.

@@ -2,7 +2,7 @@
 //! may say (`{"idle_s": N}`), the `410 seat_lost` reasons, a reclaim at the
 //! heartbeat and by the reaper, and what admins see of it (seats, events,
 //! sessions, usage, `/metrics`). The rule's edges are tested with a moved
-//! clock in `server/tests/idle.rs` and `rules_props.rs`; here the times
+//! clock in `server/tests/idle.rs` and `server/src/store/rules_props/`; here the times
 //! are short and real.
 
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! What the store tests (`store.rs`, `model.rs`, ...) share: a manual
+//! What the store tests (`store/`, `model.rs`, ...) share: a manual
 //! clock's start, the database a test runs on (SQLite or PostgreSQL, by
 //! `LEASEHOLD_TEST_STORE`), one license as TOML, and a store on a clock
 //! moved by hand with plain checkouts ([`Harness`]).
