@@ -28,6 +28,7 @@
 pub mod backup;
 pub mod clock;
 pub mod config;
+pub mod entitlements;
 pub mod http;
 pub mod keys;
 pub mod licenses;
