@@ -1,11 +1,11 @@
-// HTTP to leaseholdd: JSON in and out, the session cookie (same origin),
+// HTTP to leaseholdd: JSON in and out, the sign-in cookie (same origin),
 // and the CSRF header on every state change. Every outcome of a request
 // also tells `link` whether the server is reachable, so the banner reflects
 // fetch failures as well as the event stream's.
 
 let csrfToken = '';
 
-/** The session's CSRF token, sent as X-CSRF-Token on non-GET requests. */
+/** The sign-in's CSRF token, sent as X-CSRF-Token on non-GET requests. */
 export function setCsrf(token) {
   csrfToken = token || '';
 }
@@ -41,7 +41,7 @@ export const link = {
   },
 };
 
-/** Called on any 401 from an admin route: the session ended. */
+/** Called on any 401 from an admin route: the sign-in ended. */
 let onUnauthorized = () => {};
 export function whenUnauthorized(f) {
   onUnauthorized = f;

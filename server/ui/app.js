@@ -12,12 +12,12 @@ import { EventFeed } from './events.js';
 import { initRevoke, openRevoke } from './revoke.js';
 import { showHistory, moreSessions } from './history.js';
 import { bindKeys, openHelp } from './keys.js';
-import { fetchSession, showLogin } from './login.js';
+import { fetchSignIn, showLogin } from './login.js';
 import { initTheme } from './theme.js';
 import { WebhooksPanel } from './webhooks.js';
 
 const S = {
-  session: null,
+  signIn: null,
   view: readUrl(),
   cursors: [null], // cursor of each page up to the current one
   next: null,
@@ -34,7 +34,7 @@ const S = {
 };
 
 const table = () => $('#holders');
-const isAdmin = () => S.session && S.session.role === 'admin';
+const isAdmin = () => S.signIn && S.signIn.role === 'admin';
 
 // ---- data ----------------------------------------------------------------
 
@@ -194,7 +194,7 @@ function revokeSeat(seatId) {
 function showConnection() {
   const badge = $('[data-connection]');
   // Signed out there is no stream to speak of.
-  badge.hidden = !S.session;
+  badge.hidden = !S.signIn;
   const streamUp = S.feed && S.feed.source && S.feed.source.readyState === EventSource.OPEN;
   let state;
   if (!link.up) state = 'disconnected';
@@ -217,7 +217,7 @@ function onLink(up) {
   showConnection();
   clearInterval(S.retry);
   S.retry = null;
-  if (!S.session) return;
+  if (!S.signIn) return;
   if (up) {
     if (S.feed) S.feed.kick();
     refreshAll(BACKGROUND);
@@ -227,7 +227,7 @@ function onLink(up) {
   }
 }
 
-// ---- session -----------------------------------------------------------
+// ---- sign-in -----------------------------------------------------------
 
 function scheduleTick() {
   // Tick on the server clock's second boundaries, so every countdown
@@ -242,10 +242,10 @@ function scheduleTick() {
   }, wait);
 }
 
-function startDashboard(session) {
-  S.session = session;
-  setCsrf(session.csrf_token);
-  setText($('[data-role]'), session.role);
+function startDashboard(signIn) {
+  S.signIn = signIn;
+  setCsrf(signIn.csrf_token);
+  setText($('[data-role]'), signIn.role);
   $('.who').hidden = false;
   $('[data-action="logout"]').hidden = false;
   $('[data-action="pause"]').hidden = false;
@@ -270,7 +270,7 @@ function startDashboard(session) {
 function stopDashboard() {
   if (S.feed) S.feed.close();
   S.feed = null;
-  S.session = null;
+  S.signIn = null;
   setCsrf('');
   clearTimeout(S.tick);
   clearInterval(S.poll);
@@ -299,7 +299,7 @@ async function logout() {
   try {
     await request('POST', '/ui/logout');
   } catch {
-    // Signed out locally either way; the cookie dies with the session.
+    // Signed out locally either way; the cookie dies with the sign-in.
   }
   signedOut('');
 }
@@ -361,29 +361,29 @@ function wire() {
   });
   link.listen(onLink);
   whenUnauthorized(() => {
-    if (S.session) signedOut('Your session has ended. Sign in again.');
+    if (S.signIn) signedOut('Your sign-in has ended. Sign in again.');
   });
 }
 
 async function boot() {
   wire();
-  let session;
+  let signIn;
   try {
-    session = await fetchSession();
+    signIn = await fetchSignIn();
   } catch {
     showConnection();
     setTimeout(boot2, 2000);
     return;
   }
-  if (session) startDashboard(session);
+  if (signIn) startDashboard(signIn);
   else showLogin(startDashboard);
 }
 
-// A retry of the first session check, without wiring twice.
+// A retry of the first sign-in check, without wiring twice.
 async function boot2() {
   try {
-    const session = await fetchSession();
-    if (session) startDashboard(session);
+    const signIn = await fetchSignIn();
+    if (signIn) startDashboard(signIn);
     else showLogin(startDashboard);
   } catch {
     setTimeout(boot2, 2000);

@@ -1,5 +1,5 @@
 // The live event feed: `GET /v1/admin/events/stream` through EventSource
-// (it sends the session cookie, and on a dropped connection it reconnects
+// (it sends the sign-in cookie, and on a dropped connection it reconnects
 // with `Last-Event-ID`, so nothing is lost or repeated). The list keeps the
 // newest events; each is `<li data-event-id>` with its kind as a word.
 

@@ -1,12 +1,12 @@
 // Sign-in: the token is posted once to `POST /ui/login`, which sets an
-// HttpOnly session cookie; the page never stores the token itself.
+// HttpOnly sign-in cookie (`leasehold_session`); the page never stores the token itself.
 // `GET /ui/session` says who we are (role, CSRF token) or 401.
 
 import { request, HttpError, NetworkError } from './api.js';
 import { $, setText } from './dom.js';
 
-/** The current session, or null when signed out. Throws NetworkError. */
-export async function fetchSession() {
+/** The current sign-in, or null when signed out. Throws NetworkError. */
+export async function fetchSignIn() {
   try {
     return await request('GET', '/ui/session', { quiet401: true });
   } catch (e) {
@@ -21,7 +21,7 @@ function showError(text) {
   p.hidden = !text;
 }
 
-/** Show the sign-in form; `onSignedIn(session)` once a token is accepted. */
+/** Show the sign-in form; `onSignedIn(signIn)` once a token is accepted. */
 export function showLogin(onSignedIn, message = '') {
   $('#login').hidden = false;
   showError(message);
@@ -40,12 +40,12 @@ export function showLogin(onSignedIn, message = '') {
     button.disabled = true;
     try {
       await request('POST', '/ui/login', { body: { token }, quiet401: true });
-      const session = await fetchSession();
-      if (!session) throw new HttpError(401, 'unauthorized', 'the session did not start');
+      const signIn = await fetchSignIn();
+      if (!signIn) throw new HttpError(401, 'unauthorized', 'the sign-in did not start');
       input.value = '';
       showError('');
       $('#login').hidden = true;
-      onSignedIn(session);
+      onSignedIn(signIn);
     } catch (err) {
       if (err instanceof HttpError && (err.status === 401 || err.status === 403)) {
         showError('That token is not valid. Use the admin token or a viewer token.');

@@ -165,7 +165,7 @@ export function renderPools(tbody, licenses, selected, onSelect) {
   tickPools();
 }
 
-/** Drop every row (signed out: nothing of the last session stays). */
+/** Drop every row (signed out: nothing of the last sign-in stays). */
 export function clearPools() {
   for (const row of rows.values()) row.tr.remove();
   rows.clear();

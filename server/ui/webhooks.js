@@ -195,7 +195,7 @@ export class WebhooksPanel {
     }
   }
 
-  /** Signed out: nothing of the last session stays. */
+  /** Signed out: nothing of the last sign-in stays. */
   clear() {
     this.stop();
     for (const row of rows.values()) row.tr.remove();

@@ -1043,7 +1043,7 @@ async fn a_tab_left_open_goes_idle_though_it_refreshes_itself() {
     );
     assert!(n > 5, "the page had events to refresh on ({n})");
     let login = b.text("#login").await;
-    assert!(login.contains("Your session has ended"), "{login}");
+    assert!(login.contains("Your sign-in has ended"), "{login}");
     b.assert_clean().await;
     b.close().await;
 }

@@ -33,7 +33,7 @@ pub fn check_csrf(meta: &RequestMeta, sign_in: &SignIn) -> Result<(), ApiError> 
     };
     if !crate::keys::key_matches(&token_of(sign_in), sent) {
         return Err(ApiError::csrf_failed(
-            "X-CSRF-Token does not match the session",
+            "X-CSRF-Token does not match the sign-in",
         ));
     }
     if !origin_check(meta, false)? {

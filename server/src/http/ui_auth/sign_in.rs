@@ -25,11 +25,10 @@ impl SignIn {
     }
 }
 
-/// The 401 for an ended sign-in (its text, part of the HTTP answer, keeps
-/// the older word).
+/// The 401 for an ended sign-in.
 fn signed_out() -> ApiError {
     ApiError::unauthorized(
-        "the session has ended (signed out, idle too long, too old, or its token changed); \
+        "the sign-in has ended (signed out, idle too long, too old, or its token changed); \
          sign in again",
     )
 }
