@@ -240,6 +240,19 @@ pub fn verify(token: &str, jwks: &Jwks) -> Result<LeaseClaims, TokenError> {
     Ok(claims)
 }
 
+/// The RFC 7638 thumbprint of a JWK's key, computed from the key itself
+/// (not its `kid` field): what a `kid` must be for the key to be the one
+/// it names. `None` if the JWK is no Ed25519 key.
+pub fn thumbprint(jwk: &Jwk) -> Option<String> {
+    verifying_key(jwk).map(|k| jwk_thumbprint(&k))
+}
+
+/// The `kid` in a compact JWS's header, unverified.
+pub fn header_kid(token: &str) -> Option<String> {
+    let header = B64.decode(token.split('.').next()?).ok()?;
+    serde_json::from_slice::<Header>(&header).ok()?.kid
+}
+
 fn verifying_key(jwk: &Jwk) -> Option<VerifyingKey> {
     if jwk.kty != "OKP" || jwk.crv != "Ed25519" {
         return None;

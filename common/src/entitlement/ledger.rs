@@ -42,7 +42,8 @@ impl State {
         }
     }
 
-    fn grants(self) -> bool {
+    /// Active or in grace: it grants seats.
+    pub fn grants(self) -> bool {
         matches!(self, State::Active | State::Grace)
     }
 }
