@@ -159,6 +159,24 @@ async fn held_seat(k: &LeaseKeeper) -> String {
     lease.seat_id
 }
 
+/// The marker that no heartbeat is due for three rhythms of `lend`'s 2 s
+/// TTL: the keeper's own plan (it sleeps until then, `quiet_until_ms`),
+/// read instead of waiting to see none sent.
+async fn quiet_for_three_ttls(k: &LeaseKeeper) {
+    let quiet = eventually(Duration::from_secs(5), "the keeper asleep", || async {
+        k.stats().quiet_until_ms
+    })
+    .await;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!(
+        quiet >= now + 3 * 2_000,
+        "the keeper plans to send something within 6 s: quiet until {quiet}, now {now}"
+    );
+}
+
 /// Wait for `n` more successful heartbeats than now.
 async fn more_heartbeats(k: &LeaseKeeper, n: u64, timeout: Duration) {
     let target = k.stats().heartbeats + n;
@@ -502,9 +520,10 @@ async fn a_borrow_keeps_the_seat_without_heartbeats_until_given_back() {
     assert_eq!(k.state(), KeeperState::Held(lease.clone()));
     verify_borrowed_offline(&s, &lease).await;
 
-    // Longer than the 2 s TTL, three heartbeat rhythms: not one heartbeat,
-    // and the seat is still out, borrowed.
+    // Longer than the 2 s TTL, three heartbeat rhythms: not one heartbeat
+    // (none is even planned), and the seat is still out, borrowed.
     let before = k.stats();
+    quiet_for_three_ttls(&k).await;
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert_eq!(k.stats().heartbeats, before.heartbeats, "{:?}", k.stats());
     assert_eq!(k.stats().borrows, 1);
@@ -559,7 +578,7 @@ async fn a_borrow_outlives_shutdown_and_the_next_keeper_holds_it_unrenewed() {
     let back = held_seat(&k).await;
     assert_eq!(back, lease.seat_id);
     assert!(k.state().lease().unwrap().borrowed);
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    quiet_for_three_ttls(&k).await;
     assert_eq!(k.stats().heartbeats, 0, "{:?}", k.stats());
     assert!(k.state().is_held());
     k.give_back().await.expect("given back");

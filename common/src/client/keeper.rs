@@ -61,6 +61,7 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
@@ -365,16 +366,27 @@ impl Driver {
     /// a request. `Break` when the stop channel is gone (the keeper dropped).
     async fn sleep_until(&mut self, now: Timestamp, until: Timestamp) -> ControlFlow<()> {
         let ms = until.millis_since(now).max(0) as u64;
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+        // Shown in the stats while asleep: nothing is sent before `until`.
+        let counters = self.counters.clone();
+        let quiet = &counters.quiet_until_ms;
+        quiet.store(until.as_millis(), Ordering::Relaxed);
+        let flow = tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(ms)) => ControlFlow::Continue(()),
             changed = self.stop.changed() => {
                 if changed.is_err() {
-                    return ControlFlow::Break(());
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
                 }
             }
-            Some(request) = self.requests.recv() => self.answer(request).await,
-        }
-        ControlFlow::Continue(())
+            Some(request) = self.requests.recv() => {
+                quiet.store(0, Ordering::Relaxed);
+                self.answer(request).await;
+                ControlFlow::Continue(())
+            }
+        };
+        quiet.store(0, Ordering::Relaxed);
+        flow
     }
 
     /// The local send time of a request sent now and the time it is given

@@ -1,7 +1,7 @@
 //! [`KeeperStats`]: what a [`super::LeaseKeeper`] has done since it started,
 //! counted by its task and read by the application.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// Counters since start, for metrics and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,6 +20,11 @@ pub struct KeeperStats {
     pub lapses: u64,
     /// Borrows granted by [`super::LeaseKeeper::borrow`].
     pub borrows: u64,
+    /// The instant (ms, the keeper's clock) it sleeps until before it next
+    /// sends anything, while it sleeps; `None` while it works or waits for
+    /// activity. A plan, so a test can see that no request is due before
+    /// then without waiting to see none sent.
+    pub quiet_until_ms: Option<i64>,
 }
 
 #[derive(Debug, Default)]
@@ -31,6 +36,8 @@ pub(crate) struct Counters {
     pub reclaims: AtomicU64,
     pub lapses: AtomicU64,
     pub borrows: AtomicU64,
+    /// `KeeperStats::quiet_until_ms`; 0: none.
+    pub quiet_until_ms: AtomicI64,
 }
 
 impl Counters {
@@ -44,6 +51,7 @@ impl Counters {
             reclaims: get(&self.reclaims),
             lapses: get(&self.lapses),
             borrows: get(&self.borrows),
+            quiet_until_ms: Some(self.quiet_until_ms.load(Ordering::Relaxed)).filter(|&ms| ms != 0),
         }
     }
 }
