@@ -3,31 +3,21 @@
 //! key read by `openssl pkey`, its files read by PyJWT, and a file signed
 //! with Python's `cryptography` checked by the tool.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-/// A fresh directory under the temp dir, removed when dropped.
-struct Dir(PathBuf);
+/// A fresh temp directory, removed when dropped.
+struct Dir(tempfile::TempDir);
 
 impl Dir {
-    fn new(name: &str) -> Dir {
-        let dir =
-            std::env::temp_dir().join(format!("leasehold-vendor-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
+    fn new() -> Dir {
+        Dir(tempfile::tempdir().expect("a temp dir"))
     }
 
     fn path(&self, file: &str) -> String {
-        self.0.join(file).to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path().join(file).to_string_lossy().into_owned()
     }
 }
 
@@ -85,7 +75,7 @@ fn inspect_json(file: &str, key: &str) -> Value {
 
 #[test]
 fn keygen_sign_inspect_renew_and_withdraw() {
-    let dir = Dir::new("cycle");
+    let dir = Dir::new();
     let public = keygen(&dir);
     let key = dir.path("vendor.key");
     use std::os::unix::fs::PermissionsExt;
@@ -160,7 +150,7 @@ fn keygen_sign_inspect_renew_and_withdraw() {
     );
 
     // Another vendor's key: the claims are printed, the exit is 1.
-    let other = Dir::new("other");
+    let other = Dir::new();
     let stranger = keygen(&other);
     let refused = leasehold(&["entitlement", "inspect", &lic, "--vendor-key", &stranger]);
     assert_eq!(refused.status.code(), Some(1));
@@ -250,7 +240,7 @@ fn python(script: &str, args: &[&str]) -> String {
 
 #[test]
 fn any_jws_library_reads_and_makes_these_files() {
-    let dir = Dir::new("interop");
+    let dir = Dir::new();
     let public = keygen(&dir);
     let key = dir.path("vendor.key");
     let lic = dir.path("a.lic");

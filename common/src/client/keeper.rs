@@ -367,9 +367,8 @@ impl Driver {
     async fn sleep_until(&mut self, now: Timestamp, until: Timestamp) -> ControlFlow<()> {
         let ms = until.millis_since(now).max(0) as u64;
         // Shown in the stats while asleep: nothing is sent before `until`.
-        let counters = self.counters.clone();
-        let quiet = &counters.quiet_until_ms;
-        quiet.store(until.as_millis(), Ordering::Relaxed);
+        let quiet = |c: &Counters, ms: i64| c.quiet_until_ms.store(ms, Ordering::Relaxed);
+        quiet(&self.counters, until.as_millis());
         let flow = tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(ms)) => ControlFlow::Continue(()),
             changed = self.stop.changed() => {
@@ -380,12 +379,12 @@ impl Driver {
                 }
             }
             Some(request) = self.requests.recv() => {
-                quiet.store(0, Ordering::Relaxed);
+                quiet(&self.counters, 0);
                 self.answer(request).await;
                 ControlFlow::Continue(())
             }
         };
-        quiet.store(0, Ordering::Relaxed);
+        quiet(&self.counters, 0);
         flow
     }
 

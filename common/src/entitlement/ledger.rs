@@ -89,18 +89,16 @@ impl Ledger {
         };
         for e in &ledger.entitlements {
             let c = &e.claims;
+            let mine = Newest {
+                iat: c.iat,
+                nbf: c.nbf,
+            };
             let seen = ledger
                 .newest
                 .entry((c.iss.clone(), c.jti.clone()))
-                .or_insert(Newest {
-                    iat: c.iat,
-                    nbf: c.nbf,
-                });
+                .or_insert(mine);
             if c.iat > seen.iat {
-                *seen = Newest {
-                    iat: c.iat,
-                    nbf: c.nbf,
-                };
+                *seen = mine;
             }
         }
         ledger
