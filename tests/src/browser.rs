@@ -119,28 +119,9 @@ impl Browser {
             "needs Chromium at {}: {HOW_TO_INSTALL} (bash .ci/run does)",
             chromium.display()
         );
-        let port = free_port();
         let profile = tempfile::tempdir().expect("profile dir");
-        // Its own process group, so Drop can kill chromedriver and the
-        // Chromium it started together, even after a failed assertion.
-        let driver = {
-            use std::os::unix::process::CommandExt;
-            Command::new(&chromedriver)
-                .arg(format!("--port={port}"))
-                .arg("--allowed-ips=127.0.0.1")
-                // An en-US browser whatever the machine's locale, so the
-                // numbers it groups are the ones the tests expect.
-                .env("LANG", "en_US.UTF-8")
-                .env("LANGUAGE", "en_US")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .process_group(0)
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {}: {e}", chromedriver.display()))
-        };
+        let (driver, port) = start_driver(&chromedriver);
         let url = format!("http://127.0.0.1:{port}");
-        wait_for_port(port, Duration::from_secs(20));
         let caps = json!({
             "browserName": "chrome",
             "goog:chromeOptions": {
@@ -428,13 +409,50 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-fn wait_for_port(port: u16, timeout: Duration) {
+/// chromedriver on a free port, listening. The port is free when chosen
+/// but another process (the other CI lane) may take it before chromedriver
+/// binds it: then chromedriver exits, and it is started again on another.
+fn start_driver(chromedriver: &std::path::Path) -> (Child, u16) {
+    for _ in 0..5 {
+        let port = free_port();
+        // Its own process group, so Drop can kill chromedriver and the
+        // Chromium it started together, even after a failed assertion.
+        let mut driver = {
+            use std::os::unix::process::CommandExt;
+            Command::new(chromedriver)
+                .arg(format!("--port={port}"))
+                .arg("--allowed-ips=127.0.0.1")
+                // An en-US browser whatever the machine's locale, so the
+                // numbers it groups are the ones the tests expect.
+                .env("LANG", "en_US.UTF-8")
+                .env("LANGUAGE", "en_US")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", chromedriver.display()))
+        };
+        if wait_for_port(&mut driver, port, Duration::from_secs(20)) {
+            return (driver, port);
+        }
+    }
+    panic!("chromedriver exited five times without listening (ports taken?)");
+}
+
+/// True once `port` listens; false if the driver exited first (its port
+/// was taken). Panics if it neither listens nor exits in `timeout`.
+fn wait_for_port(driver: &mut Child, port: u16, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if matches!(driver.try_wait(), Ok(Some(_))) {
+            return false;
+        }
         assert!(
             Instant::now() < deadline,
             "chromedriver did not listen on port {port} within {timeout:?}"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    true
 }
