@@ -18,6 +18,7 @@
 //! - `fixtures.rs`: [`license_toml!`] and [`TEST_LICENSES`].
 //! - [`round_robin`]: the proxy in front of two replicas.
 //! - [`tmux`]: the console driven in tmux.
+//! - [`vendor`]: a software vendor's key, signing entitlement files.
 
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,7 @@ mod server;
 mod store;
 pub mod tmux;
 mod tools;
+pub mod vendor;
 
 pub use cli::{Run, run_leasehold};
 pub use fixtures::{LENDING, TEST_LICENSES};
