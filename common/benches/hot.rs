@@ -21,6 +21,7 @@ fn claims() -> LeaseClaims {
         iat: 1_800_000_000,
         exp: 1_800_000_060,
         borrowed: false,
+        grace: false,
     }
 }
 

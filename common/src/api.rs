@@ -14,6 +14,9 @@ pub use crate::alerts::{
     AlertView, AlertsResponse, DeliveriesResponse, DeliveryStatus, DeliveryType, DeliveryView,
     WebhookView, WebhooksResponse,
 };
+pub use crate::entitlement::view::{
+    EntitledBorrow, EntitledLicense, EntitlementView, EntitlementsResponse,
+};
 pub use crate::events::{Event, EventKind, EventsResponse};
 pub use crate::rightsizing::{
     DenialReason, DenialView, DenialsByReason, DenialsResponse, WhatIfPoint, WhatIfRecommendation,
@@ -38,6 +41,14 @@ pub struct Lease {
     /// A seat borrowed for offline use: not renewed by heartbeats.
     #[serde(default)]
     pub borrowed: bool,
+    /// Granted while the license's entitlement is in its grace period
+    /// after its term (only from a license with a vendor).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grace: bool,
+    /// A license with a vendor: when its entitled seats next drop (`None`:
+    /// never). Absent for a license without a vendor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entitlement_ends_at: Option<Option<Timestamp>>,
     /// Compact JWS (EdDSA) over the lease's claims; see [`crate::token`].
     pub token: String,
 }
@@ -52,6 +63,10 @@ pub struct CheckoutRequest {
     /// heartbeats until then (needs `[license.borrow]` and a fingerprint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub borrow_s: Option<u64>,
+    /// The application's version (`"2026.2"`): required by a license whose
+    /// entitlement names a version range, ignored by any other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// Every error response: `{"error": "<code>", "message": "<sentence>"}`, plus
@@ -78,6 +93,9 @@ pub struct ErrorBody {
     /// Why a `410 seat_lost` seat is gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<SeatLostReason>,
+    /// The range the entitlement covers, on `version_not_entitled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<String>,
 }
 
 /// Why a heartbeat was told `410 seat_lost`.
@@ -92,6 +110,9 @@ pub enum SeatLostReason {
     Released,
     /// Its user was idle for the license's `idle_timeout`.
     Idle,
+    /// The license's entitlement ended or shrank below the live seats, and
+    /// this seat is among the newest over the count.
+    Expired,
 }
 
 /// A heartbeat's optional body: whole seconds since the user last used the
@@ -113,6 +134,11 @@ pub mod code {
     pub const SEAT_LOST: &str = "seat_lost";
     pub const UNKNOWN_SEAT: &str = "unknown_seat";
     pub const BLOCKED: &str = "blocked";
+    /// `403`: no entitlement of the license's vendor grants it now.
+    pub const NOT_ENTITLED: &str = "not_entitled";
+    /// `403`: the checkout's `version` is absent or outside the range the
+    /// license's entitlement covers.
+    pub const VERSION_NOT_ENTITLED: &str = "version_not_entitled";
     pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
     pub const NOT_FOUND: &str = "not_found";
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
@@ -177,6 +203,28 @@ pub struct LicenseSummary {
     /// Names of this license's alerts that are firing now.
     #[serde(default)]
     pub alerts_firing: Vec<String>,
+    /// The `[[vendor]]` whose entitlements grant the seats; `null`: the
+    /// licenses file's `seats` are the seats (and the fields below are
+    /// null or false).
+    #[serde(default)]
+    pub vendor: Option<String>,
+    /// The customer the newest entitlement in force names (`sub`).
+    #[serde(default)]
+    pub customer: Option<String>,
+    /// The seats the entitlements in force grant, before the licenses
+    /// file narrows them (`seats` is after).
+    #[serde(default)]
+    pub entitled_seats: Option<u32>,
+    /// The next instant at which the entitled seats drop, counting every
+    /// verified file (a renewal already installed moves it); null if they
+    /// never drop.
+    #[serde(default)]
+    pub entitlement_ends_at: Option<Timestamp>,
+    #[serde(default)]
+    pub in_grace: bool,
+    /// The version range the newest entitlement in force covers.
+    #[serde(default)]
+    pub versions: Option<String>,
 }
 
 /// A license's `[license.borrow]`.
@@ -467,6 +515,8 @@ mod tests {
             expires_at: Timestamp::from_millis(60_000),
             overage: false,
             borrowed: false,
+            grace: false,
+            entitlement_ends_at: None,
             token: "t".into(),
         };
         let v = serde_json::to_value(&lease).unwrap();

@@ -23,10 +23,14 @@ pub enum EventKind {
     /// An alert of the licenses file began firing or resolved (detail
     /// `firing <name>` / `resolved <name>`).
     Alert,
+    /// An entitlement file loaded, was replaced or rejected, its term
+    /// entered grace or ended, or the wall clock read behind the decision
+    /// clock.
+    Entitlement,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 10] = [
         EventKind::Checkout,
         EventKind::Release,
         EventKind::Reap,
@@ -36,6 +40,7 @@ impl EventKind {
         EventKind::Config,
         EventKind::Reclaim,
         EventKind::Alert,
+        EventKind::Entitlement,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,6 +54,7 @@ impl EventKind {
             EventKind::Config => "config",
             EventKind::Reclaim => "reclaim",
             EventKind::Alert => "alert",
+            EventKind::Entitlement => "entitlement",
         }
     }
 

@@ -24,16 +24,23 @@ pub enum DenialReason {
     NotAllowed,
     /// `403 blocked` by an admin's revoke.
     Blocked,
+    /// `403 version_not_entitled`: the license's entitlement covers other
+    /// versions.
+    Version,
+    /// `403 not_entitled`: no entitlement of the license's vendor grants it.
+    Entitlement,
 }
 
 impl DenialReason {
-    pub const ALL: [DenialReason; 6] = [
+    pub const ALL: [DenialReason; 8] = [
         DenialReason::Full,
         DenialReason::Holder,
         DenialReason::Group,
         DenialReason::Borrow,
         DenialReason::NotAllowed,
         DenialReason::Blocked,
+        DenialReason::Version,
+        DenialReason::Entitlement,
     ];
 
     /// The wire name (`full`, `not_allowed`, ...), also the stored one.
@@ -45,6 +52,8 @@ impl DenialReason {
             DenialReason::Borrow => "borrow",
             DenialReason::NotAllowed => "not_allowed",
             DenialReason::Blocked => "blocked",
+            DenialReason::Version => "version",
+            DenialReason::Entitlement => "entitlement",
         }
     }
 
@@ -62,6 +71,11 @@ pub struct DenialsByReason {
     pub borrow: u64,
     pub not_allowed: u64,
     pub blocked: u64,
+    /// Absent from servers that predate entitlements.
+    #[serde(default)]
+    pub version: u64,
+    #[serde(default)]
+    pub entitlement: u64,
 }
 
 impl DenialsByReason {
@@ -77,6 +91,8 @@ impl DenialsByReason {
             DenialReason::Borrow => self.borrow,
             DenialReason::NotAllowed => self.not_allowed,
             DenialReason::Blocked => self.blocked,
+            DenialReason::Version => self.version,
+            DenialReason::Entitlement => self.entitlement,
         }
     }
 
@@ -97,6 +113,8 @@ impl DenialsByReason {
             DenialReason::Borrow => &mut self.borrow,
             DenialReason::NotAllowed => &mut self.not_allowed,
             DenialReason::Blocked => &mut self.blocked,
+            DenialReason::Version => &mut self.version,
+            DenialReason::Entitlement => &mut self.entitlement,
         }
     }
 }
@@ -192,9 +210,11 @@ mod tests {
         by.add(DenialReason::Full, 2);
         by.add(DenialReason::Holder, 3);
         by.add(DenialReason::Blocked, 1);
-        assert_eq!((by.total(), by.not_shortage()), (6, 4));
+        by.add(DenialReason::Entitlement, 2);
+        assert_eq!((by.total(), by.not_shortage()), (8, 6));
         let json = serde_json::to_value(by).unwrap();
-        assert_eq!(json.as_object().unwrap().len(), 6);
+        assert_eq!(json.as_object().unwrap().len(), 8);
+        assert_eq!((json["version"].as_u64(), json["entitlement"].as_u64()), (Some(0), Some(2)));
         let view = DenialView {
             at: Timestamp::from_millis(1),
             license_id: "l".into(),

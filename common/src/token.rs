@@ -33,6 +33,9 @@ pub struct LeaseClaims {
     /// from a heartbeat-kept seat's token.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub borrowed: bool,
+    /// Granted while the license's entitlement is in grace after its term.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grace: bool,
 }
 
 impl LeaseClaims {
@@ -46,6 +49,7 @@ impl LeaseClaims {
             iat: lease.issued_at.as_secs_floor(),
             exp: lease.expires_at.as_secs_floor(),
             borrowed: lease.borrowed,
+            grace: lease.grace,
         }
     }
 
@@ -279,6 +283,7 @@ mod tests {
             iat: 1_795_960_800,
             exp: 1_795_960_860,
             borrowed: false,
+            grace: false,
         }
     }
 
@@ -387,6 +392,8 @@ mod tests {
             expires_at: Timestamp::from_millis(1_795_960_860_999),
             overage: false,
             borrowed: false,
+            grace: false,
+            entitlement_ends_at: None,
             token: String::new(),
         };
         let a = lease("aa");

@@ -146,6 +146,7 @@ async fn probe(store: Store, stop: Arc<AtomicBool>) -> Vec<Duration> {
                 fingerprint: None,
                 idempotency_key: None,
                 borrow: None,
+                version: None,
             })
             .await
             .expect("probe checkout");

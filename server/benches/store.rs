@@ -49,6 +49,7 @@ fn request() -> CheckoutRequest {
         fingerprint: None,
         idempotency_key: None,
         borrow: None,
+        version: None,
     }
 }
 

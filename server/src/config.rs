@@ -77,6 +77,12 @@ pub struct Config {
     )]
     pub licenses: PathBuf,
 
+    /// The entitlements directory: every `*.lic` file in it is one
+    /// entitlement a vendor signed (default `<data-dir>/entitlements`,
+    /// created empty at first start). Watched; never written to.
+    #[arg(long, env = "LEASEHOLD_ENTITLEMENTS", value_name = "DIR")]
+    pub entitlements: Option<PathBuf>,
+
     /// Admin bearer token from `LEASEHOLD_ADMIN_TOKEN` (never a flag: flags
     /// show up in `ps`); if unset, read or created in <data-dir>/admin.token.
     #[arg(skip = std::env::var("LEASEHOLD_ADMIN_TOKEN").ok())]
@@ -157,6 +163,13 @@ pub struct Config {
 }
 
 impl Config {
+    /// `--entitlements`, or `<data-dir>/entitlements`.
+    pub fn entitlements_dir(&self) -> PathBuf {
+        self.entitlements
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("entitlements"))
+    }
+
     pub fn proxy_policy(&self) -> ProxyPolicy {
         ProxyPolicy {
             trusted: self.trusted_proxies.clone(),

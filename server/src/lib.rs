@@ -111,6 +111,13 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
         }
     };
     let licenses_text = licenses::read_file(&config.licenses)?;
+    let entitlements_dir = config.entitlements_dir();
+    std::fs::create_dir_all(&entitlements_dir).with_context(|| {
+        format!(
+            "cannot create the entitlements directory {}",
+            entitlements_dir.display()
+        )
+    })?;
     let licenses = licenses::parse_file(&config.licenses, &licenses_text)?;
     let files = keys::SecretFiles {
         data_dir: &config.data_dir,
@@ -250,6 +257,16 @@ async fn serve_prepared(
     tracing::info!("listening on http://{addr}");
 
     let stop = state.shutdown.clone();
+    // Before anyone is answered: a license with a vendor grants what its
+    // entitlements say from the first request on.
+    let mut loader = entitlements::loader::Loader::new(
+        config.entitlements_dir(),
+        vec![state.signer.kid().to_string()],
+        state.licenses.clone(),
+        state.store.clone(),
+        state.clock.clone(),
+    );
+    loader.scan().await;
     let tasks = [
         tokio::spawn(reaper::run_reaper(
             state.store.clone(),
@@ -286,6 +303,7 @@ async fn serve_prepared(
             state.clock.clone(),
             stop.clone(),
         )),
+        tokio::spawn(entitlements::watch::run(loader, stop.clone())),
         tokio::spawn(licenses_watch::watch_file(
             config.licenses.clone(),
             licenses_text.into_bytes(),

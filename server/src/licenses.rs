@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use leasehold_common::Licenses;
+use leasehold_common::policy::Entitled;
 use leasehold_common::policy::PolicyError;
 
 /// Why a licenses file (at start-up) or an edit of it (while running) was
@@ -34,28 +35,56 @@ pub enum LicensesError {
     InvalidEdit(#[from] PolicyError),
 }
 
-/// The policy in force, shared by the HTTP layer, the writer and the reaper.
+/// The policy in force, shared by the HTTP layer, the writer and the reaper:
+/// the licenses file, with the entitlements the last scan of the
+/// entitlements directory found in force.
 #[derive(Clone, Default)]
-pub struct LicensesHandle(Arc<RwLock<Arc<Licenses>>>);
+pub struct LicensesHandle {
+    current: Arc<RwLock<Arc<Licenses>>>,
+    /// A new licenses file: the entitlements must be judged again (a new
+    /// `[[vendor]]` key may make a rejected file verify).
+    file_changed: Arc<tokio::sync::Notify>,
+}
 
 impl LicensesHandle {
     pub fn new(licenses: Licenses) -> Self {
-        LicensesHandle(Arc::new(RwLock::new(Arc::new(licenses))))
+        LicensesHandle {
+            current: Arc::new(RwLock::new(Arc::new(licenses))),
+            file_changed: Arc::default(),
+        }
     }
 
     pub fn current(&self) -> Arc<Licenses> {
-        match self.0.read() {
+        match self.current.read() {
             Ok(g) => g.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
+    /// A new licenses file; the entitlements in force stay until judged
+    /// again.
     pub fn replace(&self, licenses: Licenses) {
-        let new = Arc::new(licenses);
-        match self.0.write() {
-            Ok(mut g) => *g = new,
-            Err(poisoned) => *poisoned.into_inner() = new,
-        }
+        self.update(|old| licenses.with_entitled(old.entitled().clone()));
+        self.file_changed.notify_one();
+    }
+
+    /// The entitlements a scan found in force, with the same file.
+    pub fn set_entitled(&self, entitled: Entitled) {
+        self.update(|old| Licenses::clone(old).with_entitled(entitled));
+    }
+
+    /// Wait for the next [`replace`](Self::replace).
+    pub async fn file_changed(&self) {
+        self.file_changed.notified().await
+    }
+
+    fn update(&self, new: impl FnOnce(&Arc<Licenses>) -> Licenses) {
+        let mut guard = match self.current.write() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let next = Arc::new(new(&guard));
+        *guard = next;
     }
 }
 

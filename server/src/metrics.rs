@@ -41,6 +41,8 @@ pub struct Metrics {
     pub denials_blocked: AtomicU64,
     pub denials_limit: AtomicU64,
     pub denials_not_allowed: AtomicU64,
+    /// `not_entitled` and `version_not_entitled`.
+    pub denials_entitlement: AtomicU64,
     pub heartbeats: AtomicU64,
     pub heartbeats_lost: AtomicU64,
     pub releases: AtomicU64,
@@ -217,6 +219,7 @@ impl Metrics {
                     ("blocked", &self.denials_blocked),
                     ("limit", &self.denials_limit),
                     ("not_allowed", &self.denials_not_allowed),
+                    ("entitlement", &self.denials_entitlement),
                 ],
             ),
             (

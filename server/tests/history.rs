@@ -139,6 +139,7 @@ fn req(holder: &str, fingerprint: Option<&str>, key: Option<&str>) -> CheckoutRe
         fingerprint: fingerprint.map(str::to_string),
         idempotency_key: key.map(str::to_string),
         borrow: None,
+        version: None,
     }
 }
 

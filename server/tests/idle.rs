@@ -211,6 +211,7 @@ fn req(license: &str, holder: &str) -> CheckoutRequest {
         fingerprint: None,
         idempotency_key: None,
         borrow: None,
+        version: None,
     }
 }
 

@@ -109,6 +109,7 @@ fn req(license: &str, holder: &str) -> CheckoutRequest {
         fingerprint: None,
         idempotency_key: None,
         borrow: None,
+        version: None,
     }
 }
 

@@ -43,6 +43,7 @@ async fn checkout(store: &Store, holder: &str) -> LeaseRow {
         fingerprint: None,
         idempotency_key: None,
         borrow: None,
+        version: None,
     };
     match store.checkout(req).await.unwrap() {
         CheckoutOutcome::Granted { lease, .. } => lease,

@@ -120,6 +120,7 @@ fn reason_name(reason: Option<SeatLostReason>) -> &'static str {
         Some(SeatLostReason::Lapsed) => "lapsed",
         Some(SeatLostReason::Released) => "released",
         Some(SeatLostReason::Idle) => "idle",
+        Some(SeatLostReason::Expired) => "expired",
         None => "no reason given",
     }
 }
@@ -140,6 +141,7 @@ pub(crate) fn classify(
         max: None,
         group: None,
         reason: None,
+        versions: None,
     });
     let ErrorBody {
         error,
@@ -151,6 +153,7 @@ pub(crate) fn classify(
         max,
         group,
         reason,
+        ..
     } = body;
     match (status, error.as_str()) {
         (401, _) => ClientError::Unauthorized(message),
@@ -203,6 +206,7 @@ mod tests {
             max: None,
             group: None,
             reason: None,
+            versions: None,
         })
     }
 
@@ -322,6 +326,7 @@ mod tests {
             max: Some(6),
             group: Some("design".into()),
             reason: None,
+            versions: None,
         };
         let e = classify(409, Some(group), ra);
         assert_eq!(

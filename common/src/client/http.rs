@@ -125,6 +125,7 @@ impl Client {
             holder: holder.to_string(),
             fingerprint: Some(fingerprint.to_string()),
             borrow_s: Some(borrow_secs(duration)),
+            version: None,
         };
         let lease = self.checkout(&request, None, timeout).await?;
         if !lease.borrowed {

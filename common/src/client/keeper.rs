@@ -153,6 +153,7 @@ impl LeaseKeeper {
                 holder: config.holder.clone(),
                 fingerprint,
                 borrow_s: None,
+                version: None,
             },
             config,
             client,

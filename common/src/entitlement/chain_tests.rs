@@ -30,6 +30,7 @@ fn lease(signer: &TokenSigner, license: &str, ttl_s: i64) -> String {
         iat: NOW_S,
         exp: NOW_S + ttl_s,
         borrowed: false,
+        grace: false,
     })
 }
 

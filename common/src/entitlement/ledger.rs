@@ -165,6 +165,15 @@ impl Ledger {
         }
     }
 
+    /// The customer (`sub`) the newest entitlement granting `license` at
+    /// `t` names.
+    pub fn customer(&self, vendor: &str, license: &str, t: i64) -> Option<String> {
+        let (granting, _) = self.split(vendor, license, t);
+        granting
+            .first()
+            .and_then(|&i| self.entitlements[i].claims.sub.clone())
+    }
+
     /// The first instant after `t` at which `license`'s entitled seats
     /// drop, counting every file (those not yet in force too, so a renewal
     /// already installed moves it); `None` if they never drop.

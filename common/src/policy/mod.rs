@@ -38,17 +38,28 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use duration::DurationText;
+pub use duration::{format_duration, parse_duration};
+
 #[cfg(test)]
 mod alert_tests;
 pub mod alerts;
+mod changes;
+mod duration;
 pub mod groups;
 pub mod patterns;
 #[cfg(test)]
 mod seat_tests;
+#[cfg(test)]
+mod vendor_tests;
+pub mod vendors;
 
 pub use alerts::{Alert, AlertCondition, Webhook, WebhookFormat};
 pub use groups::{BorrowPolicy, Group};
 pub use patterns::{Pattern, PatternError, Who};
+pub use vendors::{Entitled, InForce, Rejected, Vendor};
+
+use crate::entitlement::Grant;
 
 /// The seat policy of one license.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +161,20 @@ pub struct LicenseConfig {
     pub borrow: Option<BorrowPolicy>,
     /// `[[license.alert]]` entries, in file order.
     pub alerts: Vec<Alert>,
+    /// The `[[vendor]]` whose entitlements grant the seats. `None`: the
+    /// file's `seats` are the seats.
+    pub vendor: Option<String>,
+}
+
+/// A vendor's license without `seats` in the file: the entitlements alone
+/// decide, so the file narrows nothing.
+pub const SEATS_NOT_NARROWED: u32 = u32::MAX;
+
+impl LicenseConfig {
+    /// The file's `seats`, if it wrote any.
+    pub fn seats_in_file(&self) -> Option<u32> {
+        Some(self.policy.seats).filter(|&s| s != SEATS_NOT_NARROWED)
+    }
 }
 
 impl fmt::Debug for LicenseConfig {
@@ -163,6 +188,7 @@ impl fmt::Debug for LicenseConfig {
             .field("deny", &self.deny)
             .field("borrow", &self.borrow)
             .field("alerts", &self.alerts)
+            .field("vendor", &self.vendor)
             .finish()
     }
 }
@@ -173,6 +199,11 @@ pub struct Licenses {
     by_id: BTreeMap<String, LicenseConfig>,
     /// `[[webhook]]` entries, in file order.
     webhooks: Vec<Webhook>,
+    /// `[[vendor]]` entries, in file order.
+    vendors: Vec<Vendor>,
+    /// The verified entitlements in force (the server's last scan of its
+    /// entitlements directory; none until it ran).
+    entitled: Entitled,
 }
 
 impl Licenses {
@@ -181,6 +212,11 @@ impl Licenses {
         let file: FileV1 =
             toml::from_str(toml_text).map_err(|e| PolicyError::Syntax(e.to_string()))?;
         let webhooks = parse_webhooks(file.webhook)?;
+        let vendors = vendors::parse_vendors(file.vendor).map_err(|e| PolicyError::Vendor {
+            vendor: e.vendor,
+            field: e.field,
+            problem: e.problem,
+        })?;
         let mut alert_names = HashSet::new();
         let mut by_id = BTreeMap::new();
         let mut seen = HashSet::new();
@@ -199,8 +235,26 @@ impl Licenses {
             if !seen.insert(raw.id.clone()) {
                 return Err(named(PolicyField::new("id", "is used by another license")));
             }
+            if let Some(vendor) = &raw.vendor
+                && !vendors.iter().any(|v| &v.name == vendor)
+            {
+                return Err(named(PolicyField::new(
+                    "vendor",
+                    format!("{vendor:?} is no [[vendor]] of this file"),
+                )));
+            }
+            let seats = match (raw.seats, &raw.vendor) {
+                (Some(seats), _) => seats,
+                (None, Some(_)) => SEATS_NOT_NARROWED,
+                (None, None) => {
+                    return Err(named(PolicyField::new(
+                        "seats",
+                        "is required (or a vendor = \"...\" whose entitlements grant the seats)",
+                    )));
+                }
+            };
             let policy = Policy {
-                seats: raw.seats,
+                seats,
                 ttl: raw.ttl.0,
                 skew: raw.skew.0,
                 reap_grace: raw.reap_grace.0,
@@ -211,7 +265,7 @@ impl Licenses {
                 idle_timeout: raw.idle_timeout.map(|d| d.0),
             };
             policy.validate().map_err(named)?;
-            let seat = groups::seat_policies(raw.seats, raw.group, raw.allow, raw.deny, raw.borrow)
+            let seat = groups::seat_policies(seats, raw.group, raw.allow, raw.deny, raw.borrow)
                 .map_err(named)?;
             let mut license_alerts = Vec::with_capacity(raw.alert.len());
             for raw_alert in raw.alert {
@@ -235,10 +289,39 @@ impl Licenses {
                     deny: seat.deny,
                     borrow: seat.borrow,
                     alerts: license_alerts,
+                    vendor: raw.vendor,
                 },
             );
         }
-        Ok(Licenses { by_id, webhooks })
+        Ok(Licenses {
+            by_id,
+            webhooks,
+            vendors,
+            entitled: Entitled::default(),
+        })
+    }
+
+    /// The `[[vendor]]` entries, in file order.
+    pub fn vendors(&self) -> &[Vendor] {
+        &self.vendors
+    }
+
+    /// The entitlements in force.
+    pub fn entitled(&self) -> &Entitled {
+        &self.entitled
+    }
+
+    /// This file with `entitled` in force instead.
+    pub fn with_entitled(mut self, entitled: Entitled) -> Licenses {
+        self.entitled = entitled;
+        self
+    }
+
+    /// What the vendor's entitlements grant `lic` at `t_ms` (decision
+    /// clock, ms); `None` for a license without a vendor.
+    pub fn grant(&self, lic: &LicenseConfig, t_ms: i64) -> Option<Grant> {
+        let vendor = lic.vendor.as_deref()?;
+        Some(self.entitled.ledger().grant(vendor, &lic.id, t_ms))
     }
 
     /// The `[[webhook]]` entries, in file order.
@@ -272,51 +355,6 @@ impl Licenses {
     pub fn is_empty(&self) -> bool {
         self.by_id.is_empty()
     }
-
-    /// One line per difference, for the `config` event of a reload.
-    pub fn describe_changes(&self, new: &Licenses) -> Vec<String> {
-        let mut out = Vec::new();
-        for old in self.iter() {
-            match new.get(&old.id) {
-                None => out.push(format!("{}: removed", old.id)),
-                Some(n) if n != old => {
-                    let (a, b) = (&old.policy, &n.policy);
-                    let mut parts = Vec::new();
-                    if a.seats != b.seats {
-                        parts.push(format!("seats {}→{}", a.seats, b.seats));
-                    }
-                    for (name, x, y) in [
-                        ("ttl", a.ttl, b.ttl),
-                        ("skew", a.skew, b.skew),
-                        ("reap_grace", a.reap_grace, b.reap_grace),
-                    ] {
-                        if x != y {
-                            parts.push(format!(
-                                "{name} {}→{}",
-                                format_duration(x),
-                                format_duration(y)
-                            ));
-                        }
-                    }
-                    groups::describe_seat_changes(old, n, &mut parts);
-                    if old.key != n.key {
-                        parts.push("key changed".to_string());
-                    }
-                    if old.alerts != n.alerts {
-                        let names: Vec<&str> = n.alerts.iter().map(|a| a.name.as_str()).collect();
-                        parts.push(format!("alerts [{}]", names.join(", ")));
-                    }
-                    out.push(format!("{}: {}", old.id, parts.join(", ")));
-                }
-                Some(_) => {}
-            }
-        }
-        for n in new.iter().filter(|n| self.get(&n.id).is_none()) {
-            out.push(format!("{}: added with {} seats", n.id, n.policy.seats));
-        }
-        alerts::describe_webhook_changes(&self.webhooks, &new.webhooks, &mut out);
-        out
-    }
 }
 
 impl FromIterator<LicenseConfig> for Licenses {
@@ -324,6 +362,8 @@ impl FromIterator<LicenseConfig> for Licenses {
         Licenses {
             by_id: iter.into_iter().map(|l| (l.id.clone(), l)).collect(),
             webhooks: Vec::new(),
+            vendors: Vec::new(),
+            entitled: Entitled::default(),
         }
     }
 }
@@ -342,6 +382,12 @@ pub enum PolicyError {
     #[error("webhook {webhook:?}: {field} {problem}")]
     Webhook {
         webhook: String,
+        field: &'static str,
+        problem: String,
+    },
+    #[error("vendor {vendor:?}: {field} {problem}")]
+    Vendor {
+        vendor: String,
         field: &'static str,
         problem: String,
     },
@@ -445,6 +491,8 @@ fn validate_key(key: &str) -> Result<(), PolicyField> {
 #[serde(deny_unknown_fields)]
 struct FileV1 {
     #[serde(default)]
+    vendor: Vec<vendors::RawVendor>,
+    #[serde(default)]
     webhook: Vec<alerts::RawWebhook>,
     #[serde(default)]
     license: Vec<RawLicense>,
@@ -457,7 +505,10 @@ struct RawLicense {
     id: String,
     #[serde(default)]
     key: String,
-    seats: u32,
+    #[serde(default)]
+    seats: Option<u32>,
+    #[serde(default)]
+    vendor: Option<String>,
     #[serde(default = "default_ttl")]
     ttl: DurationText,
     #[serde(default = "default_skew")]
@@ -492,61 +543,6 @@ fn default_skew() -> DurationText {
 }
 fn default_reap_grace() -> DurationText {
     DurationText(Duration::from_secs(15))
-}
-
-/// `"60s"`, `"500ms"`, `"5m"`, `"1h"`, or a bare integer of seconds.
-struct DurationText(Duration);
-
-impl<'de> Deserialize<'de> for DurationText {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Secs(u64),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Secs(s) => Ok(DurationText(Duration::from_secs(s))),
-            Raw::Text(t) => parse_duration(&t)
-                .map(DurationText)
-                .map_err(serde::de::Error::custom),
-        }
-    }
-}
-
-/// Parse `"60s"`, `"500ms"`, `"5m"`, `"1h"`, `"2d"` or `"90"` (seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let bad =
-        || format!("{text:?} is not a duration (use e.g. \"500ms\", \"60s\", \"5m\", \"1h\")");
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    let ms_per_unit: u64 = match unit.trim() {
-        "ms" => 1,
-        "" | "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(ms_per_unit)
-        .map(Duration::from_millis)
-        .ok_or_else(bad)
-}
-
-/// The shortest exact rendering: `1500ms`, `60s`, `5m`, `1h`.
-pub fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if !ms.is_multiple_of(1000) {
-        format!("{ms}ms")
-    } else if ms.is_multiple_of(3_600_000) && ms > 0 {
-        format!("{}h", ms / 3_600_000)
-    } else if ms.is_multiple_of(60_000) && ms > 0 {
-        format!("{}m", ms / 60_000)
-    } else {
-        format!("{}s", ms / 1000)
-    }
 }
 
 #[cfg(test)]

@@ -75,7 +75,11 @@ fn rejects_zero_ttl() {
 #[test]
 fn rejects_negative_seats_and_missing_seats() {
     assert!(matches!(one("seats = -1"), Err(PolicyError::Syntax(_))));
-    assert!(matches!(one(""), Err(PolicyError::Syntax(_))));
+    // Only a license with a vendor may leave its seats to the vendor.
+    assert!(matches!(
+        one(""),
+        Err(PolicyError::Invalid { field: "seats", .. })
+    ));
 }
 
 #[test]

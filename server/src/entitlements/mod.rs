@@ -3,12 +3,14 @@
 //! entitlement the vendor signed (`leasehold_common::entitlement`).
 //!
 //! [`read_dir`] reads the files; [`judge::judge_all`] says which load and
-//! which are rejected, and why. The server does not act on them yet
-//! (issue 41 is in progress): nothing here is called outside tests.
+//! which are rejected, and why; [`loader`] scans the directory when it
+//! changes and puts what is in force into the policy the rules decide by.
 
 pub mod judge;
 #[cfg(test)]
 mod judge_tests;
+pub mod loader;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -32,6 +32,8 @@ pub struct ErrorDetails {
     pub group: Option<String>,
     /// Why a `410 seat_lost` seat is gone.
     pub reason: Option<leasehold_common::api::SeatLostReason>,
+    /// The entitled range, on `version_not_entitled`.
+    pub versions: Option<String>,
 }
 
 impl warp::reject::Reject for ApiError {}
@@ -133,6 +135,7 @@ impl ApiError {
             max: details.max,
             group: details.group,
             reason: details.reason,
+            versions: details.versions,
         };
         let mut resp =
             warp::reply::with_status(warp::reply::json(&body), self.status).into_response();
@@ -166,7 +169,7 @@ pub fn allowed_methods(path: &str) -> Option<&'static str> {
             "v1",
             "admin",
             "licenses" | "seats" | "events" | "usage" | "sessions" | "denials" | "webhooks"
-            | "alerts",
+            | "alerts" | "entitlements",
         ] => Some("GET"),
         ["v1", "admin", "webhooks", "deliveries"] => Some("GET"),
         ["v1", "admin", "webhooks", w, "test"] if param(w) => Some("POST"),

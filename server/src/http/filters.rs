@@ -67,6 +67,8 @@ pub fn client_seats(state: &State) -> Route {
 /// role, by bearer token or dashboard sign-in ([`auth::require`]).
 pub fn admin(state: &State) -> Route {
     admin_licenses(state)
+        .or(admin_entitlements(state))
+        .unify()
         .or(admin_seats(state))
         .unify()
         .or(admin_revoke(state))
@@ -205,6 +207,15 @@ fn admin_licenses(state: &State) -> Route {
         .and(admin_read(state.clone()))
         .and(with_state(state.clone()))
         .then(|s: State| async move { reply(handlers::admin_licenses(&s).await) })
+        .boxed()
+}
+
+fn admin_entitlements(state: &State) -> Route {
+    warp::path!("v1" / "admin" / "entitlements")
+        .and(warp::get())
+        .and(admin_read(state.clone()))
+        .and(with_state(state.clone()))
+        .then(|s: State| async move { reply(handlers::admin_entitlements(&s).await) })
         .boxed()
 }
 

@@ -10,6 +10,7 @@ use futures_util::future::BoxFuture;
 use leasehold_common::api::{DenialView, Event, SessionView};
 
 use super::denials::DenialsQuery;
+use super::entitlement_ids::EntitlementId;
 use super::history::{SessionsQuery, UsageQuery};
 use super::outbox::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use super::seat_query::{SeatQuery, SeatsPage};
@@ -65,6 +66,10 @@ pub trait StoreBackend: Send + Sync {
     /// Create, touch or delete dashboard sign-ins; the rows changed. Not a
     /// lease rule, so not the writer's business.
     fn sign_in_write(&self, op: SignInOp) -> Answer<usize>;
+    /// What the store remembers of every vendor's entitlement ids.
+    fn entitlement_ids(&self) -> Answer<Vec<EntitlementId>>;
+    /// Remember these ids (an `iat` never goes down); the rows changed.
+    fn remember_entitlement_ids(&self, ids: Vec<EntitlementId>) -> Answer<usize>;
     /// Stop what runs beside the writer (after the writer stopped).
     fn close(&self) -> BoxFuture<'static, ()>;
 

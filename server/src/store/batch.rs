@@ -101,9 +101,22 @@ pub struct WriterStats {
     pub denials_held: AtomicBool,
     /// Refusals repeated beside the writer (`store/repeats.rs`).
     pub denials_repeated: AtomicU64,
+    /// How far the wall clock read behind the decision clock at the last
+    /// batch, ms (0: not behind).
+    pub clock_behind_ms: std::sync::atomic::AtomicI64,
+    /// The last batch's decision time, ms (0 before the first).
+    pub decided_at_ms: std::sync::atomic::AtomicI64,
 }
 
 impl WriterStats {
+    /// Record a batch's decision time and how far the wall clock read
+    /// behind it.
+    pub fn note_decision(&self, now: Timestamp, wall: Timestamp) {
+        self.decided_at_ms.store(now.as_millis(), Ordering::Relaxed);
+        let behind = now.millis_since(wall).max(0);
+        self.clock_behind_ms.store(behind, Ordering::Relaxed);
+    }
+
     /// Count the committed `reclaim` events of a batch, per license.
     pub fn count_reclaims(&self, events: &[Event]) {
         let mut reclaims = events

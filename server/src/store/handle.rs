@@ -20,6 +20,7 @@ use super::SharedLine;
 use super::backend::StoreBackend;
 use super::batch::{BatchStore, Writer, WriterStats};
 use super::command::{Command, RuleCommand};
+use super::entitlement_ids::EntitlementId;
 use super::error::StoreError;
 use super::history;
 use super::lease::LeaseRow;
@@ -335,6 +336,25 @@ impl Store {
         detached(self.reads.sign_in_write(op)).await
     }
 
+    /// What the store remembers of every vendor's entitlement ids.
+    pub async fn entitlement_ids(&self) -> Result<Vec<EntitlementId>, StoreError> {
+        detached(self.reads.entitlement_ids()).await
+    }
+
+    /// Remember these entitlement ids (a remembered `iat` never goes
+    /// down). Like sign-ins, written beside the writer on SQLite: held
+    /// denial counts are committed first.
+    pub async fn remember_entitlement_ids(
+        &self,
+        ids: Vec<EntitlementId>,
+    ) -> Result<usize, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        self.commit_held_denials().await?;
+        detached(self.reads.remember_entitlement_ids(ids)).await
+    }
+
     /// What counts against each license's pool, by the one predicate (on
     /// SQLite from the writer's live index, so it costs no scan however
     /// many leases there are).
@@ -400,6 +420,14 @@ impl Store {
     }
 
     /// Batches, commands and time spent by the writer so far.
+    /// The decision time as near as a reader can tell: the writer's last
+    /// batch's, or the wall clock's `wall` if that is later (the decision
+    /// clock never runs back, so a wall clock set back reads its time).
+    pub fn decision_time(&self, wall: Timestamp) -> Timestamp {
+        let decided = self.stats.decided_at_ms.load(Ordering::Relaxed);
+        wall.max(Timestamp::from_millis(decided))
+    }
+
     pub fn writer_stats(&self) -> &WriterStats {
         &self.stats
     }

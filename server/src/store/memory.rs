@@ -163,6 +163,15 @@ impl LeaseTx for MemoryStore {
         Ok(self.live_in(scope, threshold).count() as u32)
     }
 
+    fn live_newer_than(&mut self, lease: &LeaseRow, threshold: Timestamp) -> Result<u32> {
+        let newer =
+            |l: &LeaseRow| (l.checked_out_at, &l.seat_id) > (lease.checked_out_at, &lease.seat_id);
+        Ok(self
+            .live_in(Scope::License(&lease.license_id), threshold)
+            .filter(|l| newer(l))
+            .count() as u32)
+    }
+
     fn earliest_live_expiry(
         &mut self,
         scope: Scope<'_>,

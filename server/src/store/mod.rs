@@ -36,6 +36,7 @@ pub mod backend;
 pub mod batch;
 mod command;
 pub mod denials;
+pub mod entitlement_ids;
 mod error;
 mod handle;
 pub mod history;

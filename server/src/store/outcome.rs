@@ -45,6 +45,17 @@ pub enum CheckoutOutcome {
     Blocked {
         until: Timestamp,
     },
+    /// A license with a vendor that no entitlement grants now (`403
+    /// not_entitled`).
+    NotEntitled,
+    /// The checkout's version is absent or outside the range the license's
+    /// entitlement covers (`403 version_not_entitled`).
+    VersionNotEntitled {
+        versions: String,
+    },
+    /// A `version` that is not a dotted numeric version, sent to a license
+    /// whose entitlement names a range (a 400).
+    InvalidVersion,
     /// A borrow longer than the license's `borrow.max` (a 400: bad input,
     /// not a denial).
     BorrowTooLong {

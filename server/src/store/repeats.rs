@@ -296,6 +296,7 @@ mod tests {
             fingerprint: None,
             idempotency_key: None,
             borrow: None,
+            version: None,
         }
     }
 

@@ -12,6 +12,8 @@ pub struct CheckoutRequest {
     pub idempotency_key: Option<String>,
     /// Borrow the seat for this long (no heartbeats until then).
     pub borrow: Option<Duration>,
+    /// The application's version, as sent (checked only against a range).
+    pub version: Option<String>,
 }
 
 /// Who stands in line ahead of a checkout.

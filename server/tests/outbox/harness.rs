@@ -138,6 +138,7 @@ impl Harness {
             fingerprint: None,
             idempotency_key: None,
             borrow: None,
+            version: None,
         };
         self.store.checkout(req).await.unwrap()
     }

@@ -193,5 +193,6 @@ pub fn req(license: &str, holder: &str, fingerprint: Option<&str>) -> CheckoutRe
         fingerprint: fingerprint.map(str::to_string),
         idempotency_key: None,
         borrow: None,
+        version: None,
     }
 }

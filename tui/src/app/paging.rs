@@ -70,7 +70,7 @@ pub(super) fn changes_seats(kind: EventKind) -> bool {
         | EventKind::Revoke
         | EventKind::Config
         | EventKind::Reclaim => true,
-        EventKind::Denied | EventKind::Lost | EventKind::Alert => false,
+        EventKind::Denied | EventKind::Lost | EventKind::Alert | EventKind::Entitlement => false,
     }
 }
 

@@ -46,7 +46,8 @@ pub fn changes_usage(kind: EventKind) -> bool {
         | EventKind::Config
         | EventKind::Reclaim => true,
         // An alert's firing or resolving is fetched with the pools.
-        EventKind::Lost | EventKind::Alert => false,
+        // An entitlement's change is fetched with the pools too.
+        EventKind::Lost | EventKind::Alert | EventKind::Entitlement => false,
     }
 }
 

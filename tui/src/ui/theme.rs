@@ -72,6 +72,7 @@ impl Theme {
             EventKind::Config => self.fg(Color::Cyan),
             EventKind::Reclaim => self.fg(Color::Yellow).add_modifier(Modifier::BOLD),
             EventKind::Alert => self.fg(Color::LightRed).add_modifier(Modifier::BOLD),
+            EventKind::Entitlement => self.fg(Color::LightYellow),
         }
     }
 }
@@ -88,6 +89,7 @@ pub fn kind_glyph(k: EventKind) -> &'static str {
         EventKind::Config => "⚙",
         EventKind::Reclaim => "z",
         EventKind::Alert => "▲",
+        EventKind::Entitlement => "§",
     }
 }
 

@@ -16,6 +16,8 @@ fn lease(seat: &str, issued_ms: i64, window_ms: i64) -> Lease {
         expires_at: at(issued_ms + window_ms),
         overage: false,
         borrowed: false,
+        grace: false,
+        entitlement_ends_at: None,
         token: String::new(),
     }
 }
@@ -381,6 +383,8 @@ fn check_lease_refuses_mismatches() {
 fn borrowed(seat: &str, issued_ms: i64, window_ms: i64) -> Lease {
     Lease {
         borrowed: true,
+        grace: false,
+        entitlement_ends_at: None,
         ..lease(seat, issued_ms, window_ms)
     }
 }

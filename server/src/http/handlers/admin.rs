@@ -15,7 +15,7 @@ use leasehold_common::text::{REASON_MAX_CHARS, check_text};
 use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
 
-use super::common::{Pool, Result, json, parse_json, pools, store_err};
+use super::common::{Pool, PoolEntitlement, Result, json, parse_json, pools, store_err};
 use super::outcomes;
 use crate::AppState;
 use crate::http::error::ApiError;
@@ -38,6 +38,7 @@ fn license_summary(pool: Pool, firing: &HashSet<String>) -> LicenseSummary {
         license: l,
         counts,
         waiting,
+        entitlement,
     } = pool;
     let live_in = |name: &str| {
         counts
@@ -85,6 +86,24 @@ fn license_summary(pool: Pool, firing: &HashSet<String>) -> LicenseSummary {
             .map(|a| a.name.clone())
             .collect(),
         id: l.id,
+        ..entitlement_summary(entitlement)
+    }
+}
+
+/// The entitlement fields of a pool's summary (all null for a license
+/// without a vendor).
+fn entitlement_summary(entitlement: Option<PoolEntitlement>) -> LicenseSummary {
+    let Some(e) = entitlement else {
+        return LicenseSummary::default();
+    };
+    LicenseSummary {
+        vendor: Some(e.vendor),
+        customer: e.customer,
+        entitled_seats: Some(e.seats),
+        entitlement_ends_at: e.ends_at,
+        in_grace: e.in_grace,
+        versions: e.versions,
+        ..LicenseSummary::default()
     }
 }
 

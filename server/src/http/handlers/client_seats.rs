@@ -21,6 +21,8 @@ use crate::metrics::Metrics;
 use crate::store::{self, CheckoutOutcome, HeartbeatOutcome};
 
 const IDEMPOTENCY_KEY_MAX: usize = 128;
+/// A version is a few dotted numbers; anything longer is not one.
+const VERSION_MAX_CHARS: usize = 64;
 
 pub async fn checkout(
     state: &AppState,
@@ -61,7 +63,12 @@ pub async fn checkout(
         CheckoutOutcome::LimitReached { .. } => &state.metrics.denials_limit,
         CheckoutOutcome::NotAllowed(_) => &state.metrics.denials_not_allowed,
         CheckoutOutcome::Blocked { .. } => &state.metrics.denials_blocked,
-        CheckoutOutcome::UnknownLicense | CheckoutOutcome::BorrowTooLong { .. } => return answer,
+        CheckoutOutcome::NotEntitled | CheckoutOutcome::VersionNotEntitled { .. } => {
+            &state.metrics.denials_entitlement
+        }
+        CheckoutOutcome::UnknownLicense
+        | CheckoutOutcome::BorrowTooLong { .. }
+        | CheckoutOutcome::InvalidVersion => return answer,
     };
     Metrics::inc(counter);
     answer
@@ -95,6 +102,10 @@ fn checkout_request(
             "Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters"
         )));
     }
+    if let Some(version) = &req.version {
+        check_text("version", version, VERSION_MAX_CHARS, false)
+            .map_err(|e| ApiError::invalid(e.to_string()))?;
+    }
     if req.borrow_s.is_some() && fingerprint.is_none() {
         return Err(ApiError::invalid(
             "a borrow needs a fingerprint: the machine that takes the seat offline",
@@ -106,6 +117,7 @@ fn checkout_request(
         fingerprint,
         idempotency_key,
         borrow: req.borrow_s.map(Duration::from_secs),
+        version: req.version,
     })
 }
 

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::future::Future;
 
 use bytes::Bytes;
-use leasehold_common::LicenseConfig;
 use leasehold_common::api::Lease;
 use leasehold_common::token::LeaseClaims;
+use leasehold_common::{LicenseConfig, Timestamp};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use warp::http::{HeaderValue, StatusCode, header};
@@ -23,9 +23,14 @@ use crate::store::{self, LeaseRow, PoolCounts, SeatMode};
 
 pub type Result<T> = std::result::Result<T, ApiError>;
 
-/// The lease as the client sees it, with a fresh signature.
+/// The lease as the client sees it, with a fresh signature. A license
+/// with a vendor adds whether it is in grace and when its entitled seats
+/// next drop, as of the lease's issue.
 pub(super) fn signed(state: &AppState, row: LeaseRow, overage: bool) -> Lease {
+    let (grace, entitlement_ends_at) = entitlement_terms(state, &row);
     let mut lease = Lease {
+        grace,
+        entitlement_ends_at,
         overage,
         borrowed: row.mode == SeatMode::Borrow,
         license_id: row.license_id,
@@ -38,6 +43,23 @@ pub(super) fn signed(state: &AppState, row: LeaseRow, overage: bool) -> Lease {
     };
     lease.token = state.signer.sign(&LeaseClaims::for_lease(&lease));
     lease
+}
+
+/// `(grace, entitlement_ends_at)` of a lease: `(false, None)` for a
+/// license without a vendor.
+fn entitlement_terms(state: &AppState, row: &LeaseRow) -> (bool, Option<Option<Timestamp>>) {
+    let licenses = state.licenses.current();
+    let Some(lic) = licenses.get(&row.license_id) else {
+        return (false, None);
+    };
+    let Some(vendor) = lic.vendor.as_deref() else {
+        return (false, None);
+    };
+    let at = row.issued_at.as_millis();
+    let ledger = licenses.entitled().ledger();
+    let grant = ledger.grant(vendor, &lic.id, at);
+    let drop = ledger.next_drop(vendor, &lic.id, at);
+    (grant.in_grace, Some(drop.map(Timestamp::from_millis)))
 }
 
 pub(super) fn json(status: StatusCode, body: &impl serde::Serialize) -> Response {
@@ -63,24 +85,55 @@ pub(super) fn store_err(state: &AppState) -> impl Fn(store::StoreError) -> ApiEr
     }
 }
 
-/// One configured license, what counts against it (from the writer's
-/// index) and how many `?wait=` checkouts stand in its line.
+/// One configured license as it decides now (a license with a vendor
+/// narrowed to what its entitlements grant), what counts against it (from
+/// the writer's index) and how many `?wait=` checkouts stand in its line.
 pub(super) struct Pool {
     pub license: LicenseConfig,
     pub counts: PoolCounts,
     pub waiting: u32,
+    /// A license with a vendor: what its entitlements grant now.
+    pub entitlement: Option<PoolEntitlement>,
+}
+
+/// What a license's vendor's entitlements grant it now.
+pub(super) struct PoolEntitlement {
+    pub vendor: String,
+    pub customer: Option<String>,
+    pub seats: u32,
+    pub ends_at: Option<Timestamp>,
+    pub in_grace: bool,
+    pub versions: Option<String>,
 }
 
 pub(super) async fn pools(state: &AppState) -> std::result::Result<Vec<Pool>, store::StoreError> {
     let mut counts: HashMap<String, PoolCounts> =
         state.store.live_counts().await?.into_iter().collect();
+    let now = state.store.decision_time(state.clock.now());
+    let licenses = state.licenses.current();
     let mut pools = Vec::new();
-    for l in state.licenses.current().iter() {
+    for l in licenses.iter() {
         let waiting = state.lines.waiting(&l.id).await?;
+        let effective = store::rules::effective(&licenses, l, now);
+        let entitlement = effective.grant.as_ref().map(|grant| {
+            let vendor = l.vendor.clone().unwrap_or_default();
+            let ledger = licenses.entitled().ledger();
+            PoolEntitlement {
+                customer: ledger.customer(&vendor, &l.id, now.as_millis()),
+                ends_at: ledger
+                    .next_drop(&vendor, &l.id, now.as_millis())
+                    .map(Timestamp::from_millis),
+                vendor,
+                seats: grant.seats,
+                in_grace: grant.in_grace,
+                versions: grant.versions.as_ref().map(ToString::to_string),
+            }
+        });
         pools.push(Pool {
-            license: l.clone(),
+            license: effective.lic.into_owned(),
             counts: counts.remove(&l.id).unwrap_or_default(),
             waiting: u32::try_from(waiting).unwrap_or(u32::MAX),
+            entitlement,
         });
     }
     Ok(pools)

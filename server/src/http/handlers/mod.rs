@@ -6,7 +6,7 @@
 //! One file per area, one public function per route of
 //! [`crate::http::filters`], named as its route: [`meta`] (`/healthz`,
 //! `/metrics`, the JWKS), [`client_seats`] (checkout, heartbeat, release),
-//! [`admin`] (licenses, seats, revoke, events), [`usage`] (usage and
+//! [`admin`] (licenses, seats, revoke, events), [`entitlements`], [`usage`] (usage and
 //! sessions), [`denials`], [`what_if`], [`webhooks`] (webhooks,
 //! deliveries, alerts) and [`dashboard`] (sign-in and the page's files).
 //! The store outcomes that refuse a request map to their errors in
@@ -20,6 +20,7 @@ mod client_seats;
 mod common;
 mod dashboard;
 mod denials;
+mod entitlements;
 mod meta;
 mod outcomes;
 mod usage;
@@ -31,6 +32,7 @@ pub use client_seats::{checkout, heartbeat, release};
 pub use common::Result;
 pub use dashboard::{ui_file, ui_login, ui_logout, ui_page, ui_root, ui_session};
 pub use denials::admin_denials;
+pub use entitlements::admin_entitlements;
 pub use meta::{healthz, jwks, jwks_body, metrics};
 pub use usage::{admin_sessions, admin_usage};
 pub use webhooks::{admin_alerts, admin_deliveries, admin_webhook_test, admin_webhooks};

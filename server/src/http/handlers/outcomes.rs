@@ -55,6 +55,29 @@ pub(super) fn checkout<'a>(
                 until.millis_since(now).max(0) as u64,
             ))))
         }
+        CheckoutOutcome::NotEntitled => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            code::NOT_ENTITLED,
+            format!(
+                "no entitlement of {license_id:?}'s vendor grants it now (none installed, \
+                 or its term ended); ask the server's admin"
+            ),
+        )),
+        CheckoutOutcome::VersionNotEntitled { versions } => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            code::VERSION_NOT_ENTITLED,
+            format!(
+                "{license_id:?} is entitled for versions {versions}: send the application's \
+                 \"version\" within it"
+            ),
+        )
+        .with_details(ErrorDetails {
+            versions: Some(versions.clone()),
+            ..ErrorDetails::default()
+        })),
+        CheckoutOutcome::InvalidVersion => Err(ApiError::invalid(
+            "version must be a dotted numeric version such as \"2026.2\" or \"3.2.10\"",
+        )),
         CheckoutOutcome::BorrowTooLong { max } => Err(ApiError::invalid(format!(
             "borrow_s must be 1 to {} (the license's borrow.max)",
             max.as_secs()
@@ -161,6 +184,9 @@ fn seat_lost(reason: SeatLostReason, idle_timeout: Option<Duration>) -> ApiError
             "this seat lapsed (not renewed in time) or is unknown; check out again".to_string()
         }
         SeatLostReason::Released => "this seat was released; check out again".to_string(),
+        SeatLostReason::Expired => "this seat is over what the license's entitlement grants \
+             now (its term ended or its seats dropped); check out again"
+            .to_string(),
         SeatLostReason::Idle => format!(
             "this seat was reclaimed: its user was idle for the license's idle_timeout ({}); \
              check out again when the user is back",

@@ -196,6 +196,7 @@ impl Model {
                     SeatLostReason::Revoked => "heartbeat (not here): revoked",
                     SeatLostReason::Idle => "heartbeat (not here): idle",
                     SeatLostReason::Lapsed => "heartbeat (not here): lapsed",
+                    SeatLostReason::Expired => "heartbeat (not here): expired",
                 });
                 let why = format!("not here; its session: {:?}", self.ended.get(seat));
                 beat(HeartbeatOutcome::Lost(want), &why)

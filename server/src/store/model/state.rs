@@ -262,6 +262,7 @@ impl Model {
             fingerprint,
             idempotency_key: key.map(|k| format!("k{k}")),
             borrow: borrow_s.map(Duration::from_secs),
+            version: None,
         }
     }
 

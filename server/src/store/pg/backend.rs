@@ -16,6 +16,7 @@ use crate::licenses::LicensesHandle;
 use crate::store::backend::{Answer, Published, StoreBackend};
 use crate::store::batch::{Writer, WriterStats};
 use crate::store::denials::DenialsQuery;
+use crate::store::entitlement_ids::EntitlementId;
 use crate::store::history::{SessionsQuery, UsageQuery};
 use crate::store::outbox::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use crate::store::seat_query::{SeatQuery, SeatsPage};
@@ -162,6 +163,14 @@ impl StoreBackend for PgBackend {
 
     fn sign_in_write(&self, op: SignInOp) -> Answer<usize> {
         self.on_pool(|pool| async move { pool.sign_in_write(&op).await })
+    }
+
+    fn entitlement_ids(&self) -> Answer<Vec<EntitlementId>> {
+        self.on_pool(|pool| async move { pool.entitlement_ids().await })
+    }
+
+    fn remember_entitlement_ids(&self, ids: Vec<EntitlementId>) -> Answer<usize> {
+        self.on_pool(|pool| async move { pool.remember_entitlement_ids(&ids).await })
     }
 
     fn close(&self) -> BoxFuture<'static, ()> {

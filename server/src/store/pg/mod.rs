@@ -15,6 +15,7 @@ mod backend;
 mod batch_state;
 mod denial_batch;
 pub(crate) mod denials;
+mod entitlement_ids;
 pub mod follower;
 mod history;
 pub mod line;

@@ -350,6 +350,9 @@ const MIGRATIONS: &[&str] = &[
         firing_since  BIGINT
     );
     "#,
+    // v15: what the store remembers of each vendor's entitlement id
+    // (`store/entitlement_ids.rs`, the same table on SQLite).
+    crate::store::entitlement_ids::TABLE_SQL,
 ];
 
 /// The schema version this build writes.

@@ -234,6 +234,25 @@ impl LeaseTx for PgTx<'_> {
         Ok(live)
     }
 
+    fn live_newer_than(&mut self, lease: &LeaseRow, threshold: Timestamp) -> Result<u32> {
+        self.ready()?;
+        let n: i64 = self
+            .client
+            .query_one(
+                "SELECT COUNT(*) FROM leases
+                 WHERE license_id = $1 AND expires_at >= $2
+                   AND (checked_out_at > $3 OR (checked_out_at = $3 AND seat_id > $4))",
+                &[
+                    &lease.license_id,
+                    &threshold.as_millis(),
+                    &lease.checked_out_at.as_millis(),
+                    &lease.seat_id,
+                ],
+            )?
+            .get(0);
+        Ok(count(n))
+    }
+
     fn earliest_live_expiry(
         &mut self,
         scope: Scope<'_>,

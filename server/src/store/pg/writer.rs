@@ -123,7 +123,8 @@ impl PgBatches {
         self.stats
             .lock_wait_us
             .fetch_add(micros(lock_started.elapsed()), Ordering::Relaxed);
-        let cluster = read_cluster(client, statements, &self.clock)?;
+        let floor_ms = self.licenses.current().entitled().clock_floor_ms();
+        let cluster = read_cluster(client, statements, &self.clock, floor_ms)?;
         if cluster.licenses_version != self.licenses_version {
             if let Some(licenses) = load_cluster_licenses(client)? {
                 self.licenses.replace(licenses);
@@ -354,11 +355,13 @@ fn begin_and_lock(client: &mut Client, locks: &BatchLocks) -> Result<(), postgre
 }
 
 /// The decision time: the database clock read after the locks, never
-/// behind the cluster's high-water mark.
+/// behind the cluster's high-water mark nor the newest `iat` of the
+/// entitlements in force (`floor_ms`).
 fn read_cluster(
     tx: &mut Client,
     statements: &Statements,
     clock: &DecisionClock,
+    floor_ms: i64,
 ) -> Result<ClusterNow, postgres::Error> {
     let row = tx.query_one(&statements.read_cluster, &[])?;
     let clock = match clock {
@@ -367,7 +370,7 @@ fn read_cluster(
     };
     let high_water: i64 = row.get(1);
     Ok(ClusterNow {
-        now: Timestamp::from_millis(clock.max(high_water)),
+        now: Timestamp::from_millis(clock.max(high_water).max(floor_ms)),
         last_alive: row.get(2),
         licenses_version: row.get(3),
         someone_waits: row.get(4),

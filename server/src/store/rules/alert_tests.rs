@@ -100,6 +100,7 @@ impl World {
             fingerprint: None,
             idempotency_key: None,
             borrow: None,
+            version: None,
         };
         self.run(|r| r.checkout(&req, &[], true)).0.unwrap()
     }

@@ -123,6 +123,9 @@ impl<T: LeaseTx> Rules<'_, T> {
         alert: &Alert,
         waiting: Option<&Vec<Waiter>>,
     ) -> Result<Reading> {
+        // A license with a vendor is judged by the seats it may grant now.
+        let effective = super::effective(self.licenses, lic, self.now);
+        let lic: &LicenseConfig = &effective.lic;
         let id = &lic.id;
         Ok(match alert.condition {
             AlertCondition::Full { for_ } => {

@@ -88,7 +88,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         let Some(own) = own else {
             return Ok(None);
         };
-        let until = self.now.saturating_add(borrow_for);
+        let until = self.capped(self.now.saturating_add(borrow_for));
         let lent = LeaseRow {
             issued_at: self.now,
             expires_at: match own.mode {

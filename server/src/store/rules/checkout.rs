@@ -87,9 +87,21 @@ impl<T: LeaseTx> Rules<'_, T> {
         ahead: &[Waiter],
         counted: bool,
     ) -> Result<CheckoutOutcome> {
-        let Some(lic) = self.licenses.get(&req.license_id) else {
+        let licenses = self.licenses;
+        let Some(in_file) = licenses.get(&req.license_id) else {
             return Ok(CheckoutOutcome::UnknownLicense);
         };
+        let terms = super::effective(licenses, in_file, self.now);
+        if let Some(grant) = &terms.grant {
+            if let Some(lease) = self.replay_as_granted(in_file, req)? {
+                return Ok(reused(lease));
+            }
+            if let Some(refused) = self.entitlement_steps(in_file, grant, req, counted)? {
+                return Ok(refused);
+            }
+            self.lease_cap = terms.lease_cap();
+        }
+        let lic: &LicenseConfig = &terms.lic;
         if let Some(denial) = self.borrow_terms(lic, req, counted)? {
             return Ok(denial);
         }
@@ -331,6 +343,24 @@ impl<T: LeaseTx> Rules<'_, T> {
         Ok(None)
     }
 
+    /// A license with a vendor: the retry of a checkout whose answer was
+    /// lost gets the seat as it was granted, before any entitlement check
+    /// (it was entitled then), and not renewed (it may not be now).
+    fn replay_as_granted(
+        &mut self,
+        lic: &LicenseConfig,
+        req: &CheckoutRequest,
+    ) -> Result<Option<LeaseRow>> {
+        let Some(key) = &req.idempotency_key else {
+            return Ok(None);
+        };
+        let row = self.tx.lease_by_idempotency_key(&lic.id, key)?;
+        Ok(row.filter(|row| {
+            is_live(row.expires_at, self.now, lic.policy.skew)
+                && !lingering_for_another(lic, row, req)
+        }))
+    }
+
     /// The same machine asking again (it lost its lease in a network blip):
     /// give back its live seat rather than counting it twice. A lingering
     /// seat goes back only to the holder that released it, and only while
@@ -500,7 +530,7 @@ impl<T: LeaseTx> Rules<'_, T> {
             fingerprint: req.fingerprint.clone(),
             checked_out_at: self.now,
             issued_at: self.now,
-            expires_at: self.now.saturating_add(lifetime),
+            expires_at: self.capped(self.now.saturating_add(lifetime)),
             group: group.map(|g| g.name.clone()),
             mode,
             idle_since: None,
@@ -545,6 +575,8 @@ pub(super) fn denial_reason(outcome: &CheckoutOutcome) -> Option<DenialReason> {
         },
         CheckoutOutcome::NotAllowed(_) => DenialReason::NotAllowed,
         CheckoutOutcome::Blocked { .. } => DenialReason::Blocked,
+        CheckoutOutcome::VersionNotEntitled { .. } => DenialReason::Version,
+        CheckoutOutcome::NotEntitled => DenialReason::Entitlement,
         _ => return None,
     })
 }

@@ -6,16 +6,24 @@ use leasehold_common::Timestamp;
 use super::{LeaseTx, Result, Rules};
 
 impl<T: LeaseTx> Rules<'_, T> {
-    /// Record each license's pool size from now on where it differs from
-    /// the last one recorded (a license gone from the policy: 0 seats), so
+    /// Record each license's pool size (effective seats) from now on where
+    /// it differs from the last one recorded (a license gone from the policy: 0 seats), so
     /// a past interval is judged against the seats it had then.
     pub fn record_pool_sizes(&mut self) -> Result<()> {
         let recorded = self.tx.current_pool_sizes()?;
-        let mut changes: Vec<(&str, u32)> = self
-            .licenses
+        let licenses = self.licenses;
+        // A license with a vendor: the seats its entitlements grant now,
+        // narrowed by the file, so a report compares demand with what was
+        // entitled.
+        let mut changes: Vec<(&str, u32)> = licenses
             .iter()
-            .filter(|l| recorded.get(&l.id) != Some(&l.policy.seats))
-            .map(|l| (l.id.as_str(), l.policy.seats))
+            .map(|l| {
+                (
+                    l.id.as_str(),
+                    super::effective(licenses, l, self.now).lic.policy.seats,
+                )
+            })
+            .filter(|(id, seats)| recorded.get(*id) != Some(seats))
             .collect();
         changes.extend(
             recorded

@@ -56,6 +56,10 @@ pub trait LeaseTx {
     ) -> Result<Option<LeaseRow>>;
     /// Leases in `scope` with `expires_at >= threshold`.
     fn live_count(&mut self, scope: Scope<'_>, threshold: Timestamp) -> Result<u32>;
+    /// Leases of `lease`'s license live at `threshold` (`expires_at >=
+    /// threshold`) checked out after it (by `checked_out_at`, then seat
+    /// id): how many seats are newer. Asked only of a license with a vendor.
+    fn live_newer_than(&mut self, lease: &LeaseRow, threshold: Timestamp) -> Result<u32>;
     /// The earliest `expires_at >= threshold` in `scope`.
     fn earliest_live_expiry(
         &mut self,

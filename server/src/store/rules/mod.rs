@@ -32,6 +32,7 @@ mod alert_tests;
 mod alerts;
 mod borrow;
 mod checkout;
+mod entitled;
 mod history;
 mod idle;
 mod lease_tx;
@@ -42,6 +43,7 @@ mod seat;
 mod webhooks;
 
 pub use checkout::waits_in_line;
+pub use entitled::{Effective, effective, narrowed};
 pub use idle::{IdleReport, MIN_RECORDED_IDLE, after_report};
 pub use lease_tx::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 pub use scope::Scope;
@@ -111,6 +113,9 @@ pub struct Rules<'a, T: LeaseTx> {
     /// When the retry time of this command's denial runs out, if it is
     /// the lapse of a seat (set by `retry_after`; a repeat counts it down).
     retry_deadline: Option<Timestamp>,
+    /// No lease this command grants or renews expires after this: the end
+    /// of its license's entitlements (set by the entitlement steps).
+    lease_cap: Option<Timestamp>,
 }
 
 impl<'a, T: LeaseTx> Rules<'a, T> {
@@ -129,6 +134,7 @@ impl<'a, T: LeaseTx> Rules<'a, T> {
             events: Vec::new(),
             idle_counted_from: Timestamp::from_millis(0),
             retry_deadline: None,
+            lease_cap: None,
         }
     }
 

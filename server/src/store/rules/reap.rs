@@ -63,7 +63,9 @@ impl<T: LeaseTx> Rules<'_, T> {
     pub fn outage(&mut self, last_alive: Timestamp) -> usize {
         let mut extended = 0;
         for lic in self.licenses.iter() {
+            let cap = super::effective(self.licenses, lic, self.now).lease_cap();
             let renewed_until = self.now.saturating_add(lic.policy.ttl);
+            let renewed_until = cap.map_or(renewed_until, |cap| renewed_until.min(cap));
             let was_live = live_threshold(last_alive, lic.policy.skew);
             // Lingering and borrowed seats keep their expiry: nobody was
             // kept from renewing them.

@@ -34,7 +34,9 @@ impl<T: LeaseTx> Rules<'_, T> {
         let Some(events_until) = self.throttle.window_end(&denied_key(&lic.id, &req.holder)) else {
             return Ok(None);
         };
-        if req.borrow.is_some() {
+        // A license with a vendor: the answer also hangs on the version sent
+        // and on terms that begin and end at any instant; the writer decides.
+        if req.borrow.is_some() || lic.vendor.is_some() {
             return Ok(None);
         }
         let skew = lic.policy.skew;

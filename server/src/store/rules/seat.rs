@@ -31,7 +31,7 @@ impl<T: LeaseTx> Rules<'_, T> {
     ) -> Result<LeaseRow> {
         let renewed = LeaseRow {
             issued_at: self.now,
-            expires_at: self.now.saturating_add(ttl),
+            expires_at: self.capped(self.now.saturating_add(ttl)),
             mode: SeatMode::Heartbeat,
             idle_since,
             ..row.clone()
@@ -76,6 +76,12 @@ impl<T: LeaseTx> Rules<'_, T> {
             return Ok(HeartbeatOutcome::Borrowed {
                 expires_at: row.expires_at,
             });
+        }
+        if live && let Some(grant) = self.licenses.grant(lic, self.now.as_millis()) {
+            if self.over_entitlement(lic, &grant, &row)? {
+                return Ok(HeartbeatOutcome::Lost(SeatLostReason::Expired));
+            }
+            self.lease_cap = grant.lease_cap_ms.map(Timestamp::from_millis);
         }
         if live {
             let report = after_report(

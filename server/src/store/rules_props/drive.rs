@@ -144,6 +144,7 @@ impl Run {
                 EventKind::Config => "event: config",
                 EventKind::Reclaim => "event: reclaim",
                 EventKind::Alert => "event: alert",
+                EventKind::Entitlement => "event: entitlement",
             });
         }
         for s in &fx.sessions {

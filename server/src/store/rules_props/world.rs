@@ -63,6 +63,7 @@ pub fn req(license: &str, holder: &str, fp: Option<&str>, key: Option<&str>) -> 
         fingerprint: fp.map(str::to_string),
         idempotency_key: key.map(str::to_string),
         borrow: None,
+        version: None,
     }
 }
 

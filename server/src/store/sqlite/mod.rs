@@ -14,6 +14,7 @@
 mod bulk;
 pub mod checkpoint;
 pub(crate) mod denials;
+mod entitlement_ids;
 mod history;
 mod live_index;
 mod outbox;
@@ -39,6 +40,7 @@ use tokio::sync::broadcast;
 use super::backend::{Answer, StoreBackend};
 use super::batch::{Writer, WriterStats};
 use super::denials::DenialsQuery;
+use super::entitlement_ids::EntitlementId;
 use super::history::{SessionsQuery, UsageQuery};
 use super::outbox::{AlertState, DeliveriesQuery, DeliveryRow, WebhookStats};
 use super::repeats::RepeatedDenials;
@@ -191,6 +193,23 @@ impl StoreBackend for SqliteBackend {
             tokio::task::spawn_blocking(move || {
                 let conn = sign_ins.lock().map_err(|_| StoreError::Closed)?;
                 sign_ins::apply(&conn, &op)
+            })
+            .await
+            .map_err(|_| StoreError::Closed)?
+        })
+    }
+
+    fn entitlement_ids(&self) -> Answer<Vec<EntitlementId>> {
+        self.read(|c| Ok(entitlement_ids::read(c)?))
+    }
+
+    fn remember_entitlement_ids(&self, ids: Vec<EntitlementId>) -> Answer<usize> {
+        // The sign-ins' connection: a write beside the lease writer.
+        let conn = self.sign_ins.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let conn = conn.lock().map_err(|_| StoreError::Closed)?;
+                Ok(entitlement_ids::remember(&conn, &ids)?)
             })
             .await
             .map_err(|_| StoreError::Closed)?

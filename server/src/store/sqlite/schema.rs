@@ -292,6 +292,9 @@ const MIGRATIONS: &[&str] = &[
         firing_since  INTEGER
     ) WITHOUT ROWID;
     "#,
+    // v14: what the store remembers of each vendor's entitlement id
+    // (`store/entitlement_ids.rs`, the same table on PostgreSQL).
+    crate::store::entitlement_ids::TABLE_SQL,
 ];
 
 /// The schema version this build writes.

@@ -203,6 +203,22 @@ impl LeaseTx for SqliteTx<'_> {
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
+    fn live_newer_than(&mut self, lease: &LeaseRow, threshold: Timestamp) -> Result<u32> {
+        const SQL: &str = "SELECT COUNT(*) FROM leases
+             WHERE license_id = ?1 AND expires_at >= ?2
+               AND (checked_out_at > ?3 OR (checked_out_at = ?3 AND seat_id > ?4))";
+        let n: i64 = self.conn.prepare_cached(SQL)?.query_row(
+            params![
+                lease.license_id,
+                threshold.as_millis(),
+                lease.checked_out_at.as_millis(),
+                lease.seat_id
+            ],
+            |r| r.get(0),
+        )?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
     fn earliest_live_expiry(
         &mut self,
         scope: Scope<'_>,

@@ -24,7 +24,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::checkpoint::WalHousekeeping;
 use super::live_index::LiveIndex;
 use super::tx::SqliteTx;
-use crate::clock::SharedClock;
+use crate::clock::{DecisionClock, SharedClock};
 use crate::licenses::LicensesHandle;
 use crate::store::StoreError;
 use crate::store::batch::{BatchStore, Begun, WriterStats, micros};
@@ -44,6 +44,8 @@ pub struct SqliteBatches {
     clock: SharedClock,
     /// The last instant the writer was known to be running.
     last_alive: Timestamp,
+    /// Decides each batch's time from the wall clock (`clock`).
+    decision: DecisionClock,
     last_alive_persisted: Timestamp,
     index: LiveIndex,
     /// The index must be reloaded: something may have set it apart from
@@ -82,11 +84,13 @@ impl SqliteBatches {
             )
             .optional()?;
         let index = LiveIndex::load(&conn)?;
+        let last_alive = last_alive.map(Timestamp::from_millis).unwrap_or(now);
         Ok(SqliteBatches {
             conn,
             licenses,
             clock,
-            last_alive: last_alive.map(Timestamp::from_millis).unwrap_or(now),
+            last_alive,
+            decision: DecisionClock::new(last_alive),
             last_alive_persisted: Timestamp::from_millis(i64::MIN),
             index,
             index_stale: false,
@@ -143,19 +147,20 @@ impl BatchStore for SqliteBatches {
                 .all(|c| matches!(c, Command::Rule(RuleCommand::Checkout { .. })));
         // The writer's time never goes backwards: if the wall clock steps
         // back (an NTP step), a lease that lapsed must not come back to life
-        // beside the seat that replaced it. Time stands still until the clock
-        // catches up instead.
-        let now = self.clock.now().max(self.last_alive);
+        // beside the seat that replaced it. Nor does it stand still: a term
+        // ends on time whatever the wall clock says.
+        let licenses = self.licenses.current();
+        let wall = self.clock.now();
+        let floor = Timestamp::from_millis(licenses.entitled().clock_floor_ms());
+        let now = self.decision.now(wall, floor);
+        self.stats.note_decision(now, wall);
         if self.held_since.is_none() {
             self.wal_catch_up();
             exec_cached(&self.conn, "BEGIN IMMEDIATE").map_err(|e| e.to_string())?;
             self.changes_at_begin = self.conn.total_changes();
             self.denial_rows = 0;
         }
-        Ok(Begun {
-            now,
-            licenses: self.licenses.current(),
-        })
+        Ok(Begun { now, licenses })
     }
 
     fn begin_failed(msg: String) -> StoreError {

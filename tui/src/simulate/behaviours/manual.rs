@@ -27,6 +27,7 @@ pub(super) fn checkout_request(slot: &Slot) -> CheckoutRequest {
         holder: slot.plan.holder.clone(),
         fingerprint: Some(slot.plan.fingerprint.clone()),
         borrow_s: None,
+        version: None,
     }
 }
 
