@@ -214,7 +214,10 @@ mod tests {
         assert_eq!((by.total(), by.not_shortage()), (8, 6));
         let json = serde_json::to_value(by).unwrap();
         assert_eq!(json.as_object().unwrap().len(), 8);
-        assert_eq!((json["version"].as_u64(), json["entitlement"].as_u64()), (Some(0), Some(2)));
+        assert_eq!(
+            (json["version"].as_u64(), json["entitlement"].as_u64()),
+            (Some(0), Some(2))
+        );
         let view = DenialView {
             at: Timestamp::from_millis(1),
             license_id: "l".into(),

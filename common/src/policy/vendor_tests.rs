@@ -61,19 +61,19 @@ fn a_vendor_may_have_several_keys() {
 fn vendor_mistakes_reject_the_file_naming_the_field() {
     let (vendor, field, problem) =
         vendor_error("[[vendor]]\nname = \"v\"\npublic_key = \"not-a-key\"\n");
-    assert_eq!((vendor.as_str(), field), ("v", "public_key"));
+    assert_eq!((vendor.as_str(), field), ("v", "vendor.public_key"));
     assert!(problem.contains("not base64url"), "{problem}");
     let (_, field, problem) = vendor_error(&format!(
         "[[vendor]]\nname = \"v\"\npublic_key = \"{KEY}\"\n[[vendor]]\nname = \"v\"\npublic_key = \"{KEY}\"\n"
     ));
-    assert_eq!(field, "name");
+    assert_eq!(field, "vendor.name");
     assert!(problem.contains("another vendor"), "{problem}");
     let (_, field, _) = vendor_error(&format!(
         "[[vendor]]\nname = \"\"\npublic_key = \"{KEY}\"\n"
     ));
-    assert_eq!(field, "name");
+    assert_eq!(field, "vendor.name");
     let (_, field, _) = vendor_error("[[vendor]]\nname = \"v\"\npublic_key = []\n");
-    assert_eq!(field, "public_key");
+    assert_eq!(field, "vendor.public_key");
 }
 
 #[test]

@@ -145,21 +145,27 @@ pub(super) fn parse_vendors(raw: Vec<RawVendor>) -> Result<Vec<Vendor>, VendorEr
             problem,
         };
         if let Err(field) = super::validate_id(&raw.name) {
-            return Err(fail("name", field.problem));
+            return Err(fail("vendor.name", field.problem));
         }
         if vendors.iter().any(|v| v.name == raw.name) {
-            return Err(fail("name", "is used by another vendor".into()));
+            return Err(fail("vendor.name", "is used by another vendor".into()));
         }
         let texts = match raw.public_key {
             OneOrMany::One(t) => vec![t],
             OneOrMany::Many(ts) => ts,
         };
         if texts.is_empty() {
-            return Err(fail("public_key", "must name at least one key".into()));
+            return Err(fail(
+                "vendor.public_key",
+                "must name at least one key".into(),
+            ));
         }
         let keys = texts
             .iter()
-            .map(|t| VendorKey::parse(t).map_err(|why| fail("public_key", format!("{t:?}: {why}"))))
+            .map(|t| {
+                VendorKey::parse(t)
+                    .map_err(|why| fail("vendor.public_key", format!("{t:?}: {why}")))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         vendors.push(Vendor {
             name: raw.name,

@@ -154,8 +154,8 @@ impl Loader {
         {
             let key = (file.file.clone(), e.claims_hash.clone());
             let before = self.states.get(&key).copied();
-            let changed = before.is_some_and(|b| b != state)
-                || (before.is_none() && state != State::Active);
+            let changed =
+                before.is_some_and(|b| b != state) || (before.is_none() && state != State::Active);
             if changed && let Some(detail) = state_detail(e, &file.file, state) {
                 events.push(detail);
             }

@@ -10,6 +10,7 @@ pub mod judge;
 #[cfg(test)]
 mod judge_tests;
 pub mod loader;
+pub mod metrics;
 pub mod watch;
 
 use std::collections::BTreeMap;

@@ -21,6 +21,8 @@ const RESCAN_EVERY: Duration = Duration::from_secs(60);
 pub async fn run(mut loader: Loader, mut shutdown: watch::Receiver<bool>) {
     let (_watcher, mut changes) = watch_dir(&loader.dir);
     let licenses = loader.licenses.clone();
+    // Anything written between the first scan and the watch: look again.
+    loader.scan().await;
     loop {
         let until_next_state = next_state_change(&loader).unwrap_or(RESCAN_EVERY);
         tokio::select! {

@@ -56,7 +56,16 @@ pub async fn metrics(state: &AppState) -> Response {
         &pools,
         state.store.writer_stats(),
     );
-    let webhooks = crate::webhooks::gauges(&state.store, &state.licenses.current()).await;
+    let licenses = state.licenses.current();
+    let webhooks = crate::webhooks::gauges(&state.store, &licenses).await;
     text.push_str(&state.metrics.render_webhooks(&webhooks));
+    let stats = state.store.writer_stats();
+    text.push_str(&crate::entitlements::metrics::render(
+        &licenses,
+        state.store.decision_time(state.clock.now()),
+        stats
+            .clock_behind_ms
+            .load(std::sync::atomic::Ordering::Relaxed),
+    ));
     warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4").into_response()
 }

@@ -79,6 +79,7 @@ impl<T: LeaseTx> Rules<'_, T> {
         }
         if live && let Some(grant) = self.licenses.grant(lic, self.now.as_millis()) {
             if self.over_entitlement(lic, &grant, &row)? {
+                self.end_over_entitlement(&row)?;
                 return Ok(HeartbeatOutcome::Lost(SeatLostReason::Expired));
             }
             self.lease_cap = grant.lease_cap_ms.map(Timestamp::from_millis);
@@ -127,6 +128,23 @@ impl<T: LeaseTx> Rules<'_, T> {
             )?;
         }
         Ok(HeartbeatOutcome::Lost(SeatLostReason::Lapsed))
+    }
+
+    /// A seat over what the entitlements grant now leaves at its heartbeat:
+    /// its session lapses now, so the count is back within the grant as
+    /// soon as the newest seats have asked.
+    fn end_over_entitlement(&mut self, row: &LeaseRow) -> Result<()> {
+        let Some(gone) = self.tx.delete_lease(&row.seat_id, Some(&row.license_id))? else {
+            return Ok(());
+        };
+        self.end_session(&gone, SessionEnd::Lapse)?;
+        self.event(
+            EventKind::Lost,
+            Some(&gone.license_id),
+            Some(&gone.seat_id),
+            Some(&gone.holder),
+            Some("over what the license's entitlements grant now: not renewed"),
+        )
     }
 
     /// Why a seat that is no longer in the table is gone, as its session's
