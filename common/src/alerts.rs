@@ -77,12 +77,12 @@ impl DeliveryStatus {
 }
 
 /// An alert's settings as a delivery carries them: `name`, `when`, and the
-/// settings of its kind (`for`; `percent`; `count` and `within`), durations
+/// settings of its kind (`for`; `percent`; `count` and `within`; `before`), durations
 /// as in the licenses file (`"5m"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AlertSettings {
     pub name: String,
-    /// `full`, `usage` or `denials`.
+    /// `full`, `usage`, `denials` or `expiry`.
     pub when: String,
     #[serde(rename = "for", default, skip_serializing_if = "Option::is_none")]
     pub for_: Option<String>,
@@ -92,6 +92,9 @@ pub struct AlertSettings {
     pub count: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub within: Option<String>,
+    /// `expiry`: how long before the entitled seats drop it fires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
 }
 
 /// The body of a delivery of format `json` (format `slack` sends only

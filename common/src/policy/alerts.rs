@@ -84,6 +84,9 @@ pub enum AlertCondition {
     Usage { percent: u32, for_: Duration },
     /// At least `count` denials of reason `full` in any `within`.
     Denials { count: u32, within: Duration },
+    /// A license with a vendor: its entitled seats drop within `before`,
+    /// or its entitlement is in grace.
+    Expiry { before: Duration },
 }
 
 impl AlertCondition {
@@ -92,6 +95,7 @@ impl AlertCondition {
             AlertCondition::Full { .. } => "full",
             AlertCondition::Usage { .. } => "usage",
             AlertCondition::Denials { .. } => "denials",
+            AlertCondition::Expiry { .. } => "expiry",
         }
     }
 
@@ -100,7 +104,7 @@ impl AlertCondition {
     pub fn hold_for(&self) -> Duration {
         match *self {
             AlertCondition::Full { for_ } | AlertCondition::Usage { for_, .. } => for_,
-            AlertCondition::Denials { .. } => Duration::ZERO,
+            AlertCondition::Denials { .. } | AlertCondition::Expiry { .. } => Duration::ZERO,
         }
     }
 }
@@ -126,6 +130,7 @@ impl Alert {
             percent: None,
             count: None,
             within: None,
+            before: None,
         };
         match self.condition {
             AlertCondition::Full { for_ } => s.for_ = Some(format_duration(for_)),
@@ -137,6 +142,7 @@ impl Alert {
                 s.count = Some(count);
                 s.within = Some(format_duration(within));
             }
+            AlertCondition::Expiry { before } => s.before = Some(format_duration(before)),
         }
         s
     }
@@ -176,6 +182,8 @@ pub(super) struct RawAlert {
     count: Option<u32>,
     #[serde(default)]
     within: Option<DurationText>,
+    #[serde(default)]
+    before: Option<DurationText>,
     #[serde(default)]
     webhooks: Option<Vec<String>>,
 }
@@ -306,6 +314,9 @@ fn at_least_a_second(
     Ok(d)
 }
 
+/// An `expiry` alert without `before` holds within 30 days of the drop.
+const DEFAULT_EXPIRY_BEFORE: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// Refuse a setting the alert's kind does not use, so a typo'd alert is
 /// not silently a different one.
 fn unused<T>(field: &'static str, value: &Option<T>, when: &str) -> Result<(), PolicyField> {
@@ -327,6 +338,7 @@ pub(super) fn alert(raw: RawAlert, webhooks: &[Webhook]) -> Result<Alert, Policy
             unused("alert.percent", &raw.percent, "full")?;
             unused("alert.count", &raw.count, "full")?;
             unused("alert.within", &raw.within, "full")?;
+            unused("alert.before", &raw.before, "full")?;
             AlertCondition::Full {
                 for_: at_least_a_second("alert.for", raw.for_)?,
             }
@@ -334,6 +346,7 @@ pub(super) fn alert(raw: RawAlert, webhooks: &[Webhook]) -> Result<Alert, Policy
         "usage" => {
             unused("alert.count", &raw.count, "usage")?;
             unused("alert.within", &raw.within, "usage")?;
+            unused("alert.before", &raw.before, "usage")?;
             let percent = match raw.percent {
                 Some(p) if (1..=100).contains(&p) => p,
                 Some(p) => {
@@ -352,6 +365,7 @@ pub(super) fn alert(raw: RawAlert, webhooks: &[Webhook]) -> Result<Alert, Policy
         "denials" => {
             unused("alert.percent", &raw.percent, "denials")?;
             unused("alert.for", &raw.for_, "denials")?;
+            unused("alert.before", &raw.before, "denials")?;
             let count = match raw.count {
                 Some(c) if c >= 1 => c,
                 Some(_) => return Err(PolicyField::new("alert.count", "must be at least 1")),
@@ -362,10 +376,19 @@ pub(super) fn alert(raw: RawAlert, webhooks: &[Webhook]) -> Result<Alert, Policy
                 within: at_least_a_second("alert.within", raw.within)?,
             }
         }
+        "expiry" => {
+            unused("alert.percent", &raw.percent, "expiry")?;
+            unused("alert.count", &raw.count, "expiry")?;
+            unused("alert.within", &raw.within, "expiry")?;
+            unused("alert.for", &raw.for_, "expiry")?;
+            AlertCondition::Expiry {
+                before: raw.before.map_or(DEFAULT_EXPIRY_BEFORE, |d| d.0),
+            }
+        }
         other => {
             return Err(PolicyField::new(
                 "alert.when",
-                format!("is {other:?}; use \"full\", \"usage\" or \"denials\""),
+                format!("is {other:?}; use \"full\", \"usage\", \"denials\" or \"expiry\""),
             ));
         }
     };

@@ -270,6 +270,13 @@ impl Licenses {
             let mut license_alerts = Vec::with_capacity(raw.alert.len());
             for raw_alert in raw.alert {
                 let alert = alerts::alert(raw_alert, &webhooks).map_err(named)?;
+                if matches!(alert.condition, AlertCondition::Expiry { .. }) && raw.vendor.is_none()
+                {
+                    return Err(named(PolicyField::new(
+                        "alert.when",
+                        "is \"expiry\", which needs a license with a vendor = \"...\"",
+                    )));
+                }
                 if !alert_names.insert(alert.name.clone()) {
                     return Err(named(PolicyField::new(
                         "alert.name",

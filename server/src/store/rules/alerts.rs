@@ -8,6 +8,7 @@
 //! of the alert's webhooks, in the same transaction.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use leasehold_common::Timestamp;
 use leasehold_common::alerts::DeliveryType;
@@ -156,6 +157,7 @@ impl<T: LeaseTx> Rules<'_, T> {
                     ),
                 }
             }
+            AlertCondition::Expiry { before } => self.expiry(&effective, before),
             AlertCondition::Denials { count, within } => {
                 // (now − within, now]: a denial exactly `within` ago has left.
                 let since =
@@ -171,5 +173,45 @@ impl<T: LeaseTx> Rules<'_, T> {
                 }
             }
         })
+    }
+}
+
+impl<T: LeaseTx> Rules<'_, T> {
+    /// `expiry`: the entitled seats drop within `before`, or the license is
+    /// in grace. Once they have dropped to nothing it resolves: the pool's
+    /// other alerts speak then.
+    fn expiry(&self, effective: &super::Effective<'_>, before: Duration) -> Reading {
+        let id = &effective.lic.id;
+        let (Some(grant), Some(vendor)) = (&effective.grant, effective.lic.vendor.as_deref())
+        else {
+            return Reading {
+                holds: false,
+                firing_text: String::new(),
+                resolved_text: String::new(),
+            };
+        };
+        let drop = self
+            .licenses
+            .entitled()
+            .ledger()
+            .next_drop(vendor, id, self.now.as_millis())
+            .map(Timestamp::from_millis);
+        let soon = drop.is_some_and(|at| at.millis_since(self.now) <= before.as_millis() as i64);
+        let firing_text = match (grant.in_grace, drop) {
+            (true, Some(at)) => format!("{id}'s entitlement is in grace: its seats drop at {at}"),
+            (_, Some(at)) => format!(
+                "{id}'s entitled seats drop at {at}, within {}",
+                format_duration(before)
+            ),
+            (_, None) => format!("{id}'s entitlement is in grace"),
+        };
+        Reading {
+            holds: grant.is_entitled() && (grant.in_grace || soon),
+            firing_text,
+            resolved_text: format!(
+                "{id}'s entitled seats do not drop within {}",
+                format_duration(before)
+            ),
+        }
     }
 }

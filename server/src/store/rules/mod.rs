@@ -33,6 +33,8 @@ mod alerts;
 mod borrow;
 mod checkout;
 mod entitled;
+#[cfg(test)]
+mod entitled_tests;
 mod history;
 mod idle;
 mod lease_tx;
