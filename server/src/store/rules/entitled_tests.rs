@@ -230,7 +230,7 @@ fn the_expiry_alert_fires_before_the_drop_and_a_renewal_resolves_it() {
     let exp = NOW_S + 120;
     let term = entitlement("a", NOW_S - 60, json!({"seats": 2}), json!({"exp": exp}));
     let mut w = World::new(alert, &[term]);
-    let mut tick = |w: &mut World| -> Vec<String> {
+    let tick = |w: &mut World| -> Vec<String> {
         let mut rules = Rules::new(&mut w.store, w.now, &w.licenses, &mut w.throttle);
         rules.evaluate_alerts(&HashMap::new()).unwrap();
         rules
