@@ -49,6 +49,7 @@ fn alert(license: &str, name: &str, when: &str, firing: bool) -> AlertView {
             percent: (when == "usage").then_some(90),
             count: (when == "denials").then_some(3),
             within: (when == "denials").then(|| "15m".into()),
+            before: None,
         },
         firing,
         since: firing.then(|| t(-300)),
