@@ -1,7 +1,9 @@
 // The live event feed: `GET /v1/admin/events/stream` through EventSource
 // (it sends the sign-in cookie, and on a dropped connection it reconnects
 // with `Last-Event-ID`, so nothing is lost or repeated). The list keeps the
-// newest events; each is `<li data-event-id>` with its kind as a word.
+// newest events; each is `<li data-event-id>` with its kind as a word, a
+// glyph and a colour of its own (`.k-<kind>` in app.css): `§ entitlement`
+// for what the entitlements directory did (loaded, rejected, grace, ...).
 
 import { getJson, withQuery, link, BACKGROUND } from './api.js';
 import { el } from './dom.js';
@@ -9,7 +11,7 @@ import { fmtTime, utcTitle, shortId } from './format.js';
 
 const KEEP = 200;
 const BACKLOG = 50;
-const GLYPH = { checkout: '+', release: '−', reap: '†', revoke: '✗', denied: '!', lost: '?', config: '⚙', reclaim: 'z', alert: '▲' };
+const GLYPH = { checkout: '+', release: '−', reap: '†', revoke: '✗', denied: '!', lost: '?', config: '⚙', reclaim: 'z', alert: '▲', entitlement: '§' };
 
 /**
  * The newest event id, by probing `?after=X&limit=1` (the API lists

@@ -15,6 +15,17 @@ export function fmtDuration(ms) {
   return sign + body;
 }
 
+const DAY_MS = 86400000;
+
+/**
+ * Time left to an entitlement's end, in whole days (`12d`, truncated:
+ * never more than is left); under a day as `fmtDuration` (`5h03m`).
+ */
+export function fmtDaysLeft(ms) {
+  if (ms >= DAY_MS) return `${Math.floor(ms / DAY_MS)}d`;
+  return fmtDuration(Math.max(0, ms));
+}
+
 /** Seconds of a policy (`ttl_s` etc.) in the same style, without rounding noise. */
 export function fmtSeconds(s) {
   if (s < 1) return `${Math.round(s * 1000)}ms`;

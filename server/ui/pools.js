@@ -10,12 +10,21 @@
 // A pool whose alerts fire (`alerts_firing`, from the licenses file's
 // `[[license.alert]]`) shows one `▲ ALERT name` badge per alert beside its
 // status, `data-alert="name"` on each.
+//
+// A license with a vendor (its seats granted by the vendor's signed
+// entitlements) says so: `entitled 10` under its live/seats (the licenses
+// file may narrow them), its customer beside its name, and, in its
+// status, the term as a warning: `⏳ 12d` while the entitled seats drop
+// within 30 days, `grace 3d` in grace, `expired` when nothing grants a
+// seat. A license without a vendor shows none of it.
 
 import { el, setText, setAttr, svg } from './dom.js';
-import { clock, fmtCount, fmtDuration, fmtSeconds, utcTitle, fmtTime } from './format.js';
+import { clock, fmtCount, fmtDaysLeft, fmtDuration, fmtSeconds, utcTitle, fmtTime, fmtDateTime } from './format.js';
 
 const GAUGE_W = 120;
 const GAUGE_H = 12;
+/** The term shows once the entitled seats drop within this. */
+const TERM_SOON_MS = 30 * 86400000;
 
 /** Rows by license id, reused across refreshes. */
 const rows = new Map();
@@ -28,6 +37,43 @@ function status(l) {
   if (l.live >= l.seats) return { text: '■ FULL', cls: 'full' };
   if (l.live * 5 >= l.seats * 4) return { text: '▲ busy', cls: 'busy' };
   return { text: '● ok', cls: 'ok' };
+}
+
+/**
+ * The entitlement's term at `now` (server ms): `{ text, cls, title }`, or
+ * null when there is nothing to say (no vendor, or the drop is far off).
+ */
+function term(l, now) {
+  if (l.vendor == null) return null;
+  if (l.entitled_seats === 0) {
+    return { text: 'expired', cls: 'ended', title: `no entitlement from ${l.vendor} grants a seat now: checkouts are refused (not_entitled)` };
+  }
+  const at = l.entitlement_ends_at ? Date.parse(l.entitlement_ends_at) : NaN;
+  const when = Number.isNaN(at) ? '' : `${fmtDateTime(at)} local · ${utcTitle(at)}`;
+  if (l.in_grace) {
+    return {
+      text: when ? `grace ${fmtDaysLeft(at - now)}` : 'grace',
+      cls: 'warn',
+      title: `in grace: the term of ${l.vendor}'s entitlement has ended${when ? `; its seats drop at ${when}` : ''}`,
+    };
+  }
+  if (Number.isNaN(at) || at - now > TERM_SOON_MS) return null;
+  return { text: `⏳ ${fmtDaysLeft(at - now)}`, cls: 'warn', title: `the entitled seats drop at ${when}` };
+}
+
+/** The customer beside a vendor pool's name, and the entitled seats under its count. */
+function renderEntitlement(c, l) {
+  const vendored = l.vendor != null;
+  setText(c.customer, vendored && l.customer ? l.customer : '');
+  setAttr(c.customer, 'title', vendored ? `customer ${l.customer || 'not named'} · vendor ${l.vendor}${l.versions ? ` · versions ${l.versions}` : ''}` : null);
+  const entitled = vendored ? l.entitled_seats || 0 : null;
+  setText(c.entitled, vendored ? `entitled ${fmtCount(entitled)}` : '');
+  let why = null;
+  if (vendored) {
+    why = `${l.vendor}'s entitlements grant ${fmtCount(entitled)} seats`;
+    if (l.seats < entitled) why += `; the licenses file narrows them to ${fmtCount(l.seats)}`;
+  }
+  setAttr(c.entitled, 'title', why);
 }
 
 /** A policy count, or — (with why) when the pool has no such policy. */
@@ -82,7 +128,10 @@ function makeRow(id, onSelect) {
   const cells = {
     pick,
     fill,
-    count: el('td', { class: 'num count' }),
+    used: el('span', { class: 'used' }),
+    entitled: el('span', { class: 'entitled', 'data-field': 'entitled' }),
+    customer: el('span', { class: 'customer', 'data-field': 'customer' }),
+    term: el('span', { class: 'term', 'data-field': 'term' }),
     free: el('td', { class: 'num' }),
     waiting: el('td', { class: 'num' }),
     reserved: el('td', { class: 'num', 'data-field': 'reserved' }),
@@ -97,9 +146,9 @@ function makeRow(id, onSelect) {
   const tr = el(
     'tr',
     { 'data-license': id },
-    el('th', { scope: 'row' }, pick),
+    el('th', { scope: 'row' }, pick, cells.customer),
     el('td', {}, g),
-    cells.count,
+    el('td', { class: 'num count' }, cells.used, cells.entitled),
     cells.free,
     cells.waiting,
     cells.reserved,
@@ -107,7 +156,7 @@ function makeRow(id, onSelect) {
     cells.borrowed,
     el('td', {}, cells.groups),
     cells.ttl,
-    el('td', {}, cells.status, cells.frees, cells.alerts),
+    el('td', {}, cells.status, cells.term, cells.frees, cells.alerts),
   );
   return { tr, cells, license: null };
 }
@@ -129,7 +178,8 @@ export function renderPools(tbody, licenses, selected, onSelect) {
     row.license = l;
     const c = row.cells;
     const st = status(l);
-    setText(c.count, `${fmtCount(l.live)} / ${fmtCount(l.seats)}`);
+    setText(c.used, `${fmtCount(l.live)} / ${fmtCount(l.seats)}`);
+    renderEntitlement(c, l);
     setText(c.free, fmtCount(Math.max(0, l.seats - l.live)));
     setText(c.waiting, l.waiting ? `⏳ ${fmtCount(l.waiting)}` : '—');
     setAttr(c.waiting, 'title', l.waiting ? `${fmtCount(l.waiting)} checkouts waiting in line` : null);
@@ -186,10 +236,14 @@ export function setFreesAt(id, ms) {
   tickPools();
 }
 
-/** Once a second: only the "next seat frees in" texts change. */
+/** Once a second: only the "next seat frees in" and term texts change. */
 export function tickPools() {
   const now = clock.now();
   for (const [id, row] of rows) {
+    const t = row.license && term(row.license, now);
+    setText(row.cells.term, t ? t.text : '');
+    setAttr(row.cells.term, 'class', t ? `term ${t.cls}` : 'term');
+    setAttr(row.cells.term, 'title', t ? t.title : null);
     const at = freesAt.get(id);
     if (at === undefined) {
       setText(row.cells.frees, '');

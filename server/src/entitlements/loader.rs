@@ -19,15 +19,16 @@ use std::sync::atomic::Ordering;
 
 use leasehold_common::Timestamp;
 use leasehold_common::api::EventKind;
-use leasehold_common::entitlement::{Entitlement, Ledger, Newest, State};
+use leasehold_common::entitlement::{Entitlement, Newest, State};
+use leasehold_common::policy::Entitled;
 use leasehold_common::policy::vendors::keys_by_name;
-use leasehold_common::policy::{Entitled, InForce, Rejected};
 
 use super::judge::{Judge, Verdict, judge_all};
 use crate::clock::SharedClock;
 use crate::licenses::LicensesHandle;
 use crate::store::Store;
 use crate::store::entitlement_ids::EntitlementId;
+use crate::store::entitlement_set::{JudgedFile, JudgedSet};
 
 /// A wall clock this far behind the decision clock is an error worth an
 /// event (once per episode).
@@ -116,20 +117,64 @@ impl Loader {
             return;
         }
         let remembered = match self.store.entitlement_ids().await {
-            Ok(ids) => remembered_of(ids),
+            Ok(ids) => ids,
             Err(e) => {
                 tracing::error!("cannot read the remembered entitlement ids: {e}; scanning later");
                 return;
             }
         };
-        let entitled = entitled_of(&verdicts, &remembered);
-        let mut events = file_events(&self.verdicts, &verdicts);
-        events.extend(self.state_events(&entitled));
-        events.extend(self.clock_events());
+        let set = judged_set_of(&verdicts);
+        let entitled = set.entitled(licenses.vendors(), &remembered);
+        let file_events = file_events(&self.verdicts, &verdicts);
+        let state_events = self.state_events(&entitled);
+        let clock_events = self.clock_events();
         self.verdicts = verdicts;
         self.licenses.set_entitled(entitled);
-        for detail in events {
+        self.tell(set, file_events, state_events, clock_events)
+            .await;
+    }
+
+    /// Record the scan's events. On PostgreSQL the scan's set is published
+    /// as the cluster's with its file events (recorded only by the replica
+    /// whose scan changed the set), and an event of an instant (grace,
+    /// ended) once for the cluster, by its key.
+    async fn tell(
+        &self,
+        set: JudgedSet,
+        file_events: Vec<String>,
+        state_events: Vec<(String, String)>,
+        clock_events: Vec<String>,
+    ) {
+        for detail in file_events
+            .iter()
+            .chain(state_events.iter().map(|(_, d)| d))
+        {
             tracing::info!("entitlement: {detail}");
+        }
+        let mut plain = clock_events;
+        match self
+            .store
+            .publish_entitlements(set.to_json(), file_events.clone())
+            .await
+        {
+            None => {
+                plain.extend(file_events);
+                plain.extend(state_events.into_iter().map(|(_, d)| d));
+            }
+            Some(published) => {
+                if let Err(e) = published {
+                    tracing::error!("cannot publish the cluster's entitlements: {e}");
+                }
+                for (key, detail) in state_events {
+                    if let Some(Err(e)) =
+                        self.store.record_entitlement_event_once(key, detail).await
+                    {
+                        tracing::error!("cannot record an entitlement event: {e}");
+                    }
+                }
+            }
+        }
+        for detail in plain {
             if let Err(e) = self
                 .store
                 .record_event(EventKind::Entitlement, None, detail)
@@ -141,7 +186,7 @@ impl Loader {
     }
 
     /// Replaced, in grace, ended, conflicting: each once, when it begins.
-    fn state_events(&mut self, entitled: &Entitled) -> Vec<String> {
+    fn state_events(&mut self, entitled: &Entitled) -> Vec<(String, String)> {
         let t = self.decision_time().as_millis();
         let ledger = entitled.ledger();
         let mut now = HashMap::new();
@@ -157,7 +202,8 @@ impl Loader {
             let changed =
                 before.is_some_and(|b| b != state) || (before.is_none() && state != State::Active);
             if changed && let Some(detail) = state_detail(e, &file.file, state) {
-                events.push(detail);
+                let key = format!("{}:{}:{}", file.file, e.claims_hash, state.as_str());
+                events.push((key, detail));
             }
             now.insert(key, state);
         }
@@ -233,42 +279,27 @@ fn newest_of(verdicts: &BTreeMap<String, Verdict>) -> Vec<EntitlementId> {
     newest.into_values().collect()
 }
 
-/// The entitlements in force (loaded, or kept at their last good content)
-/// with the files they came from, and the rejected files.
-fn entitled_of(
-    verdicts: &BTreeMap<String, Verdict>,
-    remembered: &HashMap<(String, String), (Newest, String)>,
-) -> Entitled {
-    let mut entitlements: Vec<Entitlement> = Vec::new();
-    let mut files = Vec::new();
-    let mut rejected = Vec::new();
-    for (file, verdict) in verdicts {
-        match verdict {
-            Verdict::Loaded(e) => {
-                entitlements.push(e.clone());
-                files.push(InForce {
-                    file: file.clone(),
-                    error: None,
-                });
-            }
-            Verdict::Kept { why, last_good } => {
-                entitlements.push(last_good.clone());
-                files.push(InForce {
-                    file: file.clone(),
-                    error: Some(why.clone()),
-                });
-            }
-            Verdict::Rejected(why) => rejected.push(Rejected {
-                file: file.clone(),
-                why: why.clone(),
-            }),
-        }
-    }
-    let newest = remembered
+/// The scan's outcome as a store keeps it: each file's JWS in force
+/// (loaded, or kept at its last good content) or why it is rejected.
+fn judged_set_of(verdicts: &BTreeMap<String, Verdict>) -> JudgedSet {
+    let files = verdicts
         .iter()
-        .map(|(k, (n, _))| (k.clone(), *n))
+        .map(|(file, verdict)| {
+            let (jws, error) = match verdict {
+                Verdict::Loaded(e) => (Some(e.jws.clone()), None),
+                Verdict::Kept { why, last_good } => {
+                    (Some(last_good.jws.clone()), Some(why.clone()))
+                }
+                Verdict::Rejected(why) => (None, Some(why.clone())),
+            };
+            JudgedFile {
+                file: file.clone(),
+                jws,
+                error,
+            }
+        })
         .collect();
-    Entitled::new(Ledger::new(entitlements, newest), files, rejected)
+    JudgedSet { files }
 }
 
 /// One event per file whose verdict changed: loaded, rejected (kept or

@@ -77,6 +77,20 @@ pub trait StoreBackend: Send + Sync {
     fn read_pool_idle(&self) -> Option<usize> {
         None
     }
+    /// Make a judged set (JSON) the cluster's entitlements, recording
+    /// `events` with it if it changed anything, where a cluster shares one
+    /// (on SQLite the server's own scan is the set: `None`). True if it
+    /// changed.
+    fn publish_entitlements(&self, set: String, events: Vec<String>) -> Option<Answer<bool>> {
+        let _ = (set, events);
+        None
+    }
+    /// Record an `entitlement` event once for the cluster, by `key`, where a
+    /// cluster shares one (`None`: record it as any event).
+    fn record_entitlement_event_once(&self, key: String, detail: String) -> Option<Answer<bool>> {
+        let _ = (key, detail);
+        None
+    }
     /// Make `text` the cluster's policy, where a cluster shares one (on
     /// SQLite the file is the policy: `None`).
     fn publish_licenses(

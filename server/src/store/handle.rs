@@ -355,6 +355,27 @@ impl Store {
         detached(self.reads.remember_entitlement_ids(ids)).await
     }
 
+    /// Make a judged set the cluster's entitlements with its events (see
+    /// [`StoreBackend::publish_entitlements`]); `None` on SQLite.
+    pub async fn publish_entitlements(
+        &self,
+        set: String,
+        events: Vec<String>,
+    ) -> Option<Result<bool, StoreError>> {
+        let answer = self.reads.publish_entitlements(set, events)?;
+        Some(detached(answer).await)
+    }
+
+    /// Record an `entitlement` event once for the cluster; `None` on SQLite.
+    pub async fn record_entitlement_event_once(
+        &self,
+        key: String,
+        detail: String,
+    ) -> Option<Result<bool, StoreError>> {
+        let answer = self.reads.record_entitlement_event_once(key, detail)?;
+        Some(detached(answer).await)
+    }
+
     /// What counts against each license's pool, by the one predicate (on
     /// SQLite from the writer's live index, so it costs no scan however
     /// many leases there are).

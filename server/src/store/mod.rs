@@ -37,6 +37,7 @@ pub mod batch;
 mod command;
 pub mod denials;
 pub mod entitlement_ids;
+pub mod entitlement_set;
 mod error;
 mod handle;
 pub mod history;

@@ -189,6 +189,18 @@ impl StoreBackend for PgBackend {
 
     /// On a blocking connection of its own: publishing takes the cluster
     /// row's lock in a transaction.
+    fn publish_entitlements(&self, set: String, events: Vec<String>) -> Option<Answer<bool>> {
+        Some(self.on_pool(|pool| async move { pool.publish_entitlements(&set, &events).await }))
+    }
+
+    fn record_entitlement_event_once(&self, key: String, detail: String) -> Option<Answer<bool>> {
+        Some(
+            self.on_pool(
+                |pool| async move { pool.record_entitlement_event_once(&key, &detail).await },
+            ),
+        )
+    }
+
     fn publish_licenses(
         &self,
         text: String,

@@ -39,3 +39,88 @@ impl PgPool {
         Ok(changed)
     }
 }
+
+/// An `entitlement` event at the cluster's time, with the next event id
+/// (as a batch numbers its events), in `tx`.
+async fn record_entitlement_event(
+    tx: &tokio_postgres::Transaction<'_>,
+    detail: &str,
+) -> Result<(), tokio_postgres::Error> {
+    tx.execute(
+        "WITH id AS (
+             UPDATE cluster SET last_event_id = last_event_id + 1 WHERE id = 1
+             RETURNING last_event_id)
+         INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
+         SELECT last_event_id, greatest((extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+                                        (SELECT clock_ms FROM cluster WHERE id = 1)),
+                'entitlement', NULL, NULL, NULL, $1
+         FROM id",
+        &[&detail],
+    )
+    .await?;
+    Ok(())
+}
+
+impl PgPool {
+    /// Make `set` (a [`JudgedSet`](crate::store::entitlement_set::JudgedSet)
+    /// as JSON) the cluster's entitlements, with `events`, in one
+    /// transaction; nothing when the cluster's set is already `set` (another
+    /// replica published it, and recorded its events). True if it changed.
+    pub async fn publish_entitlements(
+        &self,
+        set: &str,
+        events: &[String],
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let current: Option<String> = tx
+            .query_one(
+                "SELECT entitlements_json FROM cluster WHERE id = 1 FOR UPDATE",
+                &[],
+            )
+            .await?
+            .get(0);
+        if current.as_deref() == Some(set) {
+            tx.commit().await?;
+            return Ok(false);
+        }
+        tx.execute(
+            "UPDATE cluster SET entitlements_json = $1,
+                 entitlements_version = entitlements_version + 1 WHERE id = 1",
+            &[&set],
+        )
+        .await?;
+        for detail in events {
+            record_entitlement_event(&tx, detail).await?;
+        }
+        tx.execute(&format!("NOTIFY {}", super::EVENTS_CHANNEL), &[])
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Record an `entitlement` event once for the cluster, whichever
+    /// replica saw it first (`key` says which it is). True if this one did.
+    pub async fn record_entitlement_event_once(
+        &self,
+        key: &str,
+        detail: &str,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let first = tx
+            .execute(
+                "INSERT INTO entitlement_events_seen (key) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[&key],
+            )
+            .await?
+            == 1;
+        if first {
+            record_entitlement_event(&tx, detail).await?;
+            tx.execute(&format!("NOTIFY {}", super::EVENTS_CHANNEL), &[])
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(first)
+    }
+}

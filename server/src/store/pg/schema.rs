@@ -353,6 +353,17 @@ const MIGRATIONS: &[&str] = &[
     // v15: what the store remembers of each vendor's entitlement id
     // (`store/entitlement_ids.rs`, the same table on SQLite).
     crate::store::entitlement_ids::TABLE_SQL,
+    // v16: the cluster's entitlements (`store/entitlement_set.rs`): the
+    // judged set last published by a replica whose scan changed it, taken
+    // by every writer when its version moves; and the `entitlement` events
+    // that happen at an instant rather than at a publication (a term's
+    // grace and end), each recorded once by whichever replica sees it
+    // first.
+    r#"
+    ALTER TABLE cluster ADD COLUMN entitlements_json TEXT;
+    ALTER TABLE cluster ADD COLUMN entitlements_version BIGINT NOT NULL DEFAULT 0;
+    CREATE TABLE entitlement_events_seen (key TEXT PRIMARY KEY);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -57,7 +57,8 @@ impl Statements {
         let read_cluster = client.prepare(&format!(
             "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, clock_ms,
                         last_alive_ms, licenses_version,
-                        EXISTS (SELECT 1 FROM waiters WHERE seen_ms >= {DB_NOW} - {STALE_MS})
+                        EXISTS (SELECT 1 FROM waiters WHERE seen_ms >= {DB_NOW} - {STALE_MS}),
+                        entitlements_version
                  FROM cluster WHERE id = 1"
         ))?;
         Ok(Statements {

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use leasehold_common::policy::Entitled;
 use leasehold_common::{Licenses, Timestamp};
 use postgres::Client;
 
@@ -43,6 +44,8 @@ use crate::licenses::LicensesHandle;
 use crate::store::StoreError;
 use crate::store::batch::{BatchStore, Begun, WriterStats, micros};
 use crate::store::command::{Command, LeaseWrites, RuleCommand};
+use crate::store::entitlement_ids::EntitlementId;
+use crate::store::entitlement_set::JudgedSet;
 
 /// Where a replica's decision time comes from.
 #[derive(Clone)]
@@ -68,6 +71,8 @@ pub struct PgBatches {
     licenses: LicensesHandle,
     /// The cluster's policy version the handle holds.
     licenses_version: i64,
+    /// The cluster's entitlements version the handle holds (0: none yet).
+    entitlements_version: i64,
     /// The cluster's "alive" time as this batch found it.
     cluster_last_alive: i64,
     /// What the open batch keeps between its statements.
@@ -81,6 +86,7 @@ struct ClusterNow {
     last_alive: i64,
     licenses_version: i64,
     someone_waits: bool,
+    entitlements_version: i64,
 }
 
 impl PgBatches {
@@ -97,6 +103,7 @@ impl PgBatches {
             conn: None,
             licenses,
             licenses_version,
+            entitlements_version: 0,
             cluster_last_alive: 0,
             state: BatchState::default(),
             stats,
@@ -130,6 +137,12 @@ impl PgBatches {
                 self.licenses.replace(licenses);
             }
             self.licenses_version = cluster.licenses_version;
+        }
+        if cluster.entitlements_version != self.entitlements_version {
+            if let Some(entitled) = load_cluster_entitlements(client, &self.licenses.current())? {
+                self.licenses.set_entitled(entitled);
+            }
+            self.entitlements_version = cluster.entitlements_version;
         }
         self.cluster_last_alive = cluster.last_alive;
         self.state.begin(cluster.someone_waits);
@@ -374,6 +387,7 @@ fn read_cluster(
         last_alive: row.get(2),
         licenses_version: row.get(3),
         someone_waits: row.get(4),
+        entitlements_version: row.get(5),
     })
 }
 
@@ -388,6 +402,33 @@ pub(super) fn load_cluster_licenses(tx: &mut Client) -> Result<Option<Licenses>,
             .map(Some)
             .map_err(|e| StoreError::ClusterPolicy(e.to_string())),
     }
+}
+
+/// The cluster's entitlements, when a replica has published some: the
+/// judged set, verified again with this licenses file's vendor keys.
+fn load_cluster_entitlements(
+    tx: &mut Client,
+    licenses: &Licenses,
+) -> Result<Option<Entitled>, StoreError> {
+    let text: Option<String> = tx
+        .query_one("SELECT entitlements_json FROM cluster WHERE id = 1", &[])?
+        .get(0);
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let set = JudgedSet::from_json(&text).map_err(StoreError::ClusterPolicy)?;
+    let remembered: Vec<EntitlementId> = tx
+        .query(crate::store::entitlement_ids::SELECT_SQL, &[])?
+        .iter()
+        .map(|r| EntitlementId {
+            vendor: r.get(0),
+            id: r.get(1),
+            iat: r.get(2),
+            nbf: r.get(3),
+            claims_hash: r.get(4),
+        })
+        .collect();
+    Ok(Some(set.entitled(licenses.vendors(), &remembered)))
 }
 
 /// Number and write the batch's events, move the clock's high-water mark
