@@ -7,7 +7,7 @@ use std::process::Command;
 
 use leasehold_tests::require_tool;
 use leasehold_tests::vendor::{Vendor, unix_now};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::{KEYRIGHT, Rig, claims, grant, vendor_license};
 
@@ -108,28 +108,38 @@ async fn a_vendor_mistake_keeps_the_previous_licenses_file() {
     rig.wait_file("new-key.lic", &["rejected"]).await;
 
     let key_line = format!("public_key = \"{}\"", v.public_key());
+    // Each mistake, the field it must name, and a word of this mistake's
+    // message (so a replica's late event for the previous one is not it).
     let mistakes = [
         (
             licenses.replace(&key_line, "public_key = \"not-a-key\""),
             "vendor.public_key",
+            "not-a-key",
         ),
         (
             licenses.replace("vendor = \"keyright\"", "vendor = \"nobody\""),
             "vendor",
+            "nobody",
         ),
-        (format!("{licenses}{}", v.toml()), "vendor.name"),
+        (
+            format!("{licenses}{}", v.toml()),
+            "vendor.name",
+            "another vendor",
+        ),
     ];
-    for (i, (text, field)) in mistakes.iter().enumerate() {
+    let mut seen = 0;
+    for (text, field, word) in &mistakes {
         rig.rewrite_licenses(text);
         let rejected = leasehold_tests::eventually(crate::SHOWS_WITHIN, field, || async {
-            let config = rig.s.events_of("config").await;
-            let rejected: Vec<Value> = config
-                .into_iter()
-                .filter(|e| e["detail"].as_str().unwrap_or("").contains("rejected"))
-                .collect();
-            (rejected.len() > i).then(|| rejected[i].clone())
+            rig.s.events_of("config").await.into_iter().find(|e| {
+                let detail = e["detail"].as_str().unwrap_or_default();
+                e["id"].as_i64() > Some(seen)
+                    && detail.contains("rejected")
+                    && detail.contains(word)
+            })
         })
         .await;
+        seen = rejected["id"].as_i64().unwrap();
         let detail = rejected["detail"].as_str().unwrap();
         assert!(detail.contains(field), "names {field}: {detail}");
         assert_eq!(rig.capacity("cad").await, 2, "{field}: still in force");

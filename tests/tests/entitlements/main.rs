@@ -134,29 +134,73 @@ impl Rig {
         self.s.admin_get("/v1/admin/entitlements").await
     }
 
-    /// The listing's entry for `file`, once it is there in one of
-    /// `states`; panics after [`SHOWS_WITHIN`].
+    /// `GET path` (admin) from each replica itself, bypassing the proxy
+    /// (one on SQLite): a change shows on every replica before a test acts
+    /// on it.
+    pub async fn each_replica(&self, path: &str) -> Vec<Value> {
+        let mut answers = Vec::new();
+        for addr in self.s.replica_addrs() {
+            let resp = self
+                .s
+                .client()
+                .get(format!("http://{addr}{path}"))
+                .header("authorization", self.s.auth())
+                .send()
+                .await
+                .expect("request");
+            assert_eq!(resp.status(), 200, "GET {path} from {addr}");
+            answers.push(resp.json().await.expect("json"));
+        }
+        answers
+    }
+
+    /// The listing's entry for `file` (the first replica's), once every
+    /// replica lists it in one of `states`; panics after [`SHOWS_WITHIN`].
     pub async fn wait_file(&self, file: &str, states: &[&str]) -> Value {
-        let what = format!("{file} listed as {states:?}");
+        let what = format!("{file} listed as {states:?} by every replica");
         eventually(SHOWS_WITHIN, &what, || async {
-            entry(&self.listing().await, file).filter(|e| states.iter().any(|s| e["state"] == *s))
+            let entries: Option<Vec<Value>> = self
+                .each_replica("/v1/admin/entitlements")
+                .await
+                .iter()
+                .map(|listing| entry(listing, file))
+                .collect();
+            let entries = entries?;
+            let shown = |e: &Value| states.iter().any(|s| e["state"] == *s);
+            entries.iter().all(shown).then(|| entries[0].clone())
         })
         .await
     }
 
-    /// Waits until `file` is no longer listed.
+    /// Waits until no replica lists `file`.
     pub async fn wait_unlisted(&self, file: &str) {
-        eventually(SHOWS_WITHIN, &format!("{file} unlisted"), || async {
-            entry(&self.listing().await, file).is_none().then_some(())
+        let what = format!("{file} unlisted by every replica");
+        eventually(SHOWS_WITHIN, &what, || async {
+            let listings = self.each_replica("/v1/admin/entitlements").await;
+            listings
+                .iter()
+                .all(|l| entry(l, file).is_none())
+                .then_some(())
         })
         .await
     }
 
-    /// Waits until the licenses view says `license` is entitled to `seats`.
+    /// Waits until every replica's licenses view says `license` is
+    /// entitled to `seats`.
     pub async fn wait_entitled(&self, license: &str, seats: u64) {
-        let what = format!("{license} entitled to {seats} seats");
+        let what = format!("{license} entitled to {seats} seats on every replica");
         eventually(SHOWS_WITHIN, &what, || async {
-            (self.s.license(license).await["entitled_seats"] == seats).then_some(())
+            let views = self.each_replica("/v1/admin/licenses").await;
+            views
+                .iter()
+                .all(|v| {
+                    v["licenses"]
+                        .as_array()
+                        .expect("licenses")
+                        .iter()
+                        .any(|l| l["id"] == license && l["entitled_seats"] == seats)
+                })
+                .then_some(())
         })
         .await
     }
