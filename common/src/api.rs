@@ -14,7 +14,7 @@ pub use crate::alerts::{
     AlertView, AlertsResponse, DeliveriesResponse, DeliveryStatus, DeliveryType, DeliveryView,
     WebhookView, WebhooksResponse,
 };
-pub use crate::entitlement::view::{
+pub use crate::entitlement_views::{
     EntitledBorrow, EntitledLicense, EntitlementView, EntitlementsResponse,
 };
 pub use crate::events::{Event, EventKind, EventsResponse};

@@ -25,6 +25,7 @@ pub mod api;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod entitlement;
+pub mod entitlement_views;
 pub mod events;
 pub mod liveness;
 pub mod policy;

@@ -200,6 +200,24 @@ fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     })
 }
 
+/// Scan the entitlements directory once, before anyone is answered: a
+/// license with a vendor grants what its entitlements say from the first
+/// request on. The loader then goes on watching.
+async fn first_entitlements_scan(
+    state: &AppState,
+    config: &Config,
+) -> entitlements::loader::Loader {
+    let mut loader = entitlements::loader::Loader::new(
+        config.entitlements_dir(),
+        vec![state.signer.kid().to_string()],
+        state.licenses.clone(),
+        state.store.clone(),
+        state.clock.clone(),
+    );
+    loader.scan().await;
+    loader
+}
+
 /// The file in a data dir that a server (and `leaseholdd restore`) holds an
 /// `flock` on.
 pub const DATA_DIR_LOCK: &str = "leaseholdd.lock";
@@ -257,16 +275,7 @@ async fn serve_prepared(
     tracing::info!("listening on http://{addr}");
 
     let stop = state.shutdown.clone();
-    // Before anyone is answered: a license with a vendor grants what its
-    // entitlements say from the first request on.
-    let mut loader = entitlements::loader::Loader::new(
-        config.entitlements_dir(),
-        vec![state.signer.kid().to_string()],
-        state.licenses.clone(),
-        state.store.clone(),
-        state.clock.clone(),
-    );
-    loader.scan().await;
+    let loader = first_entitlements_scan(&state, config).await;
     let tasks = [
         tokio::spawn(reaper::run_reaper(
             state.store.clone(),

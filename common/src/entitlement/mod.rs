@@ -7,7 +7,6 @@
 //! - [`keys`]: the vendor's private key as PKCS#8 PEM.
 //! - [`ledger`]: what the verified entitlements grant a license at an
 //!   instant, and when its seats next drop.
-//! - [`view`]: the wire types of `GET /v1/admin/entitlements`.
 //! - [`chain`]: the vendor's application's offline check that its lease
 //!   comes from an entitled server.
 //!
@@ -19,7 +18,6 @@ pub mod jws;
 pub mod keys;
 pub mod ledger;
 pub mod versions;
-pub mod view;
 
 pub use chain::{EntitledBy, NotEntitled, Pins, check_chain};
 pub use claims::{BorrowGrant, Claims, LicenseGrant};

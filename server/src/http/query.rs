@@ -125,8 +125,8 @@ pub fn wants_csv(query: &Query, accept: Option<&str>) -> Result<bool> {
     }
 }
 
-/// The license and `[from, to)` a history request is about, judged at
-/// `now`.
+/// The license (a license with a vendor as it decides now) and
+/// `[from, to)` a history request is about, judged at `now`.
 pub struct Window {
     pub license: LicenseConfig,
     pub from: Timestamp,
@@ -143,13 +143,17 @@ pub fn window(state: &AppState, query: &Query) -> Result<Window> {
             "license is required (?license=<license id>)",
         ));
     };
-    let license = state
-        .licenses
-        .current()
+    let licenses = state.licenses.current();
+    let in_file = licenses
         .get(license_id)
-        .cloned()
         .ok_or_else(|| ApiError::unknown_license(license_id))?;
     let now = state.clock.now();
+    // A license with a vendor as it decides now: its entitled seats, never
+    // the file's "not narrowed" placeholder.
+    let decided = state.store.decision_time(now);
+    let license = crate::store::rules::effective(&licenses, in_file, decided)
+        .lic
+        .into_owned();
     let to = match time(query, "to")? {
         Some(t) => t,
         None => Timestamp::from_millis(now.as_millis().div_euclid(1000) * 1000 + 1000),

@@ -36,8 +36,9 @@ pub(super) const VIEWER_TOKEN: &str = "the-viewer-token";
 pub(super) const SIGN_IN_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
 /// Every admin route, with a path that reaches it.
-pub(super) const ADMIN_ROUTES: [(&str, &str); 13] = [
+pub(super) const ADMIN_ROUTES: [(&str, &str); 14] = [
     ("GET", "/v1/admin/licenses"),
+    ("GET", "/v1/admin/entitlements"),
     ("GET", "/v1/admin/seats"),
     ("DELETE", "/v1/admin/seats/some-seat"),
     ("GET", "/v1/admin/events"),

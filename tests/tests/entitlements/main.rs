@@ -15,9 +15,12 @@
 //!   file.
 //! - `term.rs`: the term's end and grace.
 //! - `clock.rs`: a clock set back buys nothing (faketime).
+//! - `concurrency.rs`: concurrent checkouts on one replica or two; the
+//!   what-if of a vendor license.
 //! - `views.rs`: `GET /v1/admin/entitlements`, the licenses view, metrics.
 
 mod clock;
+mod concurrency;
 mod files;
 mod seats;
 mod term;

@@ -54,7 +54,9 @@ pub fn choose_target(
     Ok(Target {
         license: id,
         key,
-        seats: entry.map(|e| e.policy.seats),
+        // A license with a vendor and no `seats` of its own: unknown here
+        // (its entitlements are the server's to judge).
+        seats: entry.and_then(|e| e.seats_in_file()),
         ttl: entry.map(|e| e.policy.ttl),
         skew: entry.map(|e| e.policy.skew),
         idle_timeout: entry.and_then(|e| e.policy.idle_timeout),

@@ -99,7 +99,10 @@ fn default_curve(
     seats_now: u32,
     target: f64,
 ) -> (Vec<WhatIfPoint>, Option<WhatIfRecommendation>) {
-    let top = seats_now.max(replay.peak()).max(1);
+    // Past the peak the curve is flat (no denial at any count): a pool far
+    // larger than its demand (a vendor's million seats) costs no more.
+    let flat_from = replay.peak().saturating_add(MAX_SEAT_COUNTS);
+    let top = seats_now.min(flat_from).max(replay.peak()).max(1);
     if top <= MAX_SEAT_COUNTS {
         return replay.curve(1..=top, target);
     }

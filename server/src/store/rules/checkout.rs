@@ -13,55 +13,11 @@ use leasehold_common::policy::{Group, LicenseConfig};
 use leasehold_common::{Timestamp, is_live, live_threshold};
 
 use super::lease_tx::Denial;
+use super::tally::{Key, Tally};
 use super::{LeaseTx, Result, Rules, new_seat_id};
 use crate::store::{
     CheckoutOutcome, CheckoutRequest, LeaseRow, Limit, NotAllowedBecause, Scope, SeatMode, Waiter,
 };
-
-/// Live seats as the cap and count steps see them: the store's counts
-/// plus the seats that waiters ahead in line would be given first. With
-/// waiters, each count is asked of the store once per checkout; without,
-/// nothing is kept (the plain checkout asks each count once anyway).
-#[derive(Default)]
-struct Tally<'k> {
-    stored: Option<HashMap<Key<'k>, u32>>,
-    spoken_for: HashMap<Key<'k>, u32>,
-}
-
-/// What a seat counts for.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum Key<'k> {
-    License,
-    Group(&'k str),
-    Holder(&'k str),
-}
-
-impl<'k> Key<'k> {
-    fn scope<'a>(self, license_id: &'a str) -> Scope<'a>
-    where
-        'k: 'a,
-    {
-        match self {
-            Key::License => Scope::License(license_id),
-            Key::Group(group) => Scope::Group { license_id, group },
-            Key::Holder(holder) => Scope::Holder { license_id, holder },
-        }
-    }
-}
-
-impl<'k> Tally<'k> {
-    /// A waiter ahead is served: its seat counts from now on.
-    fn speak_for(&mut self, holder: &'k str, group: Option<&'k Group>) {
-        let keys = [
-            Some(Key::License),
-            Some(Key::Holder(holder)),
-            group.map(|g| Key::Group(&g.name)),
-        ];
-        for key in keys.into_iter().flatten() {
-            *self.spoken_for.entry(key).or_default() += 1;
-        }
-    }
-}
 
 /// Whether the cap and count steps would let a holder in now.
 enum Admission {

@@ -42,6 +42,7 @@ mod reap;
 mod repeat;
 mod scope;
 mod seat;
+mod tally;
 mod webhooks;
 
 pub use checkout::waits_in_line;

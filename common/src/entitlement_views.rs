@@ -1,6 +1,8 @@
 //! Wire types of `GET /v1/admin/entitlements`: the server's `kid` and one
 //! row per file of its entitlements directory. Re-exported from
-//! [`crate::api`]; the field names are the contract.
+//! [`crate::api`]; the field names are the contract. Apart from
+//! [`crate::entitlement`], which reads tokens (and so the contract): the
+//! contract must not read it back.
 
 use serde::{Deserialize, Serialize};
 
