@@ -17,11 +17,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
-use leasehold_common::Timestamp;
 use leasehold_common::api::EventKind;
 use leasehold_common::entitlement::{Entitlement, Newest, State};
 use leasehold_common::policy::Entitled;
 use leasehold_common::policy::vendors::keys_by_name;
+use leasehold_common::{Licenses, Timestamp};
 
 use super::judge::{Judge, Verdict, judge_all};
 use crate::clock::SharedClock;
@@ -48,6 +48,8 @@ pub struct Loader {
     /// claims hash.
     states: HashMap<(String, String), State>,
     clock_behind_told: bool,
+    /// Each license's last word on its reserves (see `reserve_events`).
+    reserves: HashMap<String, String>,
 }
 
 impl Loader {
@@ -67,6 +69,7 @@ impl Loader {
             verdicts: BTreeMap::new(),
             states: HashMap::new(),
             clock_behind_told: false,
+            reserves: HashMap::new(),
         }
     }
 
@@ -126,67 +129,63 @@ impl Loader {
         let set = judged_set_of(&verdicts);
         let entitled = set.entitled(licenses.vendors(), &remembered);
         let file_events = file_events(&self.verdicts, &verdicts);
-        let state_events = self.state_events(&entitled);
+        let mut once = self.state_events(&entitled);
+        once.extend(self.reserve_events(&licenses, &entitled, &set));
         let clock_events = self.clock_events();
         self.verdicts = verdicts;
         self.licenses.set_entitled(entitled);
-        self.tell(set, file_events, state_events, clock_events)
-            .await;
+        self.tell(set, file_events, once, clock_events).await;
     }
 
     /// Record the scan's events. On PostgreSQL the scan's set is published
     /// as the cluster's with its file events (recorded only by the replica
     /// whose scan changed the set), and an event of an instant (grace,
-    /// ended) once for the cluster, by its key.
+    /// ended, reserves shrunk) once for the cluster, by its key.
     async fn tell(
         &self,
         set: JudgedSet,
         file_events: Vec<String>,
-        state_events: Vec<(String, String)>,
+        once: Vec<Once>,
         clock_events: Vec<String>,
     ) {
-        for detail in file_events
-            .iter()
-            .chain(state_events.iter().map(|(_, d)| d))
-        {
+        for detail in file_events.iter().chain(once.iter().map(|o| &o.detail)) {
             tracing::info!("entitlement: {detail}");
         }
-        let mut plain = clock_events;
+        let mut plain: Vec<(EventKind, String)> = clock_events
+            .into_iter()
+            .map(|d| (EventKind::Entitlement, d))
+            .collect();
         match self
             .store
             .publish_entitlements(set.to_json(), file_events.clone())
             .await
         {
             None => {
-                plain.extend(file_events);
-                plain.extend(state_events.into_iter().map(|(_, d)| d));
+                plain.extend(file_events.into_iter().map(|d| (EventKind::Entitlement, d)));
+                plain.extend(once.into_iter().map(|o| (o.kind, o.detail)));
             }
             Some(published) => {
                 if let Err(e) = published {
                     tracing::error!("cannot publish the cluster's entitlements: {e}");
                 }
-                for (key, detail) in state_events {
+                for o in once {
                     if let Some(Err(e)) =
-                        self.store.record_entitlement_event_once(key, detail).await
+                        self.store.record_event_once(o.key, o.kind, o.detail).await
                     {
                         tracing::error!("cannot record an entitlement event: {e}");
                     }
                 }
             }
         }
-        for detail in plain {
-            if let Err(e) = self
-                .store
-                .record_event(EventKind::Entitlement, None, detail)
-                .await
-            {
+        for (kind, detail) in plain {
+            if let Err(e) = self.store.record_event(kind, None, detail).await {
                 tracing::error!("cannot record an entitlement event: {e}");
             }
         }
     }
 
     /// Replaced, in grace, ended, conflicting: each once, when it begins.
-    fn state_events(&mut self, entitled: &Entitled) -> Vec<(String, String)> {
+    fn state_events(&mut self, entitled: &Entitled) -> Vec<Once> {
         let t = self.decision_time().as_millis();
         let ledger = entitled.ledger();
         let mut now = HashMap::new();
@@ -202,12 +201,64 @@ impl Loader {
             let changed =
                 before.is_some_and(|b| b != state) || (before.is_none() && state != State::Active);
             if changed && let Some(detail) = state_detail(e, &file.file, state) {
-                let key = format!("{}:{}:{}", file.file, e.claims_hash, state.as_str());
-                events.push((key, detail));
+                events.push(Once {
+                    key: format!("{}:{}:{}", file.file, e.claims_hash, state.as_str()),
+                    kind: EventKind::Entitlement,
+                    detail,
+                });
             }
             now.insert(key, state);
         }
         self.states = now;
+        events
+    }
+
+    /// A `config` event when the entitled seats fall below a license's
+    /// reserves (the later groups' shrink first), and when they fit again.
+    fn reserve_events(
+        &mut self,
+        licenses: &Licenses,
+        entitled: &Entitled,
+        set: &JudgedSet,
+    ) -> Vec<Once> {
+        let now = self.decision_time();
+        let with_set = Licenses::clone(licenses).with_entitled(entitled.clone());
+        let mut events = Vec::new();
+        for lic in with_set
+            .iter()
+            .filter(|l| l.vendor.is_some() && !l.groups.is_empty())
+        {
+            let effective = crate::store::rules::effective(&with_set, lic, now);
+            let shrunk: Vec<String> = lic
+                .groups
+                .iter()
+                .zip(&effective.lic.groups)
+                .filter(|(file, now)| now.reserve < file.reserve)
+                .map(|(_, now)| format!("{} {}", now.name, now.reserve))
+                .collect();
+            let detail = if shrunk.is_empty() {
+                format!(
+                    "{}: the groups' reserves are as the file says again",
+                    lic.id
+                )
+            } else {
+                format!(
+                    "{}: the entitled seats ({}) are fewer than the groups' reserves; reserves now {}",
+                    lic.id,
+                    effective.lic.policy.seats,
+                    shrunk.join(", ")
+                )
+            };
+            let before = self.reserves.insert(lic.id.clone(), detail.clone());
+            let changed = before.as_ref() != Some(&detail);
+            if changed && (before.is_some() || !shrunk.is_empty()) {
+                events.push(Once {
+                    key: format!("reserves:{}:{detail}:{}", lic.id, set_digest(set)),
+                    kind: EventKind::Config,
+                    detail,
+                });
+            }
+        }
         events
     }
 
@@ -237,6 +288,21 @@ impl Loader {
         tracing::error!("{detail}");
         vec![detail]
     }
+}
+
+/// A digest of a judged set: the same on every replica of one build.
+fn set_digest(set: &JudgedSet) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    set.to_json().hash(&mut h);
+    h.finish()
+}
+
+/// An event to record once for the cluster (on PostgreSQL, by `key`).
+struct Once {
+    key: String,
+    kind: EventKind,
+    detail: String,
 }
 
 /// The store's memory as the judge and ledger want it.

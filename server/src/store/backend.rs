@@ -85,10 +85,15 @@ pub trait StoreBackend: Send + Sync {
         let _ = (set, events);
         None
     }
-    /// Record an `entitlement` event once for the cluster, by `key`, where a
-    /// cluster shares one (`None`: record it as any event).
-    fn record_entitlement_event_once(&self, key: String, detail: String) -> Option<Answer<bool>> {
-        let _ = (key, detail);
+    /// Record an event not tied to a seat once for the cluster, by `key`,
+    /// where a cluster shares one (`None`: record it as any event).
+    fn record_event_once(
+        &self,
+        key: String,
+        kind: leasehold_common::api::EventKind,
+        detail: String,
+    ) -> Option<Answer<bool>> {
+        let _ = (key, kind, detail);
         None
     }
     /// Make `text` the cluster's policy, where a cluster shares one (on

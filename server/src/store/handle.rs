@@ -366,13 +366,15 @@ impl Store {
         Some(detached(answer).await)
     }
 
-    /// Record an `entitlement` event once for the cluster; `None` on SQLite.
-    pub async fn record_entitlement_event_once(
+    /// Record an event not tied to a seat once for the cluster, by `key`;
+    /// `None` on SQLite (record it as any event).
+    pub async fn record_event_once(
         &self,
         key: String,
+        kind: EventKind,
         detail: String,
     ) -> Option<Result<bool, StoreError>> {
-        let answer = self.reads.record_entitlement_event_once(key, detail)?;
+        let answer = self.reads.record_event_once(key, kind, detail)?;
         Some(detached(answer).await)
     }
 

@@ -60,3 +60,46 @@ async fn the_what_if_of_a_vendor_license_counts_its_entitled_seats() {
         "a curve up to the entitled seats: {what_if}"
     );
 }
+
+/// Entitled seats below the groups' reserves: the later group's reserve
+/// shrinks first, and a `config` event says so (once, on every store).
+#[tokio::test]
+async fn reserves_shrink_to_the_entitled_seats_and_a_config_event_says_so() {
+    let v = Vendor::generate(KEYRIGHT);
+    let groups = "[[license.group]]\nname = \"design\"\nholders = [\"d*\"]\nreserve = 2\n\
+                  [[license.group]]\nname = \"ops\"\nholders = [\"o*\"]\nreserve = 2\n";
+    let licenses = format!("{}{}", v.toml(), vendor_license("cad", groups));
+    let t0 = unix_now() - 60;
+    let rig = Rig::start(
+        &licenses,
+        &[("acme.lic", v.sign(&claims("acme", t0, grant("cad", 3))))],
+    )
+    .await;
+    rig.wait_entitled("cad", 3).await;
+    let said =
+        leasehold_tests::eventually(super::SHOWS_WITHIN, "a reserves config event", || async {
+            let events = rig.s.events_of("config").await;
+            let saying: Vec<_> = events
+                .into_iter()
+                .filter(|e| {
+                    e["detail"]
+                        .as_str()
+                        .is_some_and(|d| d.contains("fewer than the groups' reserves"))
+                })
+                .collect();
+            (!saying.is_empty()).then_some(saying)
+        })
+        .await;
+    assert_eq!(said.len(), 1, "once: {said:?}");
+    assert!(
+        said[0]["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("reserves now ops 1"),
+        "{said:?}"
+    );
+    // An ops member may use the one seat ops still holds back, a designer
+    // two: three seats, all reserved.
+    let (status, body) = rig.checkout("cad", "someone-else", json!({})).await;
+    assert_eq!(status, 409, "every seat is reserved for a group: {body}");
+}

@@ -187,20 +187,23 @@ impl StoreBackend for PgBackend {
         Some(self.pool.idle())
     }
 
-    /// On a blocking connection of its own: publishing takes the cluster
-    /// row's lock in a transaction.
     fn publish_entitlements(&self, set: String, events: Vec<String>) -> Option<Answer<bool>> {
         Some(self.on_pool(|pool| async move { pool.publish_entitlements(&set, &events).await }))
     }
 
-    fn record_entitlement_event_once(&self, key: String, detail: String) -> Option<Answer<bool>> {
-        Some(
-            self.on_pool(
-                |pool| async move { pool.record_entitlement_event_once(&key, &detail).await },
-            ),
-        )
+    fn record_event_once(
+        &self,
+        key: String,
+        kind: leasehold_common::api::EventKind,
+        detail: String,
+    ) -> Option<Answer<bool>> {
+        Some(self.on_pool(|pool| async move {
+            pool.record_event_once(&key, kind.as_str(), &detail).await
+        }))
     }
 
+    /// On a blocking connection of its own: publishing takes the cluster
+    /// row's lock in a transaction.
     fn publish_licenses(
         &self,
         text: String,

@@ -40,10 +40,11 @@ impl PgPool {
     }
 }
 
-/// An `entitlement` event at the cluster's time, with the next event id
-/// (as a batch numbers its events), in `tx`.
-async fn record_entitlement_event(
+/// An event of `kind` (not tied to a seat) at the cluster's time, with the
+/// next event id (as a batch numbers its events), in `tx`.
+async fn record_event(
     tx: &tokio_postgres::Transaction<'_>,
+    kind: &str,
     detail: &str,
 ) -> Result<(), tokio_postgres::Error> {
     tx.execute(
@@ -53,9 +54,9 @@ async fn record_entitlement_event(
          INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
          SELECT last_event_id, greatest((extract(epoch FROM clock_timestamp()) * 1000)::bigint,
                                         (SELECT clock_ms FROM cluster WHERE id = 1)),
-                'entitlement', NULL, NULL, NULL, $1
+                $2, NULL, NULL, NULL, $1
          FROM id",
-        &[&detail],
+        &[&detail, &kind],
     )
     .await?;
     Ok(())
@@ -91,7 +92,7 @@ impl PgPool {
         )
         .await?;
         for detail in events {
-            record_entitlement_event(&tx, detail).await?;
+            record_event(&tx, "entitlement", detail).await?;
         }
         tx.execute(&format!("NOTIFY {}", super::EVENTS_CHANNEL), &[])
             .await?;
@@ -99,11 +100,12 @@ impl PgPool {
         Ok(true)
     }
 
-    /// Record an `entitlement` event once for the cluster, whichever
-    /// replica saw it first (`key` says which it is). True if this one did.
-    pub async fn record_entitlement_event_once(
+    /// Record an event of `kind` once for the cluster, whichever replica
+    /// saw it first (`key` says which it is). True if this one did.
+    pub async fn record_event_once(
         &self,
         key: &str,
+        kind: &str,
         detail: &str,
     ) -> Result<bool, StoreError> {
         let mut client = self.client().await?;
@@ -116,7 +118,7 @@ impl PgPool {
             .await?
             == 1;
         if first {
-            record_entitlement_event(&tx, detail).await?;
+            record_event(&tx, kind, detail).await?;
             tx.execute(&format!("NOTIFY {}", super::EVENTS_CHANNEL), &[])
                 .await?;
         }
