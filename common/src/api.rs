@@ -15,7 +15,7 @@ pub use crate::alerts::{
     WebhookView, WebhooksResponse,
 };
 pub use crate::entitlement_views::{
-    EntitledBorrow, EntitledLicense, EntitlementView, EntitlementsResponse,
+    EntitledBorrow, EntitledLicense, EntitlementView, EntitlementsResponse, LicenseEntitlements,
 };
 pub use crate::events::{Event, EventKind, EventsResponse};
 pub use crate::rightsizing::{

@@ -17,6 +17,14 @@ pub struct EntitlementsResponse {
     pub entitlements: Vec<EntitlementView>,
 }
 
+/// `GET /v1/licenses/{id}/entitlements` (the license key): the
+/// entitlements that grant the license now, each the JWS the vendor
+/// signed, for the vendor's application to check the chain offline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LicenseEntitlements {
+    pub entitlements: Vec<String>,
+}
+
 /// One file of the entitlements directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntitlementView {

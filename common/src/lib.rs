@@ -22,6 +22,7 @@
 
 pub mod alerts;
 pub mod api;
+pub mod attestation;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod entitlement;

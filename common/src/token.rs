@@ -168,6 +168,52 @@ impl TokenSigner {
     }
 }
 
+impl TokenSigner {
+    /// A compact JWS over any claims with any header (a usage attestation's,
+    /// `crate::attestation`): the same key that signs leases.
+    pub fn sign_json(&self, header: &serde_json::Value, claims: &serde_json::Value) -> String {
+        let mut out = B64.encode(serde_json::to_vec(header).expect("header serializes"));
+        out.push('.');
+        out.push_str(&B64.encode(serde_json::to_vec(claims).expect("claims serialize")));
+        let sig = self.key.sign(out.as_bytes());
+        out.push('.');
+        out.push_str(&B64.encode(sig.to_bytes()));
+        out
+    }
+}
+
+/// Verify a compact JWS's EdDSA signature with `jwk`; its header and
+/// payload, decoded, if it holds.
+pub fn verify_with_jwk(
+    jws: &str,
+    jwk: &Jwk,
+) -> Result<(serde_json::Value, serde_json::Value), String> {
+    let mut parts = jws.split('.');
+    let (Some(h), Some(p), Some(s), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("not a compact JWS (three base64url parts)".into());
+    };
+    let key = verifying_key(jwk).ok_or("the key is not an Ed25519 public key")?;
+    let sig: [u8; 64] = B64
+        .decode(s)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or("the signature is not base64url of 64 bytes")?;
+    key.verify_strict(
+        format!("{h}.{p}").as_bytes(),
+        &ed25519_dalek::Signature::from_bytes(&sig),
+    )
+    .map_err(|_| "the signature does not verify with that key".to_string())?;
+    let decode = |part: &str, what: &str| -> Result<serde_json::Value, String> {
+        B64.decode(part)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or(format!("the {what} is not base64url JSON"))
+    };
+    Ok((decode(h, "header")?, decode(p, "payload")?))
+}
+
 fn public_jwk(key: &VerifyingKey) -> Jwk {
     Jwk {
         kty: "OKP".into(),

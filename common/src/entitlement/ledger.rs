@@ -165,6 +165,13 @@ impl Ledger {
         }
     }
 
+    /// The entitlements that grant `license` at `t`, newest first (one per
+    /// claims hash): what its vendor's application checks the chain with.
+    pub fn granting(&self, vendor: &str, license: &str, t: i64) -> Vec<&Entitlement> {
+        let (granting, _) = self.split(vendor, license, t);
+        granting.iter().map(|&i| &self.entitlements[i]).collect()
+    }
+
     /// The customer (`sub`) the newest entitlement granting `license` at
     /// `t` names.
     pub fn customer(&self, vendor: &str, license: &str, t: i64) -> Option<String> {

@@ -53,13 +53,27 @@ pub fn meta(state: &State) -> Route {
         .boxed()
 }
 
-/// Checkout, heartbeat and release of a license's seats.
+/// Checkout, heartbeat and release of a license's seats, and the
+/// license's entitlements.
 pub fn client_seats(state: &State) -> Route {
     checkout(state)
         .or(heartbeat(state))
         .unify()
         .or(release(state))
         .unify()
+        .or(license_entitlements(state))
+        .unify()
+        .boxed()
+}
+
+fn license_entitlements(state: &State) -> Route {
+    warp::path!("v1" / "licenses" / String / "entitlements")
+        .and(warp::get())
+        .and(auth::authorization())
+        .and(with_state(state.clone()))
+        .then(|license, auth, s: State| async move {
+            reply(handlers::license_entitlements(&s, license, auth).await)
+        })
         .boxed()
 }
 
@@ -80,6 +94,8 @@ pub fn admin(state: &State) -> Route {
         .or(admin_usage(state))
         .unify()
         .or(admin_what_if(state))
+        .unify()
+        .or(admin_usage_attestation(state))
         .unify()
         .or(admin_sessions(state))
         .unify()
@@ -216,6 +232,16 @@ fn admin_entitlements(state: &State) -> Route {
         .and(admin_read(state.clone()))
         .and(with_state(state.clone()))
         .then(|s: State| async move { reply(handlers::admin_entitlements(&s).await) })
+        .boxed()
+}
+
+fn admin_usage_attestation(state: &State) -> Route {
+    warp::path!("v1" / "admin" / "usage" / "attestation")
+        .and(warp::get())
+        .and(query())
+        .and(admin_read(state.clone()))
+        .and(with_state(state.clone()))
+        .then(|q, s: State| async move { reply(handlers::admin_usage_attestation(&s, q).await) })
         .boxed()
 }
 

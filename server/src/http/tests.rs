@@ -36,7 +36,7 @@ pub(super) const VIEWER_TOKEN: &str = "the-viewer-token";
 pub(super) const SIGN_IN_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
 /// Every admin route, with a path that reaches it.
-pub(super) const ADMIN_ROUTES: [(&str, &str); 14] = [
+pub(super) const ADMIN_ROUTES: [(&str, &str); 15] = [
     ("GET", "/v1/admin/licenses"),
     ("GET", "/v1/admin/entitlements"),
     ("GET", "/v1/admin/seats"),
@@ -51,6 +51,7 @@ pub(super) const ADMIN_ROUTES: [(&str, &str); 14] = [
     ("GET", "/v1/admin/webhooks/deliveries"),
     ("POST", "/v1/admin/webhooks/ops/test"),
     ("GET", "/v1/admin/alerts"),
+    ("GET", "/v1/admin/usage/attestation"),
 ];
 
 /// A server's state on a fresh database in a temp dir.

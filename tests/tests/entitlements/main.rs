@@ -14,11 +14,14 @@
 //! - `files.rs`: rejected files and `[[vendor]]` mistakes; a Python-signed
 //!   file.
 //! - `term.rs`: the term's end and grace.
+//! - `chain.rs`: a license's entitlements for its application, and the
+//!   usage attestation (issue 42).
 //! - `clock.rs`: a clock set back buys nothing (faketime).
 //! - `concurrency.rs`: concurrent checkouts on one replica or two; the
 //!   what-if of a vendor license.
 //! - `views.rs`: `GET /v1/admin/entitlements`, the licenses view, metrics.
 
+mod chain;
 mod clock;
 mod concurrency;
 mod files;

@@ -1,11 +1,12 @@
 //! `GET /v1/admin/entitlements`: the server's `kid` and every file of its
 //! entitlements directory with its state now, from the scan in force (the
-//! same snapshot the rules decide by).
+//! same snapshot the rules decide by); `GET /v1/licenses/{id}/entitlements`:
+//! a license's own, for its vendor's application.
 
 use leasehold_common::Licenses;
 use leasehold_common::Timestamp;
 use leasehold_common::api::{
-    EntitledBorrow, EntitledLicense, EntitlementView, EntitlementsResponse,
+    EntitledBorrow, EntitledLicense, EntitlementView, EntitlementsResponse, LicenseEntitlements,
 };
 use leasehold_common::entitlement::Entitlement;
 use warp::http::StatusCode;
@@ -13,6 +14,30 @@ use warp::reply::Response;
 
 use super::common::{Result, json};
 use crate::AppState;
+use crate::http::auth::client_license;
+
+/// `GET /v1/licenses/{id}/entitlements`: the JWS of each entitlement that
+/// grants the license now (none for a license without a vendor).
+pub async fn license_entitlements(
+    state: &AppState,
+    license_id: String,
+    authorization: Option<String>,
+) -> Result<Response> {
+    let lic = client_license(state, &license_id, authorization.as_deref())?;
+    let licenses = state.licenses.current();
+    let now = state.store.decision_time(state.clock.now()).as_millis();
+    let entitlements = match lic.vendor.as_deref() {
+        Some(vendor) => licenses
+            .entitled()
+            .ledger()
+            .granting(vendor, &lic.id, now)
+            .into_iter()
+            .map(|e| e.jws.clone())
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok(json(StatusCode::OK, &LicenseEntitlements { entitlements }))
+}
 
 pub async fn admin_entitlements(state: &AppState) -> Result<Response> {
     let licenses = state.licenses.current();

@@ -16,6 +16,7 @@
 //! [`crate::http::query`].
 
 mod admin;
+mod attestation;
 mod client_seats;
 mod common;
 mod dashboard;
@@ -28,11 +29,12 @@ mod webhooks;
 mod what_if;
 
 pub use admin::{admin_events, admin_events_stream, admin_licenses, admin_revoke, admin_seats};
+pub use attestation::admin_usage_attestation;
 pub use client_seats::{checkout, heartbeat, release};
 pub use common::Result;
 pub use dashboard::{ui_file, ui_login, ui_logout, ui_page, ui_root, ui_session};
 pub use denials::admin_denials;
-pub use entitlements::admin_entitlements;
+pub use entitlements::{admin_entitlements, license_entitlements};
 pub use meta::{healthz, jwks, jwks_body, metrics};
 pub use usage::{admin_sessions, admin_usage};
 pub use webhooks::{admin_alerts, admin_deliveries, admin_webhook_test, admin_webhooks};
