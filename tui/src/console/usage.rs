@@ -183,8 +183,12 @@ mod tests {
     fn a_denial_or_a_seat_change_asks_for_the_usage_a_lost_seat_not() {
         for kind in EventKind::ALL {
             // A heartbeat on a vanished seat changes no count, nor does
-            // an alert firing or resolving (the pools' poll shows it).
-            let no_count = matches!(kind, EventKind::Lost | EventKind::Alert);
+            // an alert firing or resolving, nor an entitlement's change
+            // (the pools' poll shows both).
+            let no_count = matches!(
+                kind,
+                EventKind::Lost | EventKind::Alert | EventKind::Entitlement
+            );
             assert_eq!(changes_usage(kind), !no_count, "{kind:?}");
         }
     }
