@@ -5,12 +5,12 @@
 //! `DELETE /v1/admin/seats/{id}`, `GET /v1/admin/usage`,
 //! `GET /v1/admin/sessions` as JSON pages or streamed CSV, and in
 //! `rightsizing` `GET /v1/admin/usage/what-if`; in `webhooks` the webhook
-//! and alert endpoints) and turns every
-//! failure into an [`ApiError`]
-//! whose `Display` is the one line a person reads on stderr or in the status
-//! bar. [`SseParser`] is a pure, incremental parser of the Server-Sent Events
-//! wire format for `GET /v1/admin/events/stream`; [`AdminClient::event_stream`]
-//! opens the stream (sending `Last-Event-ID` to resume) and feeds it.
+//! and alert endpoints; in `entitlements` `GET /v1/admin/entitlements`) and
+//! turns every failure into an [`ApiError`] whose `Display` is the one line
+//! a person reads on stderr or in the status bar. [`SseParser`] is a pure,
+//! incremental parser of the Server-Sent Events wire format for
+//! `GET /v1/admin/events/stream`; [`AdminClient::event_stream`] opens the
+//! stream (sending `Last-Event-ID` to resume) and feeds it.
 
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ use leasehold_common::api::{
 use leasehold_common::text::sanitize_for_terminal;
 use reqwest::{Method, RequestBuilder, StatusCode};
 
+mod entitlements;
 mod rightsizing;
 mod webhooks;
 pub use rightsizing::WhatIfQuery;

@@ -96,6 +96,15 @@ pub enum Command {
     /// error) and the alerts firing now; `deliveries` lists deliveries,
     /// `test NAME` queues a test delivery.
     Webhooks(crate::webhooks::WebhooksArgs),
+    /// The vendor-signed entitlement files the server reads: per file its
+    /// vendor, id, customer, state, the seats it grants and when it ends
+    /// (and why it is rejected); first the server's kid, which a bound
+    /// file must name.
+    Entitlements {
+        /// Print the server's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Every subcommand: the admin one-shot commands, and `simulate`, which
@@ -306,6 +315,15 @@ mod tests {
             cli.command,
             Some(TopCommand::Return(ref a)) if a.seat_id == "abc" && a.license.license == "cad"
         ));
+
+        let cli = Cli::try_parse_from(["leasehold", "entitlements", "--json"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Some(TopCommand::Admin(Command::Entitlements { json: true }))
+        ));
+        // `entitlement` (the file tool) is another command.
+        let cli = Cli::try_parse_from(["leasehold", "entitlement", "inspect", "a.lic"]).unwrap();
+        assert!(matches!(cli.command, Some(TopCommand::Entitlement(_))));
 
         let cli = Cli::try_parse_from(["leasehold", "--read-only"]).unwrap();
         assert!(cli.read_only && cli.command.is_none());

@@ -1,5 +1,5 @@
 //! The one-shot commands: `status`, `seats`, `events`, `revoke`, and the
-//! dispatch to `report` (its own module, [`crate::report`]).
+//! dispatch to `report`, `webhooks` and `entitlements` (their own modules).
 //!
 //! Each fetches, formats and prints; the formatting functions are pure so
 //! the tests check the tables without a server. Human output passes every
@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::api::{AdminClient, ApiError};
 use crate::cli::Command;
+use crate::entitlements::entitled_cell;
 use crate::format::{fmt_duration_ms, json_for_terminal, policy_secs, table};
 use crate::stream::{self, StreamMsg};
 
@@ -74,6 +75,7 @@ pub async fn run(cmd: Command, client: &AdminClient, out: &mut dyn Write) -> any
         }
         Command::Report(args) => crate::report::run(args, client, out).await?,
         Command::Webhooks(args) => crate::webhooks::run(args, client, out).await?,
+        Command::Entitlements { json } => crate::entitlements::run(client, json, out).await?,
     }
     out.flush()?;
     Ok(())
@@ -235,6 +237,18 @@ pub fn format_status(resp: &LicensesResponse, server: &str) -> String {
         "REAP GRACE",
         "STATUS",
     ];
+    // Entitled seats, when any pool's come from a vendor, with a warning
+    // when they drop within 30 days (`leasehold entitlements` says more).
+    if resp.licenses.iter().any(|l| l.vendor.is_some()) {
+        header.push("ENTITLED");
+        for (row, l) in rows.iter_mut().zip(&resp.licenses) {
+            row.push(match entitled_cell(l, resp.now) {
+                None => "-".into(),
+                Some((seats, None)) => seats,
+                Some((seats, Some(mark))) => format!("{seats} {mark}"),
+            });
+        }
+    }
     // Firing alerts, when any pool has one (`leasehold webhooks` says more).
     if resp.licenses.iter().any(|l| !l.alerts_firing.is_empty()) {
         header.push("ALERTS");
@@ -250,6 +264,12 @@ pub fn format_status(resp: &LicensesResponse, server: &str) -> String {
     } else {
         out.push_str(&table(&header, &rows));
     }
+    out.push_str(&groups_table(resp));
+    out
+}
+
+/// A line per group of every pool, after a blank line; empty without groups.
+fn groups_table(resp: &LicensesResponse) -> String {
     let groups: Vec<Vec<String>> = resp
         .licenses
         .iter()
@@ -265,14 +285,11 @@ pub fn format_status(resp: &LicensesResponse, server: &str) -> String {
             })
         })
         .collect();
-    if !groups.is_empty() {
-        out.push('\n');
-        out.push_str(&table(
-            &["LICENSE", "GROUP", "IN USE", "RESERVE", "MAX"],
-            &groups,
-        ));
+    if groups.is_empty() {
+        return String::new();
     }
-    out
+    let head = ["LICENSE", "GROUP", "IN USE", "RESERVE", "MAX"];
+    format!("\n{}", table(&head, &groups))
 }
 
 /// The seats as a table. When any is borrowed, a BACK AT column says when
@@ -415,6 +432,55 @@ mod tests {
         demo-cad  3/10        7     -         -          -         1m   5s    15s         ok
         tiny      1/1         0     -         -          -         30s  2s    10s         FULL
         ");
+    }
+
+    /// Vendor pools: the entitled seats, and within 30 days of the drop the
+    /// time left, grace, or expired; `-` for a plain pool. The column
+    /// is there only when some pool has a vendor.
+    #[test]
+    fn status_with_entitlements() {
+        let vendor =
+            |id: &str, entitled: u32, ends_in_s: Option<i64>, in_grace: bool| LicenseSummary {
+                id: id.into(),
+                seats: entitled,
+                ttl_s: 60.0,
+                skew_s: 5.0,
+                reap_grace_s: 15.0,
+                vendor: Some("keyright".into()),
+                entitled_seats: Some(entitled),
+                entitlement_ends_at: ends_in_s.map(t),
+                in_grace,
+                ..Default::default()
+            };
+        let day = 86_400;
+        let mut plain = vendor("plain", 2, None, false);
+        (plain.vendor, plain.entitled_seats) = (None, None);
+        let resp = LicensesResponse {
+            now: t(0),
+            licenses: vec![
+                vendor("cad", 10, Some(12 * day + 3600), false),
+                vendor("ide", 3, Some(3 * day + 3600), true),
+                vendor("cam", 0, None, false),
+                vendor("far", 4, Some(31 * day), false),
+                vendor("render", 4, None, false),
+                plain,
+            ],
+        };
+        insta::assert_snapshot!(format_status(&resp, "http://127.0.0.1:7400"), @r"
+        server http://127.0.0.1:7400 · server time 2026-11-30T04:00:00.000Z
+        LICENSE  LIVE/SEATS  FREE  RESERVED  LINGERING  BORROWED  TTL  SKEW  REAP GRACE  STATUS  ENTITLED
+        cad      0/10        10    -         -          -         1m   5s    15s         ok      10 ⏳ 12d
+        ide      0/3         3     -         -          -         1m   5s    15s         ok      3 grace 3d
+        cam      0/0         0     -         -          -         1m   5s    15s         FULL    0 expired
+        far      0/4         4     -         -          -         1m   5s    15s         ok      4
+        render   0/4         4     -         -          -         1m   5s    15s         ok      4
+        plain    0/2         2     -         -          -         1m   5s    15s         ok      -
+        ");
+        let only_plain = LicensesResponse {
+            now: t(0),
+            licenses: vec![resp.licenses[5].clone()],
+        };
+        assert!(!format_status(&only_plain, "s").contains("ENTITLED"));
     }
 
     #[test]

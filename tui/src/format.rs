@@ -196,23 +196,24 @@ pub fn json_for_terminal(json: &str) -> String {
     out
 }
 
-/// Left-aligned columns, two spaces apart, widths by character count.
+/// Left-aligned columns, two spaces apart, widths in terminal cells (`⏳`
+/// and CJK take two).
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| cells(h)).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
+            *w = (*w).max(cells(cell));
         }
     }
     let mut out = String::new();
-    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+    let mut line = |row: &mut dyn Iterator<Item = &str>| {
         let mut l = String::new();
-        for (i, cell) in cells.enumerate() {
+        for (i, cell) in row.enumerate() {
             if i > 0 {
                 l.push_str("  ");
             }
             l.push_str(cell);
-            let pad = widths[i].saturating_sub(cell.chars().count());
+            let pad = widths[i].saturating_sub(cells(cell));
             l.extend(std::iter::repeat_n(' ', pad));
         }
         out.push_str(l.trim_end());
@@ -255,6 +256,20 @@ pub fn count_range(s: &str) -> Option<std::ops::Range<u128>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Columns line up in terminal cells: `⏳` and CJK take two.
+    #[test]
+    fn table_columns_are_measured_in_cells() {
+        let rows = vec![
+            vec!["⏳ 1d".to_string(), "x".into()],
+            vec!["ab".into(), "y".into()],
+            vec!["山田".into(), "z".into()],
+        ];
+        assert_eq!(
+            table(&["A", "B"], &rows),
+            "A      B\n⏳ 1d  x\nab     y\n山田   z\n"
+        );
+    }
 
     #[test]
     fn compact_counts_are_cut_never_rounded_up() {

@@ -29,6 +29,9 @@
 //!   client API with the license key.
 //! - [`webhooks`]: `webhooks` (and `webhooks deliveries`, `webhooks
 //!   test`), the webhooks' delivery counts and the alerts firing.
+//! - [`entitlements`]: `entitlements`, the vendor-signed files the server
+//!   reads; and how a vendor pool's term reads in `status` and the console
+//!   (`⏳ 12d`, `grace 3d`, `expired`).
 //! - [`vendor`]: `vendor keygen`, `vendor sign` and `entitlement
 //!   inspect`, the vendor's tool for signed entitlement files (no server).
 //! - [`simulate`]: `simulate`, simulated clients (LeaseKeeper and the typed
@@ -42,6 +45,7 @@ pub mod commands;
 pub mod conn;
 pub mod console;
 pub mod duration;
+pub mod entitlements;
 pub mod format;
 pub mod report;
 pub mod simulate;

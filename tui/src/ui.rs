@@ -96,13 +96,13 @@ pub fn draw(frame: &mut Frame, app: &App, now: Timestamp) {
     if app.poll.is_down() {
         draw_banner(frame, a.banner, app, theme);
     }
-    draw_pools(frame, a.pools, app, theme);
+    draw_pools(frame, a.pools, app, theme, server_now);
     draw_holders(frame, a.holders, app, theme, server_now);
     draw_detail(frame, a.detail, app, theme, server_now);
     draw_events(frame, a.events, app, theme);
     draw_status(frame, a.status, app, theme, now);
     match &app.modal {
-        Some(Modal::Help) => draw_help(frame, theme, app),
+        Some(Modal::Help) => draw_help(frame, theme, app, server_now),
         Some(Modal::Revoke(m)) => draw_revoke(frame, theme, m, server_now),
         None => {}
     }

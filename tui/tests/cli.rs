@@ -39,6 +39,7 @@ fn help_lists_the_one_shot_commands() {
         "events",
         "revoke",
         "report",
+        "entitlements",
         "--server",
         "--token",
         "--read-only",
@@ -76,8 +77,10 @@ fn server_comes_from_the_flag_then_leasehold_server_then_the_default() {
     // The variable, when there is no flag: for every command that talks to
     // a server.
     #[rustfmt::skip]
-    let commands: [&[&str]; 8] = [
+    let commands: [&[&str]; 10] = [
         &status,
+        &["entitlements", "--token", "t"],
+        &["entitlements", "--json", "--token", "t"],
         &["seats", "--token", "t"],
         &["events", "--token", "t"],
         &["revoke", "abc", "--token", "t"],

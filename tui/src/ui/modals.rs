@@ -12,6 +12,7 @@ use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 
 use super::theme::Theme;
 use crate::app::{App, RevokeModal};
+use crate::entitlements::term_mark;
 use crate::format::{
     cells, ellipsize, fmt_duration_ms, grouped, policy_secs, wrap_cells, wrap_words,
 };
@@ -25,7 +26,8 @@ fn popup(frame: &mut Frame, width: u16, height: u16) -> Rect {
     area
 }
 
-pub fn draw_help(frame: &mut Frame, theme: Theme, app: &App) {
+/// At the server's time `now` (a vendor pool's time left).
+pub fn draw_help(frame: &mut Frame, theme: Theme, app: &App, now: Timestamp) {
     let read_only = app.read_only;
     let keys: &[(&str, &str)] = &[
         ("↑ ↓  j k", "move the selection (or scroll the feed)"),
@@ -103,6 +105,7 @@ pub fn draw_help(frame: &mut Frame, theme: Theme, app: &App) {
     lines.extend(pool_figures(
         app,
         theme,
+        now,
         width.saturating_sub(2) as usize,
         room,
     ));
@@ -116,7 +119,13 @@ pub fn draw_help(frame: &mut Frame, theme: Theme, app: &App) {
 /// Every pool's exact figures, at most `room` lines in `width` cells (a
 /// pool's figures wrap between figures, never inside one; pools that do not
 /// fit are counted, with where to see them).
-fn pool_figures(app: &App, theme: Theme, width: usize, room: usize) -> Vec<Line<'static>> {
+fn pool_figures(
+    app: &App,
+    theme: Theme,
+    now: Timestamp,
+    width: usize,
+    room: usize,
+) -> Vec<Line<'static>> {
     if app.licenses.is_empty() || room < 3 {
         return Vec::new();
     }
@@ -142,6 +151,7 @@ fn pool_figures(app: &App, theme: Theme, width: usize, room: usize) -> Vec<Line<
             figures.push(format!("{} denied today", grouped(d)));
         }
         figures.extend(policy_figures(l));
+        figures.extend(entitlement_figures(l, now));
         if !l.alerts_firing.is_empty() {
             figures.push(format!("▲ {}", super::pools::alerts_cell(l)));
         }
@@ -205,6 +215,18 @@ fn policy_figures(l: &LicenseSummary) -> Vec<String> {
     } else if l.overage > 0 {
         figures.push(format!("overage {}", grouped(l.overage.into())));
     }
+    figures
+}
+
+/// A vendor pool's entitled seats, and its mark when they drop within 30
+/// days (`⏳ 12d`, `grace 3d`, `expired`).
+fn entitlement_figures(l: &LicenseSummary, now: Timestamp) -> Vec<String> {
+    let Some(vendor) = &l.vendor else {
+        return Vec::new();
+    };
+    let seats = grouped(l.entitled_seats.unwrap_or(0).into());
+    let mut figures = vec![format!("{seats} entitled by {vendor}")];
+    figures.extend(term_mark(l, now).map(|m| m.to_string()));
     figures
 }
 

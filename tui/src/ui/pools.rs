@@ -1,6 +1,8 @@
 //! The pools pane: per pool a used/total gauge, the numbers, the status,
-//! and, once the 30 s usage fetch has delivered, today's denials and a
-//! sparkline of the last hour.
+//! a vendor pool's entitled seats (with `⏳ 12d`, `grace 3d` or `expired`
+//! in the warning style when they drop within 30 days), and, once the 30 s
+//! usage fetch has delivered, today's denials and a sparkline of the last
+//! hour.
 //!
 //! Column widths are computed here, not left to the layout solver (which
 //! cuts cells when the columns add up to more than the width): the number
@@ -11,6 +13,7 @@
 //! and the id shrinks further. The room left goes to the gauge and the
 //! sparkline (merging minutes, see `sparkline`).
 
+use leasehold_common::Timestamp;
 use leasehold_common::api::LicenseSummary;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
@@ -21,7 +24,8 @@ use ratatui::widgets::{Cell, Row, Table};
 use super::sparkline::{spark_line, spark_width};
 use super::theme::pane_block;
 use super::{Theme, bar, fit_line};
-use crate::app::{App, SPARK_MINUTES};
+use crate::app::{App, Level, SPARK_MINUTES};
+use crate::entitlements::term_mark;
 use crate::format::{cells, compact_count, ellipsize, policy_secs};
 
 /// The gauge's width with room to spare, and the least it shrinks to
@@ -53,6 +57,8 @@ struct Columns {
     borrowed: usize,
     ttl: usize,
     status: usize,
+    /// 0 when no pool has a vendor.
+    entitled: usize,
     /// 0 when no pool has an alert firing.
     alerts: usize,
     denied: usize,
@@ -119,6 +125,24 @@ pub(super) fn alerts_cell(l: &LicenseSummary) -> String {
     }
 }
 
+/// A vendor pool's entitled seats and its mark (`10`, `⏳ 12d`) at the
+/// server's `now`; `None` for a license without a vendor.
+fn entitled_parts(l: &LicenseSummary, now: Timestamp, compact: bool) -> Option<(String, String)> {
+    l.vendor.as_ref()?;
+    let seats = count(l.entitled_seats.unwrap_or(0).into(), compact);
+    let mark = term_mark(l, now).map_or_else(String::new, |m| m.to_string());
+    Some((seats, mark))
+}
+
+/// The ENTITLED cell's text: `10 ⏳ 12d`, `4`, or `—`.
+fn entitled_text(l: &LicenseSummary, now: Timestamp, compact: bool) -> String {
+    match entitled_parts(l, now, compact) {
+        None => "—".into(),
+        Some((seats, mark)) if mark.is_empty() => seats,
+        Some((seats, mark)) => format!("{seats} {mark}"),
+    }
+}
+
 fn denied_cell(app: &App, l: &LicenseSummary, compact: bool) -> String {
     match app.pool_usage(&l.id).and_then(|u| u.denials_today) {
         Some(d) => count(d, compact),
@@ -126,8 +150,9 @@ fn denied_cell(app: &App, l: &LicenseSummary, compact: bool) -> String {
     }
 }
 
-/// Column widths for a pane `inner` cells wide inside its borders.
-fn columns(inner: usize, app: &App) -> Columns {
+/// Column widths for a pane `inner` cells wide inside its borders, at the
+/// server's `now`.
+fn columns(inner: usize, app: &App, now: Timestamp) -> Columns {
     let widest = |cell: &dyn Fn(&LicenseSummary) -> String, least: usize| {
         app.licenses
             .iter()
@@ -143,6 +168,7 @@ fn columns(inner: usize, app: &App) -> Columns {
         0
     };
     let usage = app.has_usage();
+    let vendor = app.licenses.iter().any(|l| l.vendor.is_some());
     let mut cols = Columns {
         id: id_full,
         gauge: GAUGE_MAX,
@@ -153,6 +179,7 @@ fn columns(inner: usize, app: &App) -> Columns {
         borrowed: 0,
         ttl,
         status,
+        entitled: 0,
         alerts,
         denied: 0,
         spark: 0,
@@ -179,10 +206,17 @@ fn columns(inner: usize, app: &App) -> Columns {
         if usage {
             cols.denied = widest(&|l| denied_cell(app, l, compact), "DENIED".len());
         }
+        if vendor {
+            // One cell more than the widest: the columns are one space
+            // apart, and `3 grace 3d 0` would read as one figure.
+            cols.entitled = widest(&|l| entitled_text(l, now, compact), "ENTITLED".len()) + 1;
+        }
         // The columns and the filler after them, one space apart (one
         // more than needed without usage: the pane looked so before).
         let alerts = if alerts > 0 { alerts + 1 } else { 0 };
-        let fixed = cols.live + cols.free + policy + ttl + status + alerts + cols.denied + 8;
+        let entitled = if vendor { cols.entitled + 1 } else { 0 };
+        let fixed =
+            cols.live + cols.free + policy + ttl + status + entitled + alerts + cols.denied + 8;
         let id_least = ID_MIN.min(id_full);
         cols.id = inner
             .saturating_sub(fixed + GAUGE_MIN)
@@ -228,7 +262,30 @@ fn title(app: &App, cols: Columns, width: usize) -> Line<'static> {
     fit_line(vec![Span::raw(t)], width)
 }
 
-fn pool_row(l: &LicenseSummary, app: &App, cols: Columns, theme: Theme) -> Row<'static> {
+/// The ENTITLED cell: the seats, and the mark in the warning style.
+fn entitled_column_cell(
+    l: &LicenseSummary,
+    now: Timestamp,
+    compact: bool,
+    theme: Theme,
+) -> Cell<'static> {
+    match entitled_parts(l, now, compact) {
+        None => Cell::from("—").style(theme.dim()),
+        Some((seats, mark)) if mark.is_empty() => Cell::from(seats),
+        Some((seats, mark)) => Cell::from(Line::from(vec![
+            Span::raw(format!("{seats} ")),
+            Span::styled(mark, theme.level(Level::Warn)),
+        ])),
+    }
+}
+
+fn pool_row(
+    l: &LicenseSummary,
+    app: &App,
+    cols: Columns,
+    theme: Theme,
+    now: Timestamp,
+) -> Row<'static> {
     let full = l.live >= l.seats;
     let (status, style) = if over(l) > 0 {
         (
@@ -261,6 +318,9 @@ fn pool_row(l: &LicenseSummary, app: &App, cols: Columns, theme: Theme) -> Row<'
     }
     cells.push(Cell::from(policy_secs(l.ttl_s)));
     cells.push(Cell::from(status).style(style));
+    if cols.entitled > 0 {
+        cells.push(entitled_column_cell(l, now, cols.compact, theme));
+    }
     if cols.alerts > 0 {
         let alert = theme
             .fg(Color::Red)
@@ -293,9 +353,10 @@ fn pool_row(l: &LicenseSummary, app: &App, cols: Columns, theme: Theme) -> Row<'
     Row::new(cells)
 }
 
-pub(super) fn draw_pools(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
+/// At the server's time `now` (a vendor pool's time left).
+pub(super) fn draw_pools(frame: &mut Frame, area: Rect, app: &App, theme: Theme, now: Timestamp) {
     let inner = area.width.saturating_sub(2) as usize;
-    let cols = columns(inner, app);
+    let cols = columns(inner, app, now);
     let mut header = vec!["POOL", "USED", "LIVE/SEATS", "FREE"];
     let mut widths = vec![cols.id, cols.gauge, cols.live, cols.free];
     let policy_widths = [cols.reserved, cols.lingering, cols.borrowed];
@@ -307,6 +368,10 @@ pub(super) fn draw_pools(frame: &mut Frame, area: Rect, app: &App, theme: Theme)
     }
     header.extend(["TTL", "STATUS"]);
     widths.extend([cols.ttl, cols.status]);
+    if cols.entitled > 0 {
+        header.push("ENTITLED");
+        widths.push(cols.entitled);
+    }
     if cols.alerts > 0 {
         header.push("ALERTS");
         widths.push(cols.alerts);
@@ -320,7 +385,10 @@ pub(super) fn draw_pools(frame: &mut Frame, area: Rect, app: &App, theme: Theme)
         widths.push(cols.spark);
     }
     let header = Row::new(header).style(Style::new().add_modifier(Modifier::BOLD));
-    let rows = app.licenses.iter().map(|l| pool_row(l, app, cols, theme));
+    let rows = app
+        .licenses
+        .iter()
+        .map(|l| pool_row(l, app, cols, theme, now));
     let constraints = widths
         .into_iter()
         .map(|w| Constraint::Length(w as u16))
@@ -352,7 +420,7 @@ mod tests {
     #[test]
     fn without_usage_the_columns_are_as_before() {
         let app = loaded_app();
-        let c = columns(158, &app);
+        let c = columns(158, &app, ts(0));
         assert_eq!(
             (c.gauge, c.live, c.free, c.ttl, c.denied, c.spark),
             (20, 10, 5, 6, 0, 0)
@@ -363,15 +431,15 @@ mod tests {
     fn the_gauge_shrinks_before_the_sparkline() {
         let app = with_usage(loaded_app());
         // 8 + 10 + 5 + 6 + 8 + 7 ("1234567") + 8 spaces = 52 fixed.
-        let wide = columns(158, &app);
+        let wide = columns(158, &app, ts(0));
         assert_eq!((wide.denied, wide.gauge, wide.spark), (7, 20, 60));
-        let mid = columns(108, &app);
+        let mid = columns(108, &app, ts(0));
         assert_eq!((mid.gauge, mid.spark), (10, 30));
-        let narrow = columns(78, &app);
+        let narrow = columns(78, &app, ts(0));
         assert_eq!((narrow.gauge, narrow.spark), (10, 15));
         // Too narrow for the exact figures with the least gauge: the
         // numbers go compact ("1.23M").
-        let tiny = columns(60, &app);
+        let tiny = columns(60, &app, ts(0));
         assert_eq!(
             (tiny.compact, tiny.denied, tiny.gauge, tiny.spark),
             (true, 6, 9, 0)
@@ -391,10 +459,10 @@ mod tests {
             snapshot(vec![cad, pool("render", 5, 1)], ts(0), ts(0)),
             ts(0),
         );
-        let c = columns(98, &app);
+        let c = columns(98, &app, ts(0));
         assert_eq!(c.alerts, "ALERT cad-full, cad-�[2Jbusy".len() - 2);
         let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 5)).unwrap();
-        term.draw(|f| draw_pools(f, f.area(), &app, Theme::new(false)))
+        term.draw(|f| draw_pools(f, f.area(), &app, Theme::new(false), ts(0)))
             .unwrap();
         insta::assert_snapshot!(term.backend(), @r#"
         "┌ Pools (2) ───────────────────────────────────────────────────────────────────────────────────────┐"
@@ -417,7 +485,49 @@ mod tests {
 
         // None firing: no column, as before.
         app.update(snapshot(vec![pool("demo-cad", 3, 3)], ts(9), ts(9)), ts(9));
-        assert_eq!(columns(98, &app).alerts, 0);
+        assert_eq!(columns(98, &app, ts(0)).alerts, 0);
+    }
+
+    /// ENTITLED is as wide as its widest cell (`⏳` counts two cells) and
+    /// a space, so a mark never runs into the next column's figure; it is
+    /// never cut: on a narrow pane the gauge and the id give way.
+    #[test]
+    fn the_entitled_column_fits_its_widest_mark() {
+        let mut app = App::new("s", false, false);
+        let mut cad = pool("cad", 10, 4);
+        (cad.vendor, cad.entitled_seats) = (Some("keyright".into()), Some(10));
+        cad.entitlement_ends_at = Some(ts(12 * 86_400 + 60));
+        let mut ide = cad.clone();
+        (ide.id, ide.in_grace) = ("ide".into(), true);
+        app.update(snapshot(vec![cad, ide], ts(0), ts(0)), ts(0));
+        assert_eq!(entitled_text(&app.licenses[0], ts(0), false), "10 ⏳ 12d");
+        let wide = columns(158, &app, ts(0));
+        assert_eq!(wide.entitled, cells("10 grace 12d") + 1);
+        assert_eq!(wide.gauge, GAUGE_MAX);
+        let narrow = columns(60, &app, ts(0));
+        assert_eq!(narrow.entitled, wide.entitled);
+        assert!(narrow.gauge < GAUGE_MAX, "{narrow:?}");
+        // With the usage columns after it, two spaces before DENIED.
+        app.update(
+            AppEvent::Usage(Box::new(UsageUpdate {
+                license_id: "ide".into(),
+                last_hour: Some(vec![]),
+                denials_today: Some(7),
+            })),
+            ts(0),
+        );
+        let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 6)).unwrap();
+        term.draw(|f| draw_pools(f, f.area(), &app, Theme::new(false), ts(0)))
+            .unwrap();
+        let screen = term.backend().to_string();
+        assert!(screen.contains("10 grace 12d  7 "), "{screen}");
+        // Past 30 days: the seats alone; no vendor pool: no column.
+        assert_eq!(
+            entitled_text(&app.licenses[0], ts(-20 * 86_400), false),
+            "10"
+        );
+        app.update(snapshot(vec![pool("plain", 2, 1)], ts(1), ts(1)), ts(1));
+        assert_eq!(columns(158, &app, ts(1)).entitled, 0);
     }
 
     #[test]
@@ -427,7 +537,7 @@ mod tests {
             snapshot(vec![pool("big", 4_000_000_000, 123_456_789)], ts(0), ts(0)),
             ts(0),
         );
-        let c = columns(78, &app);
+        let c = columns(78, &app, ts(0));
         assert_eq!(c.live, "123456789/4000000000".len());
         assert_eq!(c.free, "3876543211".len());
     }

@@ -748,3 +748,106 @@ fn gauge_is_text() {
     assert_eq!(bar(5, 4, 4), "████");
     assert_eq!(bar(0, 0, 4), "████");
 }
+
+/// Vendor pools: `cad` dropping in 12 days, `ide` in grace, `cam` with
+/// nothing entitled, `render` perpetual; `plain` has no vendor. An
+/// `entitlement` event in the feed.
+fn vendor_app() -> App {
+    let mut app = App::new("http://127.0.0.1:7400", false, false);
+    let day = 86_400;
+    let vendor = |id: &str, entitled: u32, live: u32, ends_in: Option<i64>, in_grace: bool| {
+        let mut p = pool(id, entitled, live);
+        p.vendor = Some("keyright".into());
+        p.customer = Some("Acme".into());
+        p.entitled_seats = Some(entitled);
+        p.entitlement_ends_at = ends_in.map(ts);
+        p.in_grace = in_grace;
+        p
+    };
+    let pools = vec![
+        vendor("cad", 10, 4, Some(12 * day + 3600), false),
+        vendor("ide", 3, 1, Some(3 * day + 3600), true),
+        vendor("cam", 0, 0, None, false),
+        vendor("render", 4, 1, None, false),
+        pool("plain", 2, 1),
+    ];
+    load(&mut app, sample_seats(), pools, ts(0), ts(0));
+    let mut ev = crate::app::test_support::event(3, EventKind::Entitlement);
+    (ev.license_id, ev.seat_id, ev.holder) = (None, None, None);
+    ev.detail = Some("acme.lic (keyright acme-2026) in grace until 2026-12-03".into());
+    app.update(AppEvent::StreamEvent(Box::new(ev)), ts(0));
+    app.update(AppEvent::StreamUp, ts(0));
+    app
+}
+
+#[test]
+fn vendor_pools_80_columns() {
+    let mut app = vendor_app();
+    let term = render_at(&mut app, ts(2), 80, 24);
+    insta::assert_snapshot!(term.backend());
+}
+
+/// The marks in the warning style (yellow, bold), the seats without it,
+/// a plain pool's dash dim; under NO_COLOR the marks stay bold.
+#[test]
+fn vendor_pools_160_columns() {
+    let mut app = vendor_app();
+    let term = render_at(&mut app, ts(2), 160, 24);
+    insta::assert_snapshot!(term.backend());
+    let buf = term.backend().buffer();
+    let style_of = |needle: &str| {
+        for y in 0..24 {
+            // Cells by x, those a wide character covers skipped.
+            let mut row: Vec<(u16, &str)> = Vec::new();
+            let mut x = 0;
+            while x < 160 {
+                let symbol = buf[(x, y)].symbol();
+                row.push((x, symbol));
+                x += cells(symbol).max(1) as u16;
+            }
+            let text: String = row.iter().map(|(_, s)| *s).collect();
+            if let Some(byte) = text.find(needle) {
+                let x = row[text[..byte].chars().count()].0;
+                return buf[(x, y)].style();
+            }
+        }
+        panic!("{needle} not on screen");
+    };
+    for mark in ["⏳ 12d", "grace 3d", "expired"] {
+        let s = style_of(mark);
+        assert_eq!(s.fg, Some(Color::Yellow), "{mark}");
+        assert!(s.add_modifier.contains(Modifier::BOLD), "{mark}");
+    }
+    assert_eq!(
+        style_of("10 ⏳").fg,
+        Some(Color::Reset),
+        "the seats are plain"
+    );
+    let mut plain = vendor_app();
+    plain.no_color = true;
+    let term = render_at(&mut plain, ts(2), 160, 24);
+    let screen = term.backend().to_string();
+    assert!(screen.contains("10 ⏳ 12d"), "{screen}");
+    let buf = term.backend().buffer();
+    let bold = (0..24)
+        .flat_map(|y| (0..160).map(move |x| (x, y)))
+        .filter(|&p| buf[p].symbol() == "⏳")
+        .all(|p| buf[p].modifier.contains(Modifier::BOLD));
+    assert!(bold, "{screen}");
+}
+
+/// The help lists a vendor pool's entitled seats, its vendor and its mark.
+#[test]
+fn vendor_pools_help() {
+    let mut app = vendor_app();
+    app.update(ch('?'), ts(0));
+    let term = render_at(&mut app, ts(2), 80, 44);
+    let screen = term.backend().to_string();
+    for figure in [
+        "10 entitled by keyright · ⏳ 12d",
+        "3 entitled by keyright · grace 3d",
+        "0 entitled by keyright · expired",
+    ] {
+        assert!(screen.contains(figure), "{figure}:\n{screen}");
+    }
+}
