@@ -9,28 +9,14 @@ use leasehold_common::{Licenses, Timestamp};
 use warp::http::StatusCode;
 use warp::reply::{Reply, Response};
 
-use super::common::{Result, store_err};
+use super::common::Result;
 use crate::AppState;
-use crate::http::error::ApiError;
 use crate::http::query::{self, Query};
-use crate::store::history::UsageQuery;
-use crate::usage::UsageRange;
 
 pub async fn admin_usage_attestation(state: &AppState, query: Query) -> Result<Response> {
     let w = query::window(state, &query)?;
     let tolerance = query::tolerance(&query)?;
-    let range =
-        UsageRange::new(w.from, w.to, None, w.now).map_err(|e| ApiError::invalid(e.to_string()))?;
-    let usage = state
-        .store
-        .usage(UsageQuery {
-            license_id: w.license.id.clone(),
-            range,
-            skew: w.license.policy.skew,
-            tolerance,
-        })
-        .await
-        .map_err(store_err(state))?;
+    let (_, usage) = super::usage::usage_of(state, &w, None, tolerance).await?;
     let s = usage.summary;
     let covered_from = s.covered_from.unwrap_or(w.from);
     let claims = UsageAttestation {

@@ -19,7 +19,7 @@ use crate::http::csv;
 use crate::http::error::ApiError;
 use crate::http::query::{self, PageLimit, Query};
 use crate::store::history::{SessionCursor, SessionsQuery, UsageQuery};
-use crate::usage::UsageRange;
+use crate::usage::{Usage, UsageRange};
 
 /// The rows of one JSON page of the history (sessions, denials).
 pub(super) const HISTORY_PAGE: PageLimit = PageLimit {
@@ -40,6 +40,29 @@ pub async fn admin_usage(state: &AppState, query: Query) -> Result<Response> {
         })?)),
     };
     let tolerance = query::tolerance(&query)?;
+    let (range, usage) = usage_of(state, &w, step_ms, tolerance).await?;
+    Ok(json(
+        StatusCode::OK,
+        &UsageResponse {
+            license_id: w.license.id,
+            from: w.from,
+            to: w.to,
+            step_s: range.step_ms as f64 / 1000.0,
+            points: usage.points,
+            summary: usage.summary,
+        },
+    ))
+}
+
+/// The usage history of `w`'s license over its range, in `step_ms`
+/// buckets (`None`: the default), with its summary: what the usage view
+/// and its attestation both answer.
+pub(super) async fn usage_of(
+    state: &AppState,
+    w: &query::Window,
+    step_ms: Option<i64>,
+    tolerance: std::time::Duration,
+) -> Result<(UsageRange, Usage)> {
     let range = UsageRange::new(w.from, w.to, step_ms, w.now)
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     let usage = state
@@ -52,17 +75,7 @@ pub async fn admin_usage(state: &AppState, query: Query) -> Result<Response> {
         })
         .await
         .map_err(store_err(state))?;
-    Ok(json(
-        StatusCode::OK,
-        &UsageResponse {
-            license_id: w.license.id,
-            from: w.from,
-            to: w.to,
-            step_s: range.step_ms as f64 / 1000.0,
-            points: usage.points,
-            summary: usage.summary,
-        },
-    ))
+    Ok((range, usage))
 }
 
 /// `GET /v1/admin/sessions`: one JSON page, or the whole window as CSV.

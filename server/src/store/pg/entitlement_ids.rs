@@ -47,18 +47,8 @@ async fn record_event(
     kind: &str,
     detail: &str,
 ) -> Result<(), tokio_postgres::Error> {
-    tx.execute(
-        "WITH id AS (
-             UPDATE cluster SET last_event_id = last_event_id + 1 WHERE id = 1
-             RETURNING last_event_id)
-         INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
-         SELECT last_event_id, greatest((extract(epoch FROM clock_timestamp()) * 1000)::bigint,
-                                        (SELECT clock_ms FROM cluster WHERE id = 1)),
-                $2, NULL, NULL, NULL, $1
-         FROM id",
-        &[&detail, &kind],
-    )
-    .await?;
+    tx.execute(super::RECORD_EVENT_SQL, &[&detail, &kind])
+        .await?;
     Ok(())
 }
 

@@ -284,22 +284,23 @@ pub fn publish_licenses_sync(
     Ok(Published { version, changes })
 }
 
+/// An event not tied to a seat (`$1` detail, `$2` kind) at the cluster's
+/// time, with the next event id, as a batch numbers its events.
+pub(super) const RECORD_EVENT_SQL: &str = "WITH id AS (
+         UPDATE cluster SET last_event_id = last_event_id + 1 WHERE id = 1
+         RETURNING last_event_id)
+     INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
+     SELECT last_event_id, greatest((extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+                                    (SELECT clock_ms FROM cluster WHERE id = 1)),
+            $2, NULL, NULL, NULL, $1
+     FROM id";
+
 /// A `config` event at the cluster's time, with the next event id.
 fn record_config_event(
     tx: &mut postgres::Transaction<'_>,
     detail: &str,
 ) -> Result<(), postgres::Error> {
-    tx.execute(
-        "WITH id AS (
-             UPDATE cluster SET last_event_id = last_event_id + 1 WHERE id = 1
-             RETURNING last_event_id)
-         INSERT INTO events (id, at, kind, license_id, seat_id, holder, detail)
-         SELECT last_event_id, greatest((extract(epoch FROM clock_timestamp()) * 1000)::bigint,
-                                        (SELECT clock_ms FROM cluster WHERE id = 1)),
-                'config', NULL, NULL, NULL, $1
-         FROM id",
-        &[&detail],
-    )?;
+    tx.execute(RECORD_EVENT_SQL, &[&detail, &"config"])?;
     Ok(())
 }
 
