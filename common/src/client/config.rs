@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::entitlement::VendorKey;
+
 /// What a keeper needs to know.
 #[derive(Debug, Clone)]
 pub struct KeeperConfig {
@@ -18,6 +20,16 @@ pub struct KeeperConfig {
     /// Upper bound for one request (default 10 s); a request is also never
     /// given longer than the held lease has left.
     pub request_timeout: Duration,
+    /// Opt-in: the vendor's public keys the application pins (a vendor
+    /// rotating its key ships both). With at least one, every lease the
+    /// keeper is given must be entitled by an entitlement the vendor signed
+    /// (see [`super::keeper`], "Entitlements"); empty (the default): no
+    /// check, as before.
+    pub vendor_keys: Vec<VendorKey>,
+    /// The application's version (`"2026.2"`), sent with every checkout
+    /// and borrow and, with vendor keys, checked against the entitlement's
+    /// version range. `None` (the default): sent nowhere.
+    pub version: Option<String>,
 }
 
 impl KeeperConfig {
@@ -29,11 +41,27 @@ impl KeeperConfig {
             holder: holder.to_string(),
             fingerprint: fingerprint.to_string(),
             request_timeout: Duration::from_secs(10),
+            vendor_keys: Vec::new(),
+            version: None,
         }
     }
 
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.request_timeout = d;
+        self
+    }
+
+    /// Pins a vendor key (call again for each key of a vendor rotating its
+    /// key): from then on a lease that is not entitled is released and the
+    /// keeper stops with [`super::ClientError::NotEntitled`].
+    pub fn vendor_key(mut self, key: VendorKey) -> Self {
+        self.vendor_keys.push(key);
+        self
+    }
+
+    /// The application's version (`"2026.2"`), sent with every checkout.
+    pub fn version(mut self, version: &str) -> Self {
+        self.version = Some(version.to_string());
         self
     }
 }

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::api::{ErrorBody, SeatLostReason, code};
+use crate::entitlement::NotEntitled;
 
 /// Why a call did not produce what was asked for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,6 +82,15 @@ pub enum ClientError {
     /// token does not verify against the JWKS or does not match its body.
     #[error("invalid response: {0}")]
     Invalid(String),
+    /// The application pins its vendor's key
+    /// ([`super::KeeperConfig::vendor_key`]) and the lease the server gave
+    /// is not entitled: the reason names the first link of the chain (vendor
+    /// key → entitlement → the server's key → the lease) that fails. The
+    /// keeper released the seat and stopped; asking again helps only once
+    /// the server has an entitlement for this lease (or the application
+    /// another version).
+    #[error("not entitled: {0}")]
+    NotEntitled(NotEntitled),
 }
 
 impl ClientError {

@@ -1,6 +1,7 @@
 //! A typed client for the client endpoints of the HTTP contract
 //! (`assets/openapi.yaml`): checkout (optionally waiting in line), borrow,
-//! heartbeat (optionally reporting idleness), release (a borrow's early return) and the JWKS.
+//! heartbeat (optionally reporting idleness), release (a borrow's early return), the JWKS and
+//! a license's entitlements.
 //!
 //! It does one request per call and no retries; what to retry is the
 //! caller's decision, made easy by [`ClientError`], which sorts every outcome
@@ -13,7 +14,9 @@ use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
 use super::error::{ClientError, classify};
-use crate::api::{CheckoutRequest, ErrorBody, HeartbeatRequest, Lease, MAX_IDLE_S};
+use crate::api::{
+    CheckoutRequest, ErrorBody, HeartbeatRequest, Lease, LicenseEntitlements, MAX_IDLE_S,
+};
 use crate::token::Jwks;
 
 /// The longest `?wait=` the server honours (`assets/openapi.yaml`: values
@@ -124,8 +127,24 @@ impl Client {
         let request = CheckoutRequest {
             holder: holder.to_string(),
             fingerprint: Some(fingerprint.to_string()),
-            borrow_s: Some(borrow_secs(duration)),
+            borrow_s: None,
             version: None,
+        };
+        self.borrow_with(&request, duration, timeout).await
+    }
+
+    /// [`Client::borrow`] with the other fields of `request` (its
+    /// `version`); its `borrow_s` is `duration`'s, and it needs a
+    /// fingerprint.
+    pub async fn borrow_with(
+        &self,
+        request: &CheckoutRequest,
+        duration: Duration,
+        timeout: Duration,
+    ) -> Result<Lease, ClientError> {
+        let request = CheckoutRequest {
+            borrow_s: Some(borrow_secs(duration)),
+            ..request.clone()
         };
         let lease = self.checkout(&request, None, timeout).await?;
         if !lease.borrowed {
@@ -205,6 +224,31 @@ impl Client {
         }
         let bytes = resp.bytes().await.map_err(transport)?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Invalid(format!("JWKS: {e}")))
+    }
+
+    /// `GET /v1/licenses/{license}/entitlements` (the license key): the
+    /// compact JWS of each entitlement that grants the license now (none
+    /// for a license without a vendor), for
+    /// [`crate::entitlement::check_chain`].
+    pub async fn entitlements(&self, timeout: Duration) -> Result<Vec<String>, ClientError> {
+        let resp = self
+            .http
+            .get(format!(
+                "{}/v1/licenses/{}/entitlements",
+                self.base, self.license
+            ))
+            .bearer_auth(&self.key)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(transport)?;
+        if resp.status() != StatusCode::OK {
+            return Err(error_from(resp).await);
+        }
+        let bytes = resp.bytes().await.map_err(transport)?;
+        serde_json::from_slice::<LicenseEntitlements>(&bytes)
+            .map(|list| list.entitlements)
+            .map_err(|e| ClientError::Invalid(format!("entitlements: {e}")))
     }
 }
 

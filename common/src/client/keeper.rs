@@ -58,10 +58,30 @@
 //! user on both changes. A user active again before the server heard of it
 //! (back just before the reaper freed the seat) is not made to act twice:
 //! the keeper checks out again at once.
+//!
+//! **Entitlements** (opt-in: [`KeeperConfig::vendor_key`], with
+//! [`KeeperConfig::version`]). A vendor's application cannot trust a server
+//! its customer runs, so it checks, offline, that each lease comes from an
+//! entitled server: after every checkout and borrow the keeper fetches the
+//! license's entitlements (`GET /v1/licenses/{id}/entitlements`) and runs
+//! [`crate::entitlement::check_chain`] with the server's JWKS on the
+//! keeper's clock (the application's own: rolling back every workstation's
+//! clock is harder than one server's). It checks again when the
+//! entitlement it relied on ends on that clock, and when a renewal runs the
+//! lease past that end (a renewed entitlement then keeps the seat). A lease
+//! that is not entitled is released and the keeper stops:
+//! [`KeeperState::Failed`] with the reason, and [`LeaseKeeper::error`]
+//! returns [`ClientError::NotEntitled`] naming the link that failed. It
+//! does not try again: start a new keeper for that (after the customer
+//! installed a new entitlement, say). Entitlements that cannot be fetched
+//! (the server away) are tried again; once the entitlement relied on has
+//! ended, the seat is released meanwhile and a new one checked out, so a
+//! server that hides its entitlements never keeps a seat held. Every
+//! checkout carries the version, which the server checks too.
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
@@ -72,12 +92,17 @@ use super::clock::{LocalClock, SystemClock};
 use super::config::KeeperConfig;
 use super::error::ClientError;
 use super::http::Client;
-use super::machine::{Action, Expected, Machine, check_lease};
+use super::machine::{Action, Expected, Machine};
 use super::state::KeeperState;
 use super::stats::{Counters, KeeperStats, bump};
 use crate::api::{CheckoutRequest, Lease};
 use crate::time::Timestamp;
-use crate::token::{Jwks, TokenError, verify};
+use crate::token::Jwks;
+
+mod checks;
+mod requests;
+
+use checks::Gate;
 
 /// Why [`LeaseKeeper::borrow`] or [`LeaseKeeper::give_back`] did nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,6 +139,8 @@ pub struct LeaseKeeper {
     counters: Arc<Counters>,
     clock: Arc<dyn LocalClock>,
     activity: Arc<Activity>,
+    /// The error that stopped the keeper, once it stopped on one.
+    failure: Arc<Mutex<Option<ClientError>>>,
 }
 
 impl std::fmt::Debug for LeaseKeeper {
@@ -143,6 +170,7 @@ impl LeaseKeeper {
         let counters = Arc::new(Counters::default());
         let activity = Arc::new(Activity::new());
         let fingerprint = Some(config.fingerprint.clone()).filter(|f| !f.is_empty());
+        let failure = Arc::new(Mutex::new(None));
         let driver = Driver {
             expected: Expected {
                 license: config.license.clone(),
@@ -153,8 +181,9 @@ impl LeaseKeeper {
                 holder: config.holder.clone(),
                 fingerprint,
                 borrow_s: None,
-                version: None,
+                version: config.version.clone(),
             },
+            gate: Gate::new(&config),
             config,
             client,
             clock: clock.clone(),
@@ -165,6 +194,8 @@ impl LeaseKeeper {
             requests: requests_rx,
             counters: counters.clone(),
             activity: activity.clone(),
+            last_error: None,
+            failure: failure.clone(),
         };
         let task = tokio::spawn(driver.run());
         Ok(LeaseKeeper {
@@ -175,6 +206,7 @@ impl LeaseKeeper {
             counters,
             clock,
             activity,
+            failure,
         })
     }
 
@@ -199,6 +231,14 @@ impl LeaseKeeper {
 
     pub fn stats(&self) -> KeeperStats {
         self.counters.snapshot()
+    }
+
+    /// The error that stopped the keeper ([`KeeperState::Failed`] or
+    /// [`KeeperState::Blocked`]), as the client saw it: e.g.
+    /// [`ClientError::NotEntitled`] with the link of the chain that failed.
+    /// `None` while it runs.
+    pub fn error(&self) -> Option<ClientError> {
+        self.failure.lock().map(|e| e.clone()).unwrap_or(None)
     }
 
     /// Wait until a seat is held (returns its lease) or the keeper stops
@@ -278,6 +318,12 @@ struct Driver {
     requests: mpsc::Receiver<Request>,
     counters: Arc<Counters>,
     activity: Arc<Activity>,
+    /// The pinned vendor keys and when to check the chain again (`None`:
+    /// not opted in).
+    gate: Option<Gate>,
+    /// The latest error of a request; published with a terminal state.
+    last_error: Option<ClientError>,
+    failure: Arc<Mutex<Option<ClientError>>>,
 }
 
 impl Driver {
@@ -290,6 +336,9 @@ impl Driver {
             // actions, never during one.
             self.answer_pending_requests().await;
             self.note_activity();
+            if self.recheck_if_due().await {
+                continue;
+            }
             let now = self.clock.now();
             match self.machine.next_action(now) {
                 Action::Finish => {
@@ -297,6 +346,7 @@ impl Driver {
                     break;
                 }
                 Action::SleepUntil(until) => {
+                    let until = self.wake_for_recheck(until);
                     if self.sleep_until(now, until).await.is_break() {
                         break;
                     }
@@ -414,7 +464,10 @@ impl Driver {
             .checkout(&self.request, Some(idempotency_key), timeout)
             .await
         {
-            Ok(lease) => self.verified(lease, None, timeout).await,
+            Ok(lease) => match self.verified(lease, None, timeout).await {
+                Ok(lease) => self.entitled(lease, timeout).await,
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         match &result {
@@ -470,62 +523,8 @@ impl Driver {
         }
     }
 
-    async fn answer(&mut self, request: Request) {
-        match request {
-            Request::Borrow(duration, reply) => {
-                let result = self.borrow(duration).await;
-                let _ = reply.send(result);
-            }
-            Request::GiveBack(reply) => {
-                let result = self.give_back().await;
-                let _ = reply.send(result);
-            }
-        }
-    }
-
-    async fn borrow(&mut self, duration: Duration) -> Result<Lease, KeeperError> {
-        if self.machine.state().is_terminal() {
-            return Err(KeeperError::Stopped);
-        }
-        let Some(fingerprint) = self.expected.fingerprint.clone() else {
-            return Err(KeeperError::NoFingerprint);
-        };
-        let (sent, timeout) = self.start_request();
-        let result = match self
-            .client
-            .borrow(&self.config.holder, &fingerprint, duration, timeout)
-            .await
-        {
-            Ok(lease) => self.verified(lease, None, timeout).await,
-            Err(e) => Err(e),
-        };
-        let change = self.machine.on_borrow(sent, &result);
-        self.publish(change);
-        match &result {
-            Ok(lease) => {
-                bump(&self.counters.borrows);
-                tracing::info!(seat = %lease.seat_id, until = %lease.expires_at, "leasehold: seat borrowed");
-            }
-            Err(e) => self.note_failure("borrow", e),
-        }
-        result.map_err(KeeperError::from)
-    }
-
-    async fn give_back(&mut self) -> Result<(), KeeperError> {
-        let seat = match self.machine.seat_id() {
-            Some(seat) if self.machine.holds_borrow() => seat.to_string(),
-            _ => return Err(KeeperError::NotBorrowed),
-        };
-        self.client
-            .give_back(&seat, self.config.request_timeout)
-            .await?;
-        tracing::info!(seat = %seat, "leasehold: borrowed seat returned");
-        let change = self.machine.on_given_back(self.clock.now());
-        self.publish(change);
-        Ok(())
-    }
-
-    fn note_failure(&self, what: &str, e: &ClientError) {
+    fn note_failure(&mut self, what: &str, e: &ClientError) {
+        self.last_error = Some(e.clone());
         if e.is_transient() {
             bump(&self.counters.failures);
             tracing::warn!("leasehold: {what} failed, will retry: {e}");
@@ -544,43 +543,14 @@ impl Driver {
             KeeperState::Reclaimed { .. } => {
                 tracing::info!("leasehold: no seat until the user is active again");
             }
+            KeeperState::Failed(_) | KeeperState::Blocked { .. } => {
+                // Readable by the time the state is.
+                if let Ok(mut failure) = self.failure.lock() {
+                    *failure = self.last_error.clone();
+                }
+            }
             _ => {}
         }
         self.state.send_replace(state);
-    }
-
-    /// Verify the lease's token against the JWKS (refetched once if the key
-    /// is unknown: the server may have a new key) and its body against the
-    /// token and the request.
-    async fn verified(
-        &mut self,
-        lease: Lease,
-        seat: Option<&str>,
-        timeout: Duration,
-    ) -> Result<Lease, ClientError> {
-        let mut fetched = false;
-        if self.jwks.is_none() {
-            self.jwks = Some(self.client.jwks(timeout).await?);
-            fetched = true;
-        }
-        let claims = loop {
-            let jwks = self.jwks.as_ref().expect("fetched above");
-            match verify(&lease.token, jwks) {
-                Ok(c) => break c,
-                Err(TokenError::UnknownKey) if !fetched => {
-                    self.jwks = Some(self.client.jwks(timeout).await?);
-                    fetched = true;
-                }
-                Err(e) => {
-                    return Err(ClientError::Invalid(format!(
-                        "lease token for seat {}: {e}",
-                        lease.seat_id
-                    )));
-                }
-            }
-        };
-        check_lease(&lease, &claims, &self.expected, seat)
-            .map_err(|e| ClientError::Invalid(e.to_string()))?;
-        Ok(lease)
     }
 }

@@ -357,11 +357,13 @@ impl Machine {
             }
             // Permanent for this holder: a `not_allowed` does not change by
             // asking again (only an edit of the licenses file would).
+            // Not entitled: asking again gives the same chain.
             Err(
                 e @ (ClientError::Unauthorized(_)
                 | ClientError::UnknownLicense(_)
                 | ClientError::NotAllowed(_)
-                | ClientError::Rejected { .. }),
+                | ClientError::Rejected { .. }
+                | ClientError::NotEntitled(_)),
             ) => self.set(KeeperState::Failed(e.to_string())),
             Err(
                 e @ (ClientError::Transient(_)
@@ -481,6 +483,23 @@ impl Machine {
         self.failures = 0;
         self.next_at = now;
         self.set(KeeperState::Acquiring)
+    }
+
+    /// The driver released the held seat because of `error`: its lease is
+    /// not entitled, or the entitlements could not be fetched to re-check
+    /// it (see [`super::keeper`], "Entitlements"). A transient `error`
+    /// checks out again after a backoff (the checkout checks afresh); any
+    /// other stops the keeper, as a permanent checkout error does.
+    pub fn on_released(&mut self, now: Timestamp, error: &ClientError) -> Option<KeeperState> {
+        self.held = None;
+        self.attempt_key = None;
+        self.lapsed = false;
+        if error.is_transient() {
+            self.retry_later(now);
+            self.set(KeeperState::Acquiring)
+        } else {
+            self.set(KeeperState::Failed(error.to_string()))
+        }
     }
 
     /// A shutdown released the seat (or there was none).

@@ -14,6 +14,10 @@
 //!   activity before it takes a seat again ([`KeeperState::Reclaimed`]).
 //!   [`LeaseKeeper::borrow`] turns the seat into a borrow for offline use
 //!   (no heartbeats until it ends), [`LeaseKeeper::give_back`] returns it.
+//!   [`KeeperConfig::vendor_key`] opts in to checking, offline, that every
+//!   lease comes from an entitled server (the chain from the vendor's key,
+//!   [`crate::entitlement::check_chain`], on the keeper's clock); a lease
+//!   that is not is released, [`ClientError::NotEntitled`].
 //! - [`LocalClock`]: the keeper's clock, so tests can run it hours off.
 //!
 //! Everything time-dependent in here (when to heartbeat, when the held lease

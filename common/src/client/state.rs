@@ -33,7 +33,9 @@ pub enum KeeperState {
         retry_after: Option<Duration>,
         message: String,
     },
-    /// A permanent error: wrong key, unknown license, rejected request. Stopped.
+    /// A permanent error: wrong key, unknown license, rejected request, a
+    /// lease that is not entitled (vendor keys pinned: the seat was
+    /// released). Stopped; [`super::LeaseKeeper::error`] has the error.
     Failed(String),
     /// Shut down; the seat was released (a borrowed seat stays out until
     /// it is given back or expires).

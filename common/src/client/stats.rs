@@ -20,6 +20,9 @@ pub struct KeeperStats {
     pub lapses: u64,
     /// Borrows granted by [`super::LeaseKeeper::borrow`].
     pub borrows: u64,
+    /// Chain checks begun (with vendor keys pinned): one after each
+    /// checkout and borrow, and each re-check.
+    pub entitlement_checks: u64,
     /// The instant (ms, the keeper's clock) it sleeps until before it next
     /// sends anything, while it sleeps; `None` while it works or waits for
     /// activity. A plan, so a test can see that no request is due before
@@ -36,6 +39,7 @@ pub(crate) struct Counters {
     pub reclaims: AtomicU64,
     pub lapses: AtomicU64,
     pub borrows: AtomicU64,
+    pub entitlement_checks: AtomicU64,
     /// `KeeperStats::quiet_until_ms`; 0: none.
     pub quiet_until_ms: AtomicI64,
 }
@@ -51,6 +55,7 @@ impl Counters {
             reclaims: get(&self.reclaims),
             lapses: get(&self.lapses),
             borrows: get(&self.borrows),
+            entitlement_checks: get(&self.entitlement_checks),
             quiet_until_ms: Some(self.quiet_until_ms.load(Ordering::Relaxed)).filter(|&ms| ms != 0),
         }
     }

@@ -663,3 +663,39 @@ fn a_lapsed_seat_reclaimed_for_idleness_waits_and_a_borrow_still_works() {
         "held to the borrow's end"
     );
 }
+
+#[test]
+fn a_lease_not_entitled_stops_the_keeper_and_an_unchecked_one_is_taken_anew() {
+    use crate::entitlement::NotEntitled;
+    let bound = || ClientError::NotEntitled(NotEntitled::BoundElsewhere("kid-b".into()));
+    // Answered at checkout (the driver released the seat): terminal.
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    let s = m.on_checkout(at(0), at(0), Err(bound()));
+    let Some(KeeperState::Failed(why)) = s else {
+        panic!("{s:?}")
+    };
+    assert!(why.starts_with("not entitled: "), "{why}");
+    assert_eq!(m.next_action(at(3_600_000)), Action::Finish, "no retry");
+
+    // Found at a re-check of the held lease: dropped, terminal.
+    let mut m = machine();
+    checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(0), Ok(lease("a", 0, 3_000)));
+    let s = m.on_released(at(500), &bound());
+    assert!(matches!(s, Some(KeeperState::Failed(ref w)) if w.contains("another server")));
+    assert_eq!(m.seat_id(), None, "nothing left to release on shutdown");
+    assert_eq!(m.next_action(at(600)), Action::Finish);
+
+    // Not checked (the entitlements could not be fetched after the end):
+    // dropped, and a new attempt after a backoff.
+    let mut m = machine();
+    let first = checkout_key(&mut m, at(0));
+    m.on_checkout(at(0), at(0), Ok(lease("a", 0, 3_000)));
+    let s = m.on_released(at(500), &transient());
+    assert_eq!(s, Some(KeeperState::Acquiring));
+    assert_eq!(m.seat_id(), None);
+    let retry = sleep_until(&mut m, at(500));
+    assert!(retry > at(500), "after a backoff");
+    assert_ne!(checkout_key(&mut m, retry), first, "a new attempt");
+}
