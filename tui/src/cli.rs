@@ -89,7 +89,8 @@ pub enum Command {
     },
     /// Usage over a range per license: seats, peak, time at full (and over
     /// the pool, if any), denials, utilization, seat-hours, holders, top
-    /// holders, and a verdict: did we buy enough seats?
+    /// holders, and a verdict: did we buy enough seats? With --attest, one
+    /// license's figures signed by the server, for its vendor.
     #[command(after_help = crate::report::verdict::thresholds_help())]
     Report(crate::report::ReportArgs),
     /// Webhooks with their deliveries (pending, delivered, failed, the last
@@ -123,7 +124,7 @@ pub enum TopCommand {
     /// Return a borrowed seat early (the client's DELETE): it is free at once.
     Return(crate::borrow::ReturnArgs),
     /// The vendor's tool (no server needed): make a vendor key, sign
-    /// entitlement files.
+    /// entitlement files, check a customer's usage statement.
     Vendor(crate::vendor::VendorArgs),
     /// Read an entitlement file and check its signature (no server needed).
     Entitlement(crate::vendor::EntitlementArgs),
@@ -245,6 +246,39 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(Cli::try_parse_from(["leasehold", "report", "--json", "--csv"]).is_err());
+        #[rustfmt::skip]
+        let cli = Cli::try_parse_from([
+            "leasehold", "report", "--attest", "--license", "cad", "--from", "30d",
+            "--out", "usage.jws",
+        ])
+        .unwrap();
+        match cli.command {
+            Some(TopCommand::Admin(Command::Report(a))) => {
+                assert!(a.attest && !a.json && !a.csv && !a.what_if);
+                assert_eq!(a.from, FromArg::Ago(Duration::from_secs(30 * 86_400)));
+                assert_eq!(a.out.as_deref(), Some(std::path::Path::new("usage.jws")));
+            }
+            other => panic!("{other:?}"),
+        }
+        // --attest is one license to one file, never with another output.
+        for bad in [
+            &["--attest", "--out", "u.jws"][..],
+            &["--attest", "--license", "cad"],
+            &["--out", "u.jws", "--license", "cad"],
+            &["--attest", "--license", "cad", "--out", "u.jws", "--json"],
+            &["--attest", "--license", "cad", "--out", "u.jws", "--csv"],
+            &[
+                "--attest",
+                "--license",
+                "cad",
+                "--out",
+                "u.jws",
+                "--what-if",
+            ],
+        ] {
+            let args = [&["leasehold", "report"][..], bad].concat();
+            assert!(Cli::try_parse_from(args).is_err(), "{bad:?}");
+        }
         assert!(Cli::try_parse_from(["leasehold", "report", "--to", "1h"]).is_err());
 
         #[rustfmt::skip]
@@ -324,6 +358,34 @@ mod tests {
         // `entitlement` (the file tool) is another command.
         let cli = Cli::try_parse_from(["leasehold", "entitlement", "inspect", "a.lic"]).unwrap();
         assert!(matches!(cli.command, Some(TopCommand::Entitlement(_))));
+        #[rustfmt::skip]
+        let cli = Cli::try_parse_from([
+            "leasehold", "vendor", "verify-usage", "usage.jws", "--entitlement", "acme.lic",
+            "--vendor-key", "@vendor.pub",
+        ])
+        .unwrap();
+        match cli.command {
+            Some(TopCommand::Vendor(crate::vendor::VendorArgs {
+                command: crate::vendor::VendorCommand::VerifyUsage(a),
+            })) => {
+                assert_eq!(a.file, std::path::Path::new("usage.jws"));
+                assert_eq!(a.entitlement, std::path::Path::new("acme.lic"));
+                assert_eq!(a.vendor_key, "@vendor.pub");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The vendor key is needed: without it nothing says whose file it is.
+        assert!(
+            Cli::try_parse_from([
+                "leasehold",
+                "vendor",
+                "verify-usage",
+                "u.jws",
+                "--entitlement",
+                "a.lic"
+            ])
+            .is_err()
+        );
 
         let cli = Cli::try_parse_from(["leasehold", "--read-only"]).unwrap();
         assert!(cli.read_only && cli.command.is_none());

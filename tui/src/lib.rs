@@ -24,7 +24,8 @@
 //!   [`app::App`] together; the only code that touches the terminal.
 //! - [`commands`]: `status`, `seats`, `events`, `revoke`.
 //! - [`report`]: `report`, usage over a range per license with a verdict
-//!   (enough seats?), as a table, JSON, or the sessions as streamed CSV.
+//!   (enough seats?), as a table, JSON, or the sessions as streamed CSV;
+//!   `report --attest`, one license's figures signed by the server.
 //! - [`borrow`]: `borrow` and `return`, a seat for offline use, on the
 //!   client API with the license key.
 //! - [`webhooks`]: `webhooks` (and `webhooks deliveries`, `webhooks
@@ -33,7 +34,9 @@
 //!   reads; and how a vendor pool's term reads in `status` and the console
 //!   (`⏳ 12d`, `grace 3d`, `expired`).
 //! - [`vendor`]: `vendor keygen`, `vendor sign` and `entitlement
-//!   inspect`, the vendor's tool for signed entitlement files (no server).
+//!   inspect`, the vendor's tool for signed entitlement files, and `vendor
+//!   verify-usage`, a customer's signed usage checked against one (no
+//!   server).
 //! - [`simulate`]: `simulate`, simulated clients (LeaseKeeper and the typed
 //!   client) so the console has something to show.
 

@@ -165,6 +165,8 @@ fn args(json: bool, csv: bool) -> ReportArgs {
         idle_timeout: None,
         target: None,
         seats: None,
+        attest: false,
+        out: None,
     }
 }
 

@@ -5,9 +5,12 @@
 //! clipped to the range), `denials` (which denials mean a shortage),
 //! `verdict` (the thresholds and the verdict), `table` (the text report),
 //! `csv` (`--csv`, streamed), `what_if` (`--what-if`, the demand replayed
-//! against other seat counts). Everything but `fetch` and the streaming
-//! half of `csv` is pure and unit-tested.
+//! against other seat counts), `attest` (`--attest`, the summary signed by
+//! the server, written for the vendor). Everything but `fetch`, the
+//! streaming half of `csv` and the writing half of `attest` is pure and
+//! unit-tested.
 
+pub mod attest;
 mod csv;
 pub mod denials;
 mod fetch;
@@ -18,6 +21,7 @@ pub mod verdict;
 pub mod what_if;
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -85,6 +89,20 @@ pub struct ReportArgs {
     /// default: 1 to the larger of the seats now and the demand's peak).
     #[arg(long, value_name = "A..B", requires = "what_if", value_parser = parse_seats)]
     pub seats: Option<(u32, u32)>,
+    /// Instead of the report: the usage summary of --license over the
+    /// range, signed by the server (a compact JWS), written to --out: what
+    /// a customer hands its vendor (`leasehold vendor verify-usage`).
+    #[arg(
+        long,
+        requires = "license",
+        requires = "out",
+        conflicts_with_all = ["csv", "json", "what_if", "step"]
+    )]
+    pub attest: bool,
+    /// With --attest: the file to write (an existing file is not
+    /// overwritten).
+    #[arg(long, value_name = "FILE", requires = "attest")]
+    pub out: Option<PathBuf>,
 }
 
 /// One license's part of the report.
@@ -100,8 +118,15 @@ pub async fn run(
     client: &AdminClient,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    if args.attest {
+        // Refused before asking: the statement is signed for one file.
+        attest::refuse_existing(args.out.as_deref())?;
+    }
     let (ids, now) = fetch::licenses(client, args.license.as_deref()).await?;
     let range = range::resolve(args.from, args.to, now).map_err(anyhow::Error::msg)?;
+    if args.attest {
+        return attest::run(&args, client, range, out).await;
+    }
     if args.csv {
         return csv::write_csv(client, &ids, range, out).await;
     }

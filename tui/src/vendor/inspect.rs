@@ -55,7 +55,7 @@ pub fn run(args: &InspectArgs, out: &mut impl Write) -> anyhow::Result<()> {
 }
 
 /// KEY, or the key in @FILE (alone, or on a `public_key = "…"` line).
-fn vendor_key(arg: &str) -> anyhow::Result<VendorKey> {
+pub(super) fn vendor_key(arg: &str) -> anyhow::Result<VendorKey> {
     let text = match arg.strip_prefix('@') {
         Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?,
         None => arg.to_string(),

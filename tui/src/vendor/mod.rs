@@ -1,10 +1,12 @@
 //! The vendor's tool, no server needed: `leasehold vendor keygen` and
 //! `vendor sign` make the key and the signed entitlement files a customer's
 //! server grants seats from; `leasehold entitlement inspect` reads a file
-//! and checks its signature.
+//! and checks its signature; `vendor verify-usage` checks a usage statement
+//! a customer's server signed against the entitlement bound to it.
 
 mod inspect;
 pub mod sign;
+pub mod verify_usage;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -16,6 +18,7 @@ use serde_json::Value;
 
 pub use inspect::InspectArgs;
 pub use sign::SignArgs;
+pub use verify_usage::VerifyUsageArgs;
 
 #[derive(Debug, Clone, Args)]
 pub struct VendorArgs {
@@ -38,6 +41,11 @@ pub enum VendorCommand {
     /// Sign an entitlement file (iat = now): seats, versions and term of
     /// licenses for one customer.
     Sign(Box<SignArgs>),
+    /// Check a usage statement (`leasehold report --attest`) against the
+    /// entitlement you issued: signed by a server the entitlement is bound
+    /// to, unaltered, for a license it grants; then its figures (exit 1 if
+    /// any check fails).
+    VerifyUsage(VerifyUsageArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -57,6 +65,7 @@ pub fn run_vendor(args: VendorArgs, out: &mut impl Write) -> anyhow::Result<()> 
     match args.command {
         VendorCommand::Keygen { out: file, name } => keygen(&file, &name, out),
         VendorCommand::Sign(args) => sign_file(&args, out),
+        VendorCommand::VerifyUsage(args) => verify_usage::run(&args, out),
     }
 }
 
