@@ -497,7 +497,7 @@ async fn sqlite_a_v11_database_gains_the_outbox() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 12);
+    assert_eq!(SCHEMA_VERSION, 13);
     assert!(h.store.find_seat("00aa").await.unwrap().is_some());
     h.tick().await;
     h.set(10_000);

@@ -213,6 +213,8 @@ fn by_reason(
     json!({
         "full": full, "holder": holder, "group": group, "borrow": borrow,
         "not_allowed": not_allowed, "blocked": blocked,
+        // A license without a vendor: always zero, always present.
+        "version": 0, "entitlement": 0,
     })
 }
 

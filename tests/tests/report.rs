@@ -86,7 +86,8 @@ async fn json_is_one_usage_object_per_license_with_its_verdict() {
     assert_eq!(tiny["summary"]["true_denials"], 2, "{tiny}");
     assert_eq!(
         tiny["summary"]["denials_by_reason"],
-        json!({"full": 2, "holder": 0, "group": 0, "borrow": 0, "not_allowed": 0, "blocked": 0}),
+        json!({"full": 2, "holder": 0, "group": 0, "borrow": 0, "not_allowed": 0, "blocked": 0,
+               "version": 0, "entitlement": 0}),
         "{tiny}"
     );
     let only_tiny = report(&s, &["--license", "tiny", "--from", "1h", "--json"])
@@ -181,7 +182,8 @@ async fn refusals_by_caps_lists_or_served_soon_after_are_not_a_shortage() {
     assert_eq!(sum["true_denials"], 0, "{json}");
     assert_eq!(
         sum["denials_by_reason"],
-        json!({"full": 1, "holder": 1, "group": 0, "borrow": 0, "not_allowed": 1, "blocked": 0}),
+        json!({"full": 1, "holder": 1, "group": 0, "borrow": 0, "not_allowed": 1, "blocked": 0,
+               "version": 0, "entitlement": 0}),
         "{json}"
     );
     assert_eq!(all[0]["verdict"], "about_right", "{json}");

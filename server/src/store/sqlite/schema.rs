@@ -292,7 +292,7 @@ const MIGRATIONS: &[&str] = &[
         firing_since  INTEGER
     ) WITHOUT ROWID;
     "#,
-    // v14: what the store remembers of each vendor's entitlement id
+    // v13: what the store remembers of each vendor's entitlement id
     // (`store/entitlement_ids.rs`, the same table on PostgreSQL).
     crate::store::entitlement_ids::TABLE_SQL,
 ];
