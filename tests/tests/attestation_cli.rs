@@ -425,8 +425,22 @@ async fn the_readme_python_snippet_verifies_an_attestation() {
     let run = python(&usage, &bound, &key);
     ok(&run, "the snippet on an honest statement");
     assert!(run.stdout.contains("'lic': 'cad'"), "{}", run.stdout);
-    let hours = format!("'seat_hours': {}", c["seat_hours"]);
-    assert!(run.stdout.contains(&hours), "{hours} in {}", run.stdout);
+    // The figure as Python read it: within a rounding of serde_json's
+    // (which, without its float_roundtrip feature, may read the last digit
+    // one ulp apart).
+    let printed: f64 = run
+        .stdout
+        .split("'seat_hours': ")
+        .nth(1)
+        .and_then(|rest| rest.split([',', '}']).next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("seat_hours in {}", run.stdout));
+    let signed = c["seat_hours"].as_f64().expect("seat_hours");
+    assert!(
+        (printed - signed).abs() <= signed.abs() * 1e-12,
+        "seat_hours {printed} printed, {signed} signed: {}",
+        run.stdout
+    );
 
     let other = rig.attestation("2026-02-01T00:00:00Z", &past_to()).await;
     let parts: Vec<&str> = jws.split('.').collect();
