@@ -106,3 +106,19 @@ fn a_reload_says_what_changed_about_vendors() {
     );
     assert!(changes.iter().any(|c| c == "vendors [v]"), "{changes:?}");
 }
+
+#[test]
+fn two_files_parsed_apart_are_equal_until_entitlements_differ() {
+    let text = "[[license]]\nid = \"cad\"\nkey = \"k\"\nseats = 3\n";
+    let (a, b) = (parse(text).unwrap(), parse(text).unwrap());
+    assert_eq!(a, b, "a replica's file is the cluster's: no reload event");
+    let rejected = super::Entitled::new(
+        crate::entitlement::Ledger::default(),
+        Vec::new(),
+        vec![super::Rejected {
+            file: "x.lic".into(),
+            why: "not a JWS".into(),
+        }],
+    );
+    assert_ne!(a, b.with_entitled(rejected));
+}

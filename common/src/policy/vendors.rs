@@ -30,8 +30,7 @@ pub struct Vendor {
 }
 
 /// The verified entitlements in force, as the server last judged its
-/// entitlements directory. Snapshots share it until the next scan; two
-/// are equal only when they are the same scan.
+/// entitlements directory. Snapshots share it until the next scan.
 #[derive(Debug, Clone, Default)]
 pub struct Entitled(Arc<Scan>);
 
@@ -92,8 +91,21 @@ impl Entitled {
 }
 
 impl PartialEq for Entitled {
+    /// The same scan, or scans that found the same: the same files, the
+    /// same entitlements (by claims hash) in force, the same rejections.
+    /// (Two files parsed apart, each with no entitlements yet, are equal.)
     fn eq(&self, other: &Self) -> bool {
+        let hashes = |e: &Entitled| -> Vec<String> {
+            e.ledger()
+                .entitlements()
+                .iter()
+                .map(|x| x.claims_hash.clone())
+                .collect()
+        };
         Arc::ptr_eq(&self.0, &other.0)
+            || (self.files() == other.files()
+                && self.rejected() == other.rejected()
+                && hashes(self) == hashes(other))
     }
 }
 
