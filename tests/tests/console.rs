@@ -409,15 +409,17 @@ async fn console_shows_a_held_seat_and_revokes_it() {
         &console_command(&server, &logs.path().join("console.log"), ""),
     );
 
+    // The holders pane itself (its short seat id and state word), not the
+    // event feed, which names the same holders and may draw first.
     let screen = tmux
         .wait_for("the held seats", Duration::from_secs(20), |s| {
-            s.contains("carol-e2e") && s.contains("dave-e2e") && s.contains("connected")
+            s.contains("carol-e2e")
+                && s.contains("dave-e2e")
+                && s.contains("connected")
+                && s.contains(&seat[..8])
+                && s.contains("● live")
         })
         .await;
-    assert!(
-        screen.contains(&seat[..8]),
-        "short seat id shown:\n{screen}"
-    );
     assert!(screen.contains("● live"), "state word and glyph:\n{screen}");
     assert!(screen.contains("small"), "pool listed:\n{screen}");
 
