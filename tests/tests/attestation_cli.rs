@@ -1,4 +1,4 @@
-//! The usage a customer signs (issue 42; ENTITLEMENTS.md section 6) from
+//! The usage a customer signs (issue 42; docs/src/entitlements.md) from
 //! the command line, against the real `leaseholdd`: `leasehold report
 //! --attest` writes the server's signed statement, whose figures are the
 //! usage summary's over the same range; `leasehold vendor verify-usage`

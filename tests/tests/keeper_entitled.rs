@@ -1,5 +1,5 @@
-//! The vendor's application checks the chain (issue 42, ENTITLEMENTS.md
-//! section 5) against the real `leaseholdd`: `LeaseKeeper` pinned to the
+//! The vendor's application checks the chain (issue 42; the check is
+//! `common::entitlement::chain`, the contract docs/src/entitlements.md) against the real `leaseholdd`: `LeaseKeeper` pinned to the
 //! vendor's key, and the Python example with `--vendor-key`.
 //!
 //! Three servers:

@@ -1,4 +1,4 @@
-//! Entitlements end to end (issue 41; ENTITLEMENTS.md sections 1-4), against
+//! Entitlements end to end (issue 41; docs/src/entitlements.md), against
 //! the real `leaseholdd`: files a vendor signed in the entitlements
 //! directory decide a vendor license's seats, versions and term, as clients
 //! (checkout, heartbeat) and admins (`/v1/admin/entitlements`, licenses,
