@@ -38,7 +38,9 @@
 //! Each license is checked alone; every check is a sort and a sweep, so
 //! the time grows as `n log n`.
 
+mod count;
 mod events;
+mod lapse;
 mod seats;
 
 use std::collections::BTreeMap;
@@ -159,5 +161,9 @@ pub fn check(history: &History) -> Verdict {
     }
     violations.extend(events::check_events(history));
     violations.sort_by_key(|v| (v.at, v.broken));
-    Verdict { ops: history.ops.len(), events: history.events.len(), violations }
+    Verdict {
+        ops: history.ops.len(),
+        events: history.events.len(),
+        violations,
+    }
 }
