@@ -131,7 +131,11 @@ impl Op {
     /// A `410 seat_lost` answer, with its reason.
     pub fn lost_reason(&self) -> Option<&str> {
         match &self.outcome {
-            Outcome::Fail { status: 410, reason, .. } => Some(reason.as_deref().unwrap_or("")),
+            Outcome::Fail {
+                status: 410,
+                reason,
+                ..
+            } => Some(reason.as_deref().unwrap_or("")),
             _ => None,
         }
     }
