@@ -9,7 +9,7 @@ use super::{Broken, TOLERANCE, Violation};
 /// How long before a fault began the server may last have recorded that it
 /// was alive (its outage rule extends what was live then): the stall
 /// threshold's default.
-const OUTAGE_LOOKBACK: Micros = 3_000_000;
+pub const OUTAGE_LOOKBACK: Micros = 3_000_000;
 
 /// The latest expiry a seat may have, walked forward in time.
 pub struct LatestExpiry<'c, 'a, 'h> {
@@ -85,6 +85,25 @@ impl<'c, 'a, 'h> LatestExpiry<'c, 'a, 'h> {
             latest = latest.max(renewed.expires_at);
         }
         None
+    }
+
+    /// The last instant the seat may have counted: its latest expiry any
+    /// placement allows plus skew, or the answer that proved it ended.
+    pub fn latest_end(mut self) -> Micros {
+        let Some((_, _, first)) = self.seat.first_grant() else {
+            return Micros::MAX;
+        };
+        let renewed = self
+            .seat
+            .log
+            .heartbeats
+            .iter()
+            .filter_map(|&i| self.seat.op(i).granted());
+        let latest = renewed.map(|g| g.expires_at).fold(first, Micros::max);
+        let possible = self
+            .extend(latest, Micros::MAX)
+            .saturating_add(self.seat.terms.skew);
+        possible.min(self.seat.proven_end())
     }
 
     /// The latest expiry the seat may have at `until`, from `latest`: an

@@ -26,6 +26,11 @@
 //!   nothing that could end it had been sent.
 //! - **renewed after its release**: a heartbeat sent after a release or
 //!   revoke of its seat was acknowledged, answered `ok`.
+//! - **refused while free**: a checkout refused `no_seats` while fewer
+//!   seats than the pool could have counted, under the placement that
+//!   counts the most: every seat from its grant to the latest end any
+//!   placement allows, and every grant the event log shows that no answer
+//!   carried (an unknown checkout that took effect).
 //! - **granted twice**: two grants of one seat id.
 //! - **reaped too soon**: a `reap` event before the seat's proven expiry
 //!   plus `reap_grace`.
@@ -40,6 +45,7 @@
 
 mod count;
 mod events;
+mod free;
 mod lapse;
 mod seats;
 
@@ -61,6 +67,8 @@ pub enum Broken {
     OverGrant,
     /// A seat id granted twice.
     GrantedTwice,
+    /// A checkout refused `no_seats` while a seat was surely free.
+    RefusedWhileFree,
     /// A `410` for a seat that still counted, nothing having ended it.
     LostBeforeExpiry,
     /// A heartbeat renewed a seat after its release or revoke was
@@ -84,6 +92,7 @@ impl Broken {
         match self {
             Broken::OverGrant => "over-grant",
             Broken::GrantedTwice => "granted twice",
+            Broken::RefusedWhileFree => "refused while free",
             Broken::LostBeforeExpiry => "lost before expiry",
             Broken::RenewedAfterRelease => "renewed after its release",
             Broken::RenewedAfterLapse => "renewed after a lapse",

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::history::{Event, History, Micros, Op, Terms};
 
 use super::lapse::LatestExpiry;
-use super::{Broken, TOLERANCE, Violation, count};
+use super::{Broken, TOLERANCE, Violation, count, free};
 
 /// Everything the history says about one seat.
 #[derive(Default)]
@@ -58,6 +58,7 @@ pub fn check_license(history: &History, terms: &Terms, ops: &[usize]) -> Vec<Vio
     let seats = by_seat(history, &terms.license, ops);
     let mut found = Vec::new();
     let mut counting = Vec::new();
+    let mut possible = free::phantoms(history, terms, &seats);
     for (seat, log) in &seats {
         let seat_check = SeatCheck {
             history,
@@ -71,8 +72,12 @@ pub fn check_license(history: &History, terms: &Terms, ops: &[usize]) -> Vec<Vio
         found.extend(seat_check.reaped_too_soon());
         found.extend(LatestExpiry::new(&seat_check).renewals_after_a_lapse());
         counting.extend(seat_check.surely_counting());
+        if let Some((_, issued, _)) = seat_check.first_grant() {
+            possible.push((issued, LatestExpiry::new(&seat_check).latest_end()));
+        }
     }
     found.extend(count::over_grant(history, terms, counting));
+    found.extend(free::refused_while_free(history, terms, ops, possible));
     found
 }
 
@@ -124,6 +129,20 @@ impl<'a, 'h> SeatCheck<'a, 'h> {
         let sent = enders.chain(lost).map(|&i| self.window(i).0);
         let reaped = self.log.reaps.iter().map(|e| e.at);
         sent.chain(reaped).min().unwrap_or(Micros::MAX)
+    }
+
+    /// The earliest answer proving the seat had ended: an acknowledged
+    /// release or revoke, a `410`, a reap.
+    pub fn proven_end(&self) -> Micros {
+        let acked = self.log.enders.iter().filter(|&&i| self.op(i).is_ok());
+        let lost = self
+            .log
+            .heartbeats
+            .iter()
+            .filter(|&&i| self.op(i).lost_reason().is_some());
+        let answered = acked.chain(lost).map(|&i| self.window(i).1);
+        let reaped = self.log.reaps.iter().map(|e| e.at);
+        answered.chain(reaped).min().unwrap_or(Micros::MAX)
     }
 
     /// A definite refusal took no effect (a revoke's `404`, a connection

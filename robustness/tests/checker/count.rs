@@ -100,3 +100,55 @@ fn renumber(history: &mut leasehold_robustness::history::History) {
         e.id = i as i64 + 1;
     }
 }
+
+#[test]
+fn refused_while_the_pool_was_full_is_legal() {
+    let mut h = Hist::new(1);
+    h.checkout(1, "a", 0, 5, 10);
+    h.checkout_refused(2, 100, 110);
+    holds(&h.check());
+}
+
+#[test]
+fn refused_after_the_only_seat_was_released() {
+    let mut h = Hist::new(1);
+    h.checkout(1, "a", 0, 5, 10);
+    h.release(1, "a", 50, Some(55), 60);
+    h.checkout_refused(2, 100, 110);
+    flags(&h.check(), Broken::RefusedWhileFree, Some(100));
+}
+
+#[test]
+fn refused_after_the_only_seat_lapsed() {
+    // `a` counts until 4005, and is still in the table (not reaped).
+    let mut h = Hist::new(1);
+    h.checkout(1, "a", 0, 5, 10);
+    h.checkout_refused(2, 4_500, 4_510);
+    flags(&h.check(), Broken::RefusedWhileFree, Some(4_500));
+}
+
+#[test]
+fn a_release_answered_unknown_may_not_have_freed_the_seat() {
+    let mut h = Hist::new(1);
+    h.checkout(1, "a", 0, 5, 10);
+    h.release_unknown(1, "a", 50);
+    h.checkout_refused(2, 100, 110);
+    holds(&h.check());
+}
+
+#[test]
+fn an_unknown_checkout_the_log_shows_granted_fills_the_pool() {
+    let mut h = Hist::new(1);
+    h.checkout_unknown(1, 0);
+    h.event("checkout", "p", 5);
+    h.checkout_refused(2, 100, 110);
+    holds(&h.check());
+}
+
+#[test]
+fn an_unknown_checkout_the_log_does_not_show_took_no_seat() {
+    let mut h = Hist::new(1);
+    h.checkout_unknown(1, 0);
+    h.checkout_refused(2, 100, 110);
+    flags(&h.check(), Broken::RefusedWhileFree, Some(100));
+}
