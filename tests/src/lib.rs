@@ -39,7 +39,7 @@ pub use http::read_sse;
 pub use process::{run_leaseholdd_expecting_exit, spawn_until_listening};
 pub use server::{Server, ServerOptions};
 pub use store::TestStore;
-pub use tools::{bin_dir, leasehold_bin, leaseholdd_bin, require_tool};
+pub use tools::{bin_dir, faketime_env, leasehold_bin, leaseholdd_bin, require_tool};
 
 /// Poll `check` until it returns `Some`, or panic after `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T

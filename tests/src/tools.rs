@@ -45,3 +45,34 @@ pub fn leaseholdd_bin() -> PathBuf {
 pub fn leasehold_bin() -> PathBuf {
     bin_dir().join("leasehold")
 }
+
+/// The environment that runs a program under libfaketime with its wall
+/// clock moved by `offset` (`"-1d"`, `"+2h"`), its monotonic clock left
+/// alone: the library the `faketime` wrapper preloads, found by asking it.
+/// (The wrapper itself is not used: it stays the parent of the program, so
+/// the harness would kill it instead of the server.) Fails the test
+/// without faketime.
+pub fn faketime_env(offset: &str) -> Vec<(String, String)> {
+    require_tool(
+        Command::new("faketime").args(["-f", "+0", "true"]),
+        "faketime (libfaketime)",
+        "`apt-get install faketime`",
+    );
+    let out = Command::new("faketime")
+        .args(["-f", "+0", "printenv", "LD_PRELOAD"])
+        .output()
+        .expect("run faketime");
+    let preload = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(
+        preload.contains("libfaketime"),
+        "faketime preloads libfaketime: {preload:?}"
+    );
+    [
+        ("LD_PRELOAD", preload.as_str()),
+        ("FAKETIME", offset),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}

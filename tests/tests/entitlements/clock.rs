@@ -2,44 +2,13 @@
 //! a day behind still ends a term about on time, because its decision
 //! clock never runs back and never stands still.
 
-use std::process::Command;
 use std::time::Duration;
 
 use leasehold_tests::vendor::{Vendor, unix_now};
-use leasehold_tests::{TestStore, require_tool};
+use leasehold_tests::{TestStore, faketime_env};
 use serde_json::json;
 
 use crate::{KEYRIGHT, Rig, claims, grant, metric, millis, vendor_license};
-
-/// The environment that runs a program under libfaketime with its wall
-/// clock moved by `offset` (`"-1d"`), its monotonic clock left alone: the
-/// library the `faketime` wrapper preloads, found by asking it. (The
-/// wrapper itself is not used: it stays the parent of the program, so the
-/// harness would kill it instead of the server.)
-fn faketime_env(offset: &str) -> Vec<(String, String)> {
-    require_tool(
-        Command::new("faketime").args(["-f", "+0", "true"]),
-        "faketime (libfaketime)",
-        "`apt-get install faketime`",
-    );
-    let out = Command::new("faketime")
-        .args(["-f", "+0", "printenv", "LD_PRELOAD"])
-        .output()
-        .expect("run faketime");
-    let preload = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    assert!(
-        preload.contains("libfaketime"),
-        "faketime preloads libfaketime: {preload:?}"
-    );
-    [
-        ("LD_PRELOAD", preload.as_str()),
-        ("FAKETIME", offset),
-        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
-}
 
 /// A term ending 30 s ahead; the server restarted with its wall clock a day
 /// behind: it says its clock is behind (event and gauge), grants leases

@@ -1,0 +1,58 @@
+//! The clock stepped ahead: SQLite under libfaketime; every few seconds
+//! the server gets kill -9 and comes back with its wall clock an hour
+//! further ahead (`+1h`, `+2h`, ...). To the server each restart is an
+//! hour-long outage, so the outage rule gives the leases live at the kill
+//! one TTL from the restart; the clients turn the server's instants into
+//! their own with the recorded clock step.
+
+use std::time::{Duration, Instant};
+
+use leasehold_tests::{Server, TestStore, faketime_env};
+
+use crate::judge::{Expect, judge};
+use crate::{Run, await_healthy, options};
+
+const HOUR_US: i64 = 3_600_000_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restarts_with_the_clock_an_hour_further_ahead() {
+    // Fails here, before any server, without faketime.
+    faketime_env("+0");
+    let mut s = Server::start_with(options(TestStore::Sqlite)).await;
+    let began = Instant::now();
+    let run = Run::start(&s.base, &s.auth());
+    let mut hours = 0;
+    while run
+        .pause(Duration::from_secs(4), Duration::from_secs(4))
+        .await
+    {
+        hours += 1;
+        let what = format!("kill -9, restart with the clock {hours} h ahead");
+        let fault = run.recorder.fault_began(&what, true);
+        s.kill9();
+        // Before the restart: nothing answers on the new clock earlier.
+        run.recorder.clock_step(hours * HOUR_US);
+        for (k, v) in faketime_env(&format!("+{hours}h")) {
+            s.set_env(&k, &v);
+        }
+        s.restart().await;
+        await_healthy(&s.base).await;
+        run.await_write(run.recorder.now(), Duration::from_secs(10))
+            .await;
+        run.recorder.fault_ended(fault);
+    }
+    let history = run
+        .finish(
+            &s.base,
+            &s.auth(),
+            "restarts with the clock stepped ahead (SQLite)",
+        )
+        .await;
+    let expect = Expect {
+        faults: 2,
+        uncertain: 1,
+        clock_steps: 2,
+        ..Expect::default()
+    };
+    judge("clock", &history, began.elapsed().as_secs_f64(), expect);
+}

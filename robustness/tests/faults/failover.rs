@@ -1,0 +1,57 @@
+//! A PostgreSQL failover: a primary with a synchronous standby, two
+//! replicas on the multi-host URL behind the round-robin proxy; the
+//! primary gets SIGKILL, the standby is promoted 3 s later, and the
+//! replicas follow it. Nobody can write meanwhile, so the outage rule may
+//! run when the cluster is back.
+
+use std::time::{Duration, Instant};
+
+use leasehold_testkit::postgres::PgCluster;
+use leasehold_tests::{Server, TestStore};
+use tokio::task::block_in_place;
+
+use crate::judge::{Expect, judge};
+use crate::{Run, await_healthy, options};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_primary_killed_and_its_standby_promoted() {
+    // Declared before the server, so the server goes first.
+    let cluster = block_in_place(PgCluster::with_sync_standby);
+    let mut opts = options(TestStore::Postgres { replicas: 2 });
+    opts.database = Some(cluster.create_database());
+    let s = Server::start_with(opts).await;
+    let replicas = s.replica_addrs();
+    let began = Instant::now();
+    let run = Run::start(&s.base, &s.auth());
+    // Once: the standby, promoted, has no standby of its own.
+    assert!(
+        run.pause(Duration::from_secs(5), Duration::from_secs(8))
+            .await,
+        "LEASEHOLD_ROBUSTNESS_SECS too short for a failover"
+    );
+    let fault = run
+        .recorder
+        .fault_began("SIGKILL of the primary, standby promoted 3 s later", true);
+    block_in_place(|| cluster.kill_primary());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    block_in_place(|| cluster.promote_standby());
+    for replica in &replicas {
+        await_healthy(&format!("http://{replica}")).await;
+    }
+    run.await_write(run.recorder.now(), Duration::from_secs(15))
+        .await;
+    run.recorder.fault_ended(fault);
+    let history = run
+        .finish(
+            &s.base,
+            &s.auth(),
+            "a failover to the sync standby (PostgreSQL)",
+        )
+        .await;
+    let expect = Expect {
+        faults: 1,
+        uncertain: 1,
+        ..Expect::default()
+    };
+    judge("failover", &history, began.elapsed().as_secs_f64(), expect);
+}

@@ -1,0 +1,153 @@
+//! The fault scenarios: at least 16 clients record every operation they
+//! send to a real `leaseholdd` while one fault is injected again and
+//! again (kill -9, a replica killed, a PostgreSQL failover, stalled
+//! connections, the clock stepped ahead), then the history is checked
+//! against the lease model. A violation writes the history (JSON) and its
+//! timeline under `target/robustness/<scenario>/` and fails the test.
+//!
+//! Each run records for `LEASEHOLD_ROBUSTNESS_SECS` seconds (default 20).
+
+mod clock;
+mod failover;
+mod judge;
+mod kill9;
+mod replica;
+mod stall;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leasehold_robustness::history::{History, Terms};
+use leasehold_robustness::record::{Api, Crowd, Mix, Recorder, event_log};
+use leasehold_tests::{ServerOptions, TestStore};
+
+/// One pool: 10 seats and 2 of overage for 17 clients who want one, so
+/// checkouts are refused too; a TTL short enough that lapses, reaps and
+/// the skew all happen within a run; borrows of a few seconds.
+const LICENSES: &str = r#"
+[[license]]
+id = "pool"
+key = "pool-key"
+seats = 10
+overage = 2
+ttl = "3s"
+skew = "1s"
+reap_grace = "2s"
+
+[license.borrow]
+max = "1m"
+seats = 2
+"#;
+
+/// The pool's terms as the checker needs them (the same numbers).
+fn terms() -> Terms {
+    Terms {
+        license: "pool".to_string(),
+        capacity: 10 + 2,
+        ttl: 3_000_000,
+        skew: 1_000_000,
+        reap_grace: 2_000_000,
+    }
+}
+
+/// The reaper sweeps often, so a lapsed seat goes soon after its
+/// `expires_at + reap_grace` (the lapsers ask about theirs before then).
+fn options(store: TestStore) -> ServerOptions {
+    let mut options = ServerOptions::new(LICENSES)
+        .arg("--reap-interval")
+        .arg("200ms");
+    options.store = store;
+    options
+}
+
+/// How long each scenario records.
+fn run_length() -> Duration {
+    let secs = std::env::var("LEASEHOLD_ROBUSTNESS_SECS")
+        .ok()
+        .map(|s| {
+            s.parse::<u64>()
+                .unwrap_or_else(|_| panic!("LEASEHOLD_ROBUSTNESS_SECS={s:?}: whole seconds"))
+        })
+        .unwrap_or(20);
+    Duration::from_secs(secs)
+}
+
+/// A recording in progress: the clients and what they record.
+struct Run {
+    recorder: Arc<Recorder>,
+    crowd: Crowd,
+    began: Instant,
+    length: Duration,
+}
+
+impl Run {
+    /// Start the clients on the server (or proxy) at `base`; `admin` is
+    /// `Bearer <admin token>`.
+    fn start(base: &str, admin: &str) -> Run {
+        let recorder = Arc::new(Recorder::new());
+        let api = Api::new(recorder.clone(), base, "pool", "pool-key", admin);
+        let mix = Mix::default();
+        assert!(mix.clients() >= 16, "at least 16 clients");
+        Run {
+            crowd: Crowd::start(&api, &terms(), &mix),
+            recorder,
+            began: Instant::now(),
+            length: run_length(),
+        }
+    }
+
+    fn left(&self) -> Duration {
+        self.length.saturating_sub(self.began.elapsed())
+    }
+
+    /// Sleep for `d`, or less if the run ends first; whether the run has
+    /// at least `then` left after it (time for the next fault).
+    async fn pause(&self, d: Duration, then: Duration) -> bool {
+        tokio::time::sleep(d.min(self.left())).await;
+        self.left() > then
+    }
+
+    /// Wait until a checkout or heartbeat sent after `since` is granted
+    /// (at most `within`): the store has committed a write, so after an
+    /// outage the server's outage rule has run.
+    async fn await_write(&self, since: leasehold_robustness::history::Stamp, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.recorder.first_write_after(since).is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "no write granted within {within:?} of the fault's end"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stop the clients (once the run's time is up), read the event log
+    /// from `base` and build the history.
+    async fn finish(self, base: &str, admin: &str, scenario: &str) -> History {
+        tokio::time::sleep(self.left()).await;
+        self.crowd.stop().await;
+        let events = event_log(base, admin)
+            .await
+            .unwrap_or_else(|e| panic!("reading the event log: {e}"));
+        let recorder = Arc::into_inner(self.recorder).expect("every client has stopped");
+        recorder.finish(scenario, vec![terms()], events)
+    }
+}
+
+/// Poll `GET {base}/healthz` until it answers 200 (at most 30 s).
+async fn await_healthy(base: &str) {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("client");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = http.get(format!("{base}/healthz")).send().await;
+        if status.is_ok_and(|r| r.status() == 200) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{base} not healthy within 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
