@@ -10,7 +10,7 @@ use super::seats::span;
 use super::{Broken, TOLERANCE, Violation};
 
 /// Events that take a seat out of the table.
-const ENDS_A_SEAT: [&str; 4] = ["release", "revoke", "reap", "reclaim"];
+pub(super) const ENDS_A_SEAT: [&str; 4] = ["release", "revoke", "reap", "reclaim"];
 
 pub fn check_events(history: &History) -> Vec<Violation> {
     let mut found: Vec<Violation> = gaps(history).into_iter().collect();

@@ -1,4 +1,4 @@
-//! Refused while free: a checkout told `no_seats` while fewer seats than
+//! Refused while free: a checkout told `no_seats_available` while fewer seats than
 //! the pool could possibly have counted, at every instant it could have
 //! been decided.
 
@@ -6,11 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::history::{History, Micros, Outcome, Terms};
 
+use super::events::ENDS_A_SEAT;
 use super::seats::SeatLog;
 use super::{Broken, TOLERANCE, Violation};
-
-/// Events that take a seat out of the table.
-const ENDS_A_SEAT: [&str; 4] = ["release", "revoke", "reap", "reclaim"];
 
 /// Seats the event log shows granted that no answer carried: granted to a
 /// checkout answered `unknown`. Each may count from its grant until its
@@ -24,10 +22,11 @@ pub fn phantoms(
     let license = Some(terms.license.as_str());
     let mut ends: HashMap<&str, Micros> = HashMap::new();
     for e in &history.events {
-        if e.license.as_deref() == license && ENDS_A_SEAT.contains(&e.kind.as_str()) {
-            if let Some(seat) = e.seat.as_deref() {
-                ends.entry(seat).or_insert(e.at);
-            }
+        if e.license.as_deref() == license
+            && ENDS_A_SEAT.contains(&e.kind.as_str())
+            && let Some(seat) = e.seat.as_deref()
+        {
+            ends.entry(seat).or_insert(e.at);
         }
     }
     let unknown_borrow = history.ops.iter().any(|op| {
@@ -70,7 +69,7 @@ pub fn phantoms(
         .collect()
 }
 
-/// The first checkout refused `no_seats` while, at every instant it could
+/// The first checkout refused `no_seats_available` while, at every instant it could
 /// have been decided, fewer seats than the pool could have counted.
 /// `possible`: when each seat could have counted, from its grant to the
 /// latest end any placement allows.
@@ -83,14 +82,14 @@ pub fn refused_while_free(
     let steps = count_steps(possible);
     let refused = ops.iter().copied().filter(|&i| {
         let op = &history.ops[i];
-        op.kind.grants() && matches!(&op.outcome, Outcome::Fail { status: 409, error, .. } if error == "no_seats")
+        op.kind.grants() && matches!(&op.outcome, Outcome::Fail { status: 409, error, .. } if error == "no_seats_available")
     });
     for i in refused {
         let (sent, answered) = history.window(&history.ops[i]);
         let most = most_counted(&steps, sent - TOLERANCE, answered + TOLERANCE);
         if most < terms.capacity as usize {
             let message = format!(
-                "client {}'s checkout was refused no_seats, yet at most {most} of {} seats could have counted",
+                "client {}'s checkout was refused no_seats_available, yet at most {most} of {} seats could have counted",
                 history.ops[i].client, terms.capacity
             );
             return Some(Violation {

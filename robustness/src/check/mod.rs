@@ -26,7 +26,7 @@
 //!   nothing that could end it had been sent.
 //! - **renewed after its release**: a heartbeat sent after a release or
 //!   revoke of its seat was acknowledged, answered `ok`.
-//! - **refused while free**: a checkout refused `no_seats` while fewer
+//! - **refused while free**: a checkout refused `no_seats_available` while fewer
 //!   seats than the pool could have counted, under the placement that
 //!   counts the most: every seat from its grant to the latest end any
 //!   placement allows, and every grant the event log shows that no answer
@@ -67,7 +67,7 @@ pub enum Broken {
     OverGrant,
     /// A seat id granted twice.
     GrantedTwice,
-    /// A checkout refused `no_seats` while a seat was surely free.
+    /// A checkout refused `no_seats_available` while a seat was surely free.
     RefusedWhileFree,
     /// A `410` for a seat that still counted, nothing having ended it.
     LostBeforeExpiry,

@@ -41,10 +41,11 @@ fn by_seat<'h>(
         }
     }
     for event in &history.events {
-        if event.kind == "reap" && event.license.as_deref() == Some(license) {
-            if let Some(log) = event.seat.as_deref().and_then(|s| seats.get_mut(s)) {
-                log.reaps.push(event);
-            }
+        if event.kind == "reap"
+            && event.license.as_deref() == Some(license)
+            && let Some(log) = event.seat.as_deref().and_then(|s| seats.get_mut(s))
+        {
+            log.reaps.push(event);
         }
     }
     for log in seats.values_mut() {

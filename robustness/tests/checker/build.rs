@@ -103,7 +103,7 @@ impl Hist {
     pub fn checkout_refused(&mut self, client: u32, sent: i64, answered: i64) -> usize {
         let outcome = Outcome::Fail {
             status: 409,
-            error: "no_seats".into(),
+            error: "no_seats_available".into(),
             reason: None,
         };
         self.push(client, Kind::Checkout, None, sent, answered, outcome)
