@@ -6,11 +6,7 @@ use std::collections::HashMap;
 
 use crate::history::{Event, History, Kind, Micros, Op};
 
-use super::seats::span;
-use super::{Broken, TOLERANCE, Violation};
-
-/// Events that take a seat out of the table.
-pub(super) const ENDS_A_SEAT: [&str; 4] = ["release", "revoke", "reap", "reclaim"];
+use super::{Broken, ENDS_A_SEAT, TOLERANCE, Violation, span};
 
 pub fn check_events(history: &History) -> Vec<Violation> {
     let mut found: Vec<Violation> = gaps(history).into_iter().collect();

@@ -6,9 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::history::{History, Micros, Outcome, Terms};
 
-use super::events::ENDS_A_SEAT;
-use super::seats::SeatLog;
-use super::{Broken, TOLERANCE, Violation};
+use super::seat::SeatLog;
+use super::{Broken, ENDS_A_SEAT, OUTAGE_LOOKBACK, TOLERANCE, Violation};
 
 /// Seats the event log shows granted that no answer carried: granted to a
 /// checkout answered `unknown`. Each may count from its grant until its
@@ -57,7 +56,7 @@ pub fn phantoms(
             } else {
                 let mut expires = e.at + terms.ttl;
                 for &(began, ended) in &outages {
-                    if expires + terms.skew >= began - super::lapse::OUTAGE_LOOKBACK {
+                    if expires + terms.skew >= began - OUTAGE_LOOKBACK {
                         expires = expires.max(ended + terms.ttl);
                     }
                 }

@@ -3,13 +3,8 @@
 
 use crate::history::Micros;
 
-use super::seats::{SeatCheck, span};
-use super::{Broken, TOLERANCE, Violation};
-
-/// How long before a fault began the server may last have recorded that it
-/// was alive (its outage rule extends what was live then): the stall
-/// threshold's default.
-pub const OUTAGE_LOOKBACK: Micros = 3_000_000;
+use super::seat::SeatCheck;
+use super::{Broken, OUTAGE_LOOKBACK, TOLERANCE, Violation, span};
 
 /// The latest expiry a seat may have, walked forward in time.
 pub struct LatestExpiry<'c, 'a, 'h> {

@@ -47,6 +47,7 @@ mod count;
 mod events;
 mod free;
 mod lapse;
+mod seat;
 mod seats;
 
 use std::collections::BTreeMap;
@@ -59,6 +60,19 @@ use crate::history::{History, Micros};
 /// precision, and the client reads its clock a little before sending and
 /// after the answer.
 pub const TOLERANCE: Micros = 2_000;
+
+/// Events that take a seat out of the table.
+const ENDS_A_SEAT: [&str; 4] = ["release", "revoke", "reap", "reclaim"];
+
+/// How long before a fault began the server may last have recorded that it
+/// was alive (its outage rule extends what was live then): the stall
+/// threshold's default.
+const OUTAGE_LOOKBACK: Micros = 3_000_000;
+
+/// A length of time for people: `1.234 s`.
+fn span(us: Micros) -> String {
+    format!("{:.3} s", us as f64 / 1e6)
+}
 
 /// The promise a violation breaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
