@@ -88,6 +88,23 @@ impl Recorder {
         lock(&self.faults)[token.0].ended.get_or_insert(now);
     }
 
+    /// The fault ended at our earlier wall instant `wall` (known from the
+    /// server's log, more exactly than our clocks could read it).
+    pub fn fault_ended_at(&self, token: FaultToken, wall: Micros) {
+        let ended = self.earlier(wall);
+        lock(&self.faults)[token.0].ended.get_or_insert(ended);
+    }
+
+    /// The stamp of an earlier wall instant: the monotonic clock as far
+    /// back from now as the wall clock.
+    fn earlier(&self, wall: Micros) -> Stamp {
+        let now = self.now();
+        Stamp {
+            wall,
+            mono: now.mono - (now.wall - wall),
+        }
+    }
+
     /// Faults begun so far.
     pub fn faults_injected(&self) -> usize {
         lock(&self.faults).len()
@@ -107,17 +124,6 @@ impl Recorder {
             .filter(|s| s.from <= wall)
             .max_by_key(|s| s.from)
             .map_or(0, |s| s.offset)
-    }
-
-    /// The answer instant of the first `ok` checkout or heartbeat sent
-    /// after `since`: a write the server committed, so whatever it does
-    /// after an outage (the outage rule) has been done by then.
-    pub fn first_write_after(&self, since: Stamp) -> Option<Stamp> {
-        lock(&self.ops)
-            .iter()
-            .filter(|op| op.sent.mono >= since.mono && op.granted().is_some())
-            .map(|op| op.answered)
-            .min_by_key(|s| s.mono)
     }
 
     /// Everything recorded, ops in the order they were sent. A fault not

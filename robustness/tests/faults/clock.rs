@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 use leasehold_tests::{Server, TestStore, faketime_env};
 
 use crate::judge::{Expect, judge};
-use crate::{Run, await_healthy, options};
+use crate::{LISTENING, Run, one_at_a_time, options};
 
 const HOUR_US: i64 = 3_600_000_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn restarts_with_the_clock_an_hour_further_ahead() {
+    let _alone = one_at_a_time().await;
     // Fails here, before any server, without faketime.
     faketime_env("+0");
     let mut s = Server::start_with(options(TestStore::Sqlite)).await;
@@ -29,17 +30,20 @@ async fn restarts_with_the_clock_an_hour_further_ahead() {
         hours += 1;
         let what = format!("kill -9, restart with the clock {hours} h ahead");
         let fault = run.recorder.fault_began(&what, true);
+        let killed = run.recorder.now().wall;
         s.kill9();
         // Before the restart: nothing answers on the new clock earlier.
-        run.recorder.clock_step(hours * HOUR_US);
+        let offset = hours * HOUR_US;
+        run.recorder.clock_step(offset);
         for (k, v) in faketime_env(&format!("+{hours}h")) {
             s.set_env(&k, &v);
         }
         s.restart().await;
-        await_healthy(&s.base).await;
-        run.await_write(run.recorder.now(), Duration::from_secs(10))
+        // It applied its outage rule before it listened.
+        let ended = run
+            .end_fault_from_log(fault, &s, LISTENING, (killed, offset))
             .await;
-        run.recorder.fault_ended(fault);
+        assert!(ended, "the restarted server logged no {LISTENING:?}");
     }
     let history = run
         .finish(

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use leasehold_robustness::check::{Verdict, check};
-use leasehold_robustness::history::{History, Kind, Op, Outcome};
+use leasehold_robustness::history::{History, Kind, Micros, Op, Outcome};
 use leasehold_robustness::timeline;
 
 /// The least a scenario's history must hold.
@@ -49,7 +49,11 @@ pub fn judge(name: &str, history: &History, seconds: f64, expect: Expect) {
         history.faults.len(),
         verdict.violations.len()
     );
-    println!("  answers: {}", figures.tally());
+    println!(
+        "  answers: {}; heartbeats renewed inside the skew ×{}",
+        figures.tally(),
+        figures.inside_skew
+    );
     if !verdict.holds() {
         fail(name, history, &verdict);
     }
@@ -99,12 +103,25 @@ struct Figures {
     unknown: usize,
     /// (kind, answer) → how many: `checkout 409 no_seats_available`.
     answers: BTreeMap<(String, String), usize>,
+    /// Heartbeats sent after their seat's last known `expires_at` and
+    /// renewed: the lease still counted within the skew.
+    inside_skew: usize,
 }
 
 impl Figures {
     fn of(history: &History) -> Figures {
         let mut f = Figures::default();
+        let mut expiry: BTreeMap<&str, Micros> = BTreeMap::new();
         for op in &history.ops {
+            if let Some(lease) = op.granted() {
+                let sent = history.server_time(op.sent.wall);
+                let known = expiry.insert(&lease.seat, lease.expires_at);
+                let skew = history.terms_of(&op.license).map_or(0, |t| t.skew);
+                let late = known.is_some_and(|e| sent > e && sent <= e + skew);
+                if op.kind == Kind::Heartbeat && late {
+                    f.inside_skew += 1;
+                }
+            }
             match &op.outcome {
                 Outcome::Ok { .. } => f.ok += 1,
                 Outcome::Fail { .. } => f.fail += 1,
@@ -157,7 +174,12 @@ impl Figures {
                 self.count("checkout", "409"),
                 1,
             ),
-            ("seats lost (410)", self.count("heartbeat", "410"), 1),
+            ("heartbeats renewed inside the skew", self.inside_skew, 1),
+            (
+                "heartbeats answered 410 lapsed",
+                self.count("heartbeat", "410 seat_lost lapsed"),
+                1,
+            ),
             ("borrows granted", self.count("borrow", "ok"), 1),
             ("releases", self.count("release", "ok"), 10),
             ("revokes", self.count("revoke", "ok"), 1),

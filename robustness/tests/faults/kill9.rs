@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use leasehold_tests::{Server, TestStore};
 
 use crate::judge::{Expect, judge};
-use crate::{Run, await_healthy, options};
+use crate::{LISTENING, Run, one_at_a_time, options};
 
 /// How long the server stays down, in turn: the last is over the default
 /// stall threshold (3 s) and the TTL.
@@ -21,6 +21,7 @@ const DOWNTIMES: [Duration; 3] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill9_and_restart_on_sqlite() {
+    let _alone = one_at_a_time().await;
     let mut s = Server::start_with(options(TestStore::Sqlite)).await;
     let began = Instant::now();
     let run = Run::start(&s.base, &s.auth());
@@ -32,13 +33,15 @@ async fn kill9_and_restart_on_sqlite() {
         let down = DOWNTIMES[kills % DOWNTIMES.len()];
         let what = format!("kill -9, down {down:?}, restart");
         let fault = run.recorder.fault_began(&what, true);
+        let killed = run.recorder.now().wall;
         s.kill9();
         tokio::time::sleep(down).await;
         s.restart().await;
-        await_healthy(&s.base).await;
-        run.await_write(run.recorder.now(), Duration::from_secs(10))
+        // It applied its outage rule, if any, before it listened.
+        let ended = run
+            .end_fault_from_log(fault, &s, LISTENING, (killed, 0))
             .await;
-        run.recorder.fault_ended(fault);
+        assert!(ended, "the restarted server logged no {LISTENING:?}");
         kills += 1;
     }
     let history = run

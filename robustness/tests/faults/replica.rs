@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use leasehold_tests::{Server, TestStore};
 
 use crate::judge::{Expect, judge};
-use crate::{Run, await_healthy, options};
+use crate::{Run, await_healthy, one_at_a_time, options};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_killed_and_restarted_on_postgres() {
+    let _alone = one_at_a_time().await;
     // Two replicas whatever LEASEHOLD_TEST_STORE says.
     let mut s = Server::start_with(options(TestStore::Postgres { replicas: 2 })).await;
     let replicas = s.replica_addrs();

@@ -10,10 +10,11 @@ use leasehold_robustness::stall::Stall;
 use leasehold_tests::{Server, TestStore};
 
 use crate::judge::{Expect, judge};
-use crate::{Run, options};
+use crate::{Run, one_at_a_time, options};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn connections_stalled_longer_than_the_client_timeout() {
+    let _alone = one_at_a_time().await;
     let s = Server::start_with(options(TestStore::Sqlite)).await;
     let stall = Stall::start(&s.addr).expect("the stall proxy");
     let began = Instant::now();
