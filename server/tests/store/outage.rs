@@ -208,3 +208,52 @@ async fn outage_means_a_gap_strictly_longer_than_the_threshold() {
         h.finish().await;
     }
 }
+
+/// A lapse a heartbeat reported stays final though the server dies before
+/// it next records that it is alive (SQLite does once a second): the
+/// outage rule must not give the seat back. Found by the recorded
+/// histories (robustness, kill9): after a restart the pool was full with a
+/// seat whose client had been told `410 lapsed`.
+#[tokio::test]
+async fn a_lapse_a_heartbeat_reported_is_not_revived_by_the_outage_rule() {
+    let h = Harness::on(crate::support::TestDb::sqlite(), SHORT, STALL);
+    let l = h.fresh(req("s", "lapsed")).await; // expires T0+10 s, counts until T0+11 s
+    walk(&h, at(9_950)).await;
+    // Alive recorded at T0+10.95 s, while L still counts.
+    h.set(at(10_950));
+    h.store.tick().await.unwrap();
+    h.set(at(11_500));
+    assert!(
+        matches!(
+            h.heartbeat("s", &l.seat_id).await,
+            HeartbeatOutcome::Lost(SeatLostReason::Lapsed)
+        ),
+        "L lapsed, and its client is told so"
+    );
+    // kill -9 now: the database as the disk has it, opened ten minutes on.
+    let crashed = crate::support::TestDb::sqlite();
+    for suffix in ["", "-wal"] {
+        let from = format!("{}{suffix}", h.db.sqlite_path().display());
+        let to = format!("{}{suffix}", crashed.sqlite_path().display());
+        if std::path::Path::new(&from).exists() {
+            std::fs::copy(&from, &to).unwrap();
+        }
+    }
+    h.clock.set(at(11_500 + 600_000));
+    let store = crashed
+        .open(&h.licenses_toml, &h.licenses, &h.clock, STALL)
+        .unwrap();
+    let after = Harness {
+        db: crashed,
+        store,
+        ..h
+    };
+    after.store.tick().await.unwrap();
+    assert_eq!(
+        after.seat(&l.seat_id).await.map(|s| s.expires_at),
+        Some(l.expires_at),
+        "L is not extended"
+    );
+    assert_eq!(after.live("s").await, 0);
+    after.finish().await;
+}

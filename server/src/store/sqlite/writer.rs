@@ -83,8 +83,20 @@ impl SqliteBatches {
                 |r| r.get(0),
             )
             .optional()?;
+        // "Alive" is persisted once a second, events at every commit: the
+        // newest event is the later sign of life. Without it a lapse a
+        // heartbeat reported (its `lost` event) in that second would be
+        // given back by the outage rule after a crash.
+        let newest_event: Option<i64> = conn
+            .query_row("SELECT at FROM events ORDER BY id DESC LIMIT 1", [], |r| {
+                r.get(0)
+            })
+            .optional()?;
         let index = LiveIndex::load(&conn)?;
-        let last_alive = last_alive.map(Timestamp::from_millis).unwrap_or(now);
+        let last_alive = last_alive
+            .max(newest_event)
+            .map(Timestamp::from_millis)
+            .unwrap_or(now);
         Ok(SqliteBatches {
             conn,
             licenses,
