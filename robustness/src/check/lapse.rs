@@ -103,15 +103,17 @@ impl<'c, 'a, 'h> LatestExpiry<'c, 'a, 'h> {
 
     /// The latest expiry the seat may have at `until`, from `latest`: an
     /// outage that began while it may have counted gives it one TTL from
-    /// the outage's end, and an unknown heartbeat sent while it may have
+    /// when the server came back (by `until` at the latest), and an unknown heartbeat sent while it may have
     /// counted renews it at the last instant it still counted.
     fn extend(&mut self, mut latest: Micros, until: Micros) -> Micros {
         let (ttl, skew) = (self.seat.terms.ttl, self.seat.terms.skew);
         loop {
             let before = latest;
             for &(began, ended) in &self.outages {
-                if ended <= until && latest + skew >= began - OUTAGE_LOOKBACK {
-                    latest = latest.max(ended + ttl);
+                // The rule ran at some instant between the fault's start
+                // and its end: by `until`, at its latest.
+                if began <= until && latest + skew >= began - OUTAGE_LOOKBACK {
+                    latest = latest.max(until.min(ended) + ttl);
                 }
             }
             if latest + skew < until {

@@ -146,3 +146,14 @@ fn a_reap_after_a_renewal_is_measured_from_the_renewed_expiry() {
     h.event("reap", "a", 5_200);
     flags(&h.check(), Broken::ReapedTooSoon, Some(5_200));
 }
+
+#[test]
+fn the_outage_rule_may_have_run_before_the_fault_was_seen_to_end() {
+    // Down from 2000; the harness saw it back at 5000, but the server ran
+    // the rule when it started, at 4400: a renewal at 4500 may follow it.
+    let mut h = Hist::new(2);
+    h.checkout(1, "a", 0, 5, 10);
+    h.outage(2_000, 5_000);
+    h.renewed(1, "a", 4_500, 4_505, 4_510);
+    holds(&h.check());
+}
