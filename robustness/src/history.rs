@@ -226,6 +226,21 @@ impl History {
         (from, to)
     }
 
+    /// The faults that stopped every writer, on the server's clock:
+    /// (began, ended).
+    pub fn outages(&self) -> Vec<(Micros, Micros)> {
+        self.faults
+            .iter()
+            .filter(|f| f.stops_writes)
+            .map(|f| {
+                (
+                    self.server_time(f.began.wall),
+                    self.server_time(f.ended.wall),
+                )
+            })
+            .collect()
+    }
+
     pub fn terms_of(&self, license: &str) -> Option<&Terms> {
         self.terms.iter().find(|t| t.license == license)
     }

@@ -31,17 +31,7 @@ pub fn phantoms(
     let unknown_borrow = history.ops.iter().any(|op| {
         op.license == terms.license && op.kind == crate::history::Kind::Borrow && op.is_unknown()
     });
-    let outages: Vec<(Micros, Micros)> = history
-        .faults
-        .iter()
-        .filter(|f| f.stops_writes)
-        .map(|f| {
-            (
-                history.server_time(f.began.wall),
-                history.server_time(f.ended.wall),
-            )
-        })
-        .collect();
+    let outages = history.outages();
     let granted_to_nobody = history.events.iter().filter(|e| {
         e.kind == "checkout"
             && e.license.as_deref() == license

@@ -26,17 +26,7 @@ impl<'c, 'a, 'h> LatestExpiry<'c, 'a, 'h> {
             .filter(|&&i| seat.op(i).is_unknown())
             .map(|&i| seat.window(i).0)
             .collect();
-        let outages = history
-            .faults
-            .iter()
-            .filter(|f| f.stops_writes)
-            .map(|f| {
-                (
-                    history.server_time(f.began.wall),
-                    history.server_time(f.ended.wall),
-                )
-            })
-            .collect();
+        let outages = history.outages();
         LatestExpiry {
             seat,
             unknown_sent,

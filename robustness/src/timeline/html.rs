@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::picture::{Bar, Lane, Picture, kind_name};
+use super::picture::{Bar, Lane, Picture, kind_name, license_words};
 use super::text::{clock, rel};
 use crate::history::Micros;
 
@@ -81,10 +81,7 @@ pub fn render(picture: &Picture, text: &str) -> String {
         "<p class=\"message\" id=\"violation\">{}</p>",
         escape(&v.to_string())
     );
-    let license = v
-        .license
-        .as_deref()
-        .map_or("all licenses".to_string(), |l| format!("license {l}"));
+    let license = license_words(v);
     let _ = writeln!(
         out,
         "<p class=\"meta\">{} &middot; {} &middot; window {}..{} around {} (server clock)</p>",

@@ -127,6 +127,13 @@ pub struct Band {
 }
 
 /// The first 8 characters of a seat id.
+/// Which license a violation is about, for its header.
+pub fn license_words(v: &crate::check::Violation) -> String {
+    v.license
+        .as_deref()
+        .map_or("all licenses".to_string(), |l| format!("license {l}"))
+}
+
 pub fn short(seat: &str) -> &str {
     seat.char_indices().nth(8).map_or(seat, |(i, _)| &seat[..i])
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::picture::{Bar, Lane, Picture, kind_name};
+use super::picture::{Bar, Lane, Picture, kind_name, license_words};
 use crate::history::Micros;
 
 /// Seconds from the violation's instant, signed: `+0.412s`.
@@ -25,10 +25,7 @@ pub fn render(picture: &Picture) -> String {
     if !picture.history.scenario.is_empty() {
         let _ = writeln!(out, "scenario: {}", picture.history.scenario);
     }
-    let license = v
-        .license
-        .as_deref()
-        .map_or("all licenses".to_string(), |l| format!("license {l}"));
+    let license = license_words(v);
     let _ = writeln!(
         out,
         "window {}..{} around {} (server clock), {license}",
