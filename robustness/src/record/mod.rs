@@ -105,6 +105,17 @@ impl Recorder {
         }
     }
 
+    /// The faults that stopped every writer so far, on our wall clock
+    /// (one not ended yet: to now).
+    pub fn outages_so_far(&self) -> Vec<(Micros, Micros)> {
+        let now = self.now().wall;
+        let faults = lock(&self.faults);
+        let stopped = faults.iter().filter(|f| f.stops_writes);
+        stopped
+            .map(|f| (f.began.wall, f.ended.map_or(now, |e| e.wall)))
+            .collect()
+    }
+
     /// Faults begun so far.
     pub fn faults_injected(&self) -> usize {
         lock(&self.faults).len()
@@ -124,6 +135,33 @@ impl Recorder {
             .filter(|s| s.from <= wall)
             .max_by_key(|s| s.from)
             .map_or(0, |s| s.offset)
+    }
+
+    /// An outage the server reported in its log (its outage rule ran),
+    /// from our wall instant `began` to `ended`: a fault that stopped
+    /// every writer though no test injected it (a starved machine can
+    /// stall the writer past its threshold), recorded so that the rule's
+    /// extensions are explained.
+    pub fn outage_reported(&self, what: &str, began: Micros, ended: Micros) {
+        let (began, ended) = (self.earlier(began), self.earlier(ended));
+        lock(&self.faults).push(PendingFault {
+            what: what.to_string(),
+            began,
+            ended: Some(ended),
+            stops_writes: true,
+        });
+    }
+
+    /// Our wall instant of the server's instant `at`, by the clock step
+    /// in force then.
+    pub fn wall_of_server(&self, at: Micros) -> Micros {
+        let steps = lock(&self.clock_steps).clone();
+        let offsets = steps.iter().map(|s| s.offset).chain([0]);
+        offsets
+            .filter(|&offset| self.offset_at(at - offset) == offset)
+            .map(|offset| at - offset)
+            .max()
+            .unwrap_or(at)
     }
 
     /// Everything recorded, ops in the order they were sent. A fault not

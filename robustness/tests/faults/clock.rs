@@ -46,11 +46,7 @@ async fn restarts_with_the_clock_an_hour_further_ahead() {
         assert!(ended, "the restarted server logged no {LISTENING:?}");
     }
     let history = run
-        .finish(
-            &s.base,
-            &s.auth(),
-            "restarts with the clock stepped ahead (SQLite)",
-        )
+        .finish(&s, "restarts with the clock stepped ahead (SQLite)")
         .await;
     let expect = Expect {
         faults: 2,

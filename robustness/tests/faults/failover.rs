@@ -53,11 +53,7 @@ async fn the_primary_killed_and_its_standby_promoted() {
         run.recorder.fault_ended(fault);
     }
     let history = run
-        .finish(
-            &s.base,
-            &s.auth(),
-            "a failover to the sync standby (PostgreSQL)",
-        )
+        .finish(&s, "a failover to the sync standby (PostgreSQL)")
         .await;
     let expect = Expect {
         faults: 1,

@@ -44,9 +44,7 @@ async fn kill9_and_restart_on_sqlite() {
         assert!(ended, "the restarted server logged no {LISTENING:?}");
         kills += 1;
     }
-    let history = run
-        .finish(&s.base, &s.auth(), "kill -9 and restart (SQLite)")
-        .await;
+    let history = run.finish(&s, "kill -9 and restart (SQLite)").await;
     let expect = Expect {
         faults: 2,
         uncertain: 1,

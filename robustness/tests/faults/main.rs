@@ -140,15 +140,51 @@ impl Run {
     }
 
     /// Stop the clients (once the run's time is up), read the event log
-    /// from `base` and build the history.
-    async fn finish(self, base: &str, admin: &str, scenario: &str) -> History {
+    /// from `server` and build the history, with the outages its log
+    /// reports that no injected fault explains.
+    async fn finish(self, server: &Server, scenario: &str) -> History {
         tokio::time::sleep(self.left()).await;
         self.crowd.stop().await;
-        let events = event_log(base, admin)
+        record_reported_outages(&self.recorder, &server.logs());
+        let events = event_log(&server.base, &server.auth())
             .await
             .unwrap_or_else(|e| panic!("reading the event log: {e}"));
         let recorder = Arc::into_inner(self.recorder).expect("every client has stopped");
         recorder.finish(scenario, vec![terms()], events)
+    }
+}
+
+/// What `leaseholdd` logs when its outage rule ran: "… for 3.6s (…);
+/// gave 4 lease(s) that were live when it stopped one TTL to renew".
+const OUTAGE_RULE_RAN: &str = "lease(s) that were live when it stopped";
+
+/// Record as faults the outages the server's log reports outside every
+/// injected fault: a starved machine can stall the writer past its
+/// threshold, and the rule it then applies is the model's too.
+fn record_reported_outages(recorder: &Recorder, logs: &str) {
+    let injected = recorder.outages_so_far();
+    for line in logs.lines().filter(|l| l.contains(OUTAGE_RULE_RAN)) {
+        let at = line.split_whitespace().next();
+        let at = at.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        let gap = line
+            .split(" for ")
+            .nth(1)
+            .and_then(|rest| rest.split("s (").next());
+        let (Some(at), Some(Ok(gap))) = (at, gap.map(str::parse::<f64>)) else {
+            continue;
+        };
+        // Each end by the clock step in force then: a restart an hour
+        // ahead reports the hour as its gap.
+        let ended = recorder.wall_of_server(at.timestamp_micros());
+        let began = recorder.wall_of_server(at.timestamp_micros() - (gap * 1e6) as Micros);
+        let explained = injected
+            .iter()
+            .any(|&(from, to)| began >= from - 1_000_000 && ended <= to + 1_000_000);
+        if !explained {
+            let what = format!("an outage of {gap:.1} s the server reported, not injected");
+            println!("{what}");
+            recorder.outage_reported(&what, began, ended);
+        }
     }
 }
 

@@ -33,9 +33,7 @@ async fn a_replica_killed_and_restarted_on_postgres() {
         run.recorder.fault_ended(fault);
         kills += 1;
     }
-    let history = run
-        .finish(&s.base, &s.auth(), "a replica of two killed (PostgreSQL)")
-        .await;
+    let history = run.finish(&s, "a replica of two killed (PostgreSQL)").await;
     let expect = Expect {
         faults: 2,
         ..Expect::default()

@@ -32,9 +32,7 @@ async fn connections_stalled_longer_than_the_client_timeout() {
         run.recorder.fault_ended(fault);
     }
     // The event log straight from the server, not through the proxy.
-    let history = run
-        .finish(&s.base, &s.auth(), "connections stalled 3 s (SQLite)")
-        .await;
+    let history = run.finish(&s, "connections stalled 3 s (SQLite)").await;
     let expect = Expect {
         faults: 2,
         uncertain: 1,
