@@ -76,12 +76,7 @@ impl Loader {
     /// The decision time as near as the loader can tell: the writer's last
     /// batch's, or the wall clock if that is later.
     fn decision_time(&self) -> Timestamp {
-        let decided = self
-            .store
-            .writer_stats()
-            .decided_at_ms
-            .load(Ordering::Relaxed);
-        self.clock.now().max(Timestamp::from_millis(decided))
+        self.store.decision_time(self.clock.now())
     }
 
     /// Read, judge, remember, publish, and tell what changed.

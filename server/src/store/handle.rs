@@ -442,7 +442,6 @@ impl Store {
         self.call(|reply| RuleCommand::Flush { reply }).await
     }
 
-    /// Batches, commands and time spent by the writer so far.
     /// The decision time as near as a reader can tell: the writer's last
     /// batch's, or the wall clock's `wall` if that is later (the decision
     /// clock never runs back, so a wall clock set back reads its time).
@@ -451,6 +450,7 @@ impl Store {
         wall.max(Timestamp::from_millis(decided))
     }
 
+    /// Batches, commands and time spent by the writer so far.
     pub fn writer_stats(&self) -> &WriterStats {
         &self.stats
     }

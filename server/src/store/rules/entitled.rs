@@ -55,7 +55,7 @@ pub fn effective<'l>(licenses: &Licenses, lic: &'l LicenseConfig, now: Timestamp
 
 /// The file's policy narrowed to a grant: each limit the smaller of the
 /// two; borrowing only where both allow it.
-pub fn narrowed(lic: &LicenseConfig, grant: &Grant) -> LicenseConfig {
+fn narrowed(lic: &LicenseConfig, grant: &Grant) -> LicenseConfig {
     let mut out = lic.clone();
     out.policy.seats = lic.policy.seats.min(grant.seats);
     out.policy.overage = lic.policy.overage.min(grant.overage).min(out.policy.seats);

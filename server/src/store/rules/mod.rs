@@ -46,7 +46,7 @@ mod tally;
 mod webhooks;
 
 pub use checkout::waits_in_line;
-pub use entitled::{Effective, effective, narrowed};
+pub use entitled::{Effective, effective};
 pub use idle::{IdleReport, MIN_RECORDED_IDLE, after_report};
 pub use lease_tx::{Denial, EndedSession, IdlePeriod, LeaseTx, NewEvent, Result};
 pub use scope::Scope;
