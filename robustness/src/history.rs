@@ -226,6 +226,22 @@ impl History {
         (from, to)
     }
 
+    /// How far the client's wall clock moved against its monotonic clock
+    /// over the recording: the checker reads every instant on the wall
+    /// clock, so a step (NTP, an admin) would make the orders it reads
+    /// doubtful.
+    pub fn wall_clock_drift(&self) -> Micros {
+        let offsets = self
+            .ops
+            .iter()
+            .flat_map(|op| [op.sent, op.answered])
+            .map(|s| s.wall - s.mono);
+        let (low, high) = offsets.fold((Micros::MAX, Micros::MIN), |(lo, hi), d| {
+            (lo.min(d), hi.max(d))
+        });
+        high.checked_sub(low).unwrap_or(0).max(0)
+    }
+
     /// The faults that stopped every writer, on the server's clock:
     /// (began, ended).
     pub fn outages(&self) -> Vec<(Micros, Micros)> {

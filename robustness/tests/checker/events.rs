@@ -117,3 +117,16 @@ fn a_server_clock_stepped_ahead_is_read_on_its_own_clock() {
     });
     holds(&check(&history));
 }
+
+#[test]
+fn a_wall_clock_step_while_recording_is_measured() {
+    let history = two_checkouts_and_a_release().build();
+    assert_eq!(history.wall_clock_drift(), 0);
+    let mut stepped = history.clone();
+    stepped.ops[2].sent.wall += 1_000_000;
+    assert_eq!(stepped.wall_clock_drift(), 1_000_000);
+    assert_eq!(
+        leasehold_robustness::history::History::default().wall_clock_drift(),
+        0
+    );
+}

@@ -37,6 +37,12 @@ impl Default for Expect {
 /// look at), and fail the test on a violation (its timeline written too)
 /// or on a history too thin to mean anything.
 pub fn judge(name: &str, history: &History, seconds: f64, expect: Expect) {
+    let drift = history.wall_clock_drift();
+    assert!(
+        drift < 50_000,
+        "{name}: the wall clock moved {drift} µs against the monotonic clock while recording: \
+         the instants cannot be compared"
+    );
     let verdict = check(history);
     let figures = Figures::of(history);
     println!(
