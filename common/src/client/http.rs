@@ -219,11 +219,7 @@ impl Client {
             .send()
             .await
             .map_err(transport)?;
-        if resp.status() != StatusCode::OK {
-            return Err(error_from(resp).await);
-        }
-        let bytes = resp.bytes().await.map_err(transport)?;
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Invalid(format!("JWKS: {e}")))
+        body_or_error(resp, StatusCode::OK, "JWKS").await
     }
 
     /// `GET /v1/licenses/{license}/entitlements` (the license key): the
@@ -242,13 +238,9 @@ impl Client {
             .send()
             .await
             .map_err(transport)?;
-        if resp.status() != StatusCode::OK {
-            return Err(error_from(resp).await);
-        }
-        let bytes = resp.bytes().await.map_err(transport)?;
-        serde_json::from_slice::<LicenseEntitlements>(&bytes)
+        body_or_error::<LicenseEntitlements>(resp, StatusCode::OK, "entitlements")
+            .await
             .map(|list| list.entitlements)
-            .map_err(|e| ClientError::Invalid(format!("entitlements: {e}")))
     }
 }
 
@@ -268,11 +260,21 @@ async fn lease_or_error(
     resp: reqwest::Response,
     expected: StatusCode,
 ) -> Result<Lease, ClientError> {
+    body_or_error(resp, expected, "lease body").await
+}
+
+/// The body of a `expected` answer as a `T` (`what` names it in the
+/// error), or the error the answer carries.
+async fn body_or_error<T: serde::de::DeserializeOwned>(
+    resp: reqwest::Response,
+    expected: StatusCode,
+    what: &str,
+) -> Result<T, ClientError> {
     if resp.status() != expected {
         return Err(error_from(resp).await);
     }
     let bytes = resp.bytes().await.map_err(transport)?;
-    serde_json::from_slice(&bytes).map_err(|e| ClientError::Invalid(format!("lease body: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| ClientError::Invalid(format!("{what}: {e}")))
 }
 
 async fn error_from(resp: reqwest::Response) -> ClientError {

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::history::{History, Micros, Outcome, Terms};
 
 use super::seat::SeatLog;
-use super::{Broken, ENDS_A_SEAT, OUTAGE_LOOKBACK, TOLERANCE, Violation};
+use super::{Broken, ENDS_A_SEAT, TOLERANCE, Violation, after_outages};
 
 /// Seats the event log shows granted that no answer carried: granted to a
 /// checkout answered `unknown`. Each may count from its grant until its
@@ -44,13 +44,7 @@ pub fn phantoms(
             let lapses = if unknown_borrow {
                 Micros::MAX
             } else {
-                let mut expires = e.at + terms.ttl;
-                for &(began, ended) in &outages {
-                    if expires + terms.skew >= began - OUTAGE_LOOKBACK {
-                        expires = expires.max(ended + terms.ttl);
-                    }
-                }
-                expires + terms.skew
+                after_outages(&outages, e.at + terms.ttl, Micros::MAX, terms) + terms.skew
             };
             let end = e.seat.as_deref().and_then(|s| ends.get(s)).copied();
             (e.at, end.map_or(lapses, |end| end.min(lapses)))

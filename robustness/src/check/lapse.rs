@@ -4,7 +4,7 @@
 use crate::history::Micros;
 
 use super::seat::SeatCheck;
-use super::{Broken, OUTAGE_LOOKBACK, TOLERANCE, Violation, span};
+use super::{Broken, TOLERANCE, Violation, after_outages, span};
 
 /// The latest expiry a seat may have, walked forward in time.
 pub struct LatestExpiry<'c, 'a, 'h> {
@@ -99,13 +99,7 @@ impl<'c, 'a, 'h> LatestExpiry<'c, 'a, 'h> {
         let (ttl, skew) = (self.seat.terms.ttl, self.seat.terms.skew);
         loop {
             let before = latest;
-            for &(began, ended) in &self.outages {
-                // The rule ran at some instant between the fault's start
-                // and its end: by `until`, at its latest.
-                if began <= until && latest + skew >= began - OUTAGE_LOOKBACK {
-                    latest = latest.max(until.min(ended) + ttl);
-                }
-            }
+            latest = after_outages(&self.outages, latest, until, self.seat.terms);
             if latest + skew < until {
                 let spendable = self
                     .unknown_sent

@@ -53,7 +53,7 @@ mod seats;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::history::{History, Micros};
+use crate::history::{History, Micros, Terms};
 
 /// How far apart two clocks on one machine may read for the checker to
 /// still call an order proven: the server's instants have millisecond
@@ -68,6 +68,24 @@ const ENDS_A_SEAT: [&str; 4] = ["release", "revoke", "reap", "reclaim"];
 /// was alive (its outage rule extends what was live then): the stall
 /// threshold's default.
 const OUTAGE_LOOKBACK: Micros = 3_000_000;
+
+/// The latest expiry the outage rule may have given a lease expiring at
+/// `expires`, by `until`: each outage that began while it may have counted
+/// gives it one TTL from when the server came back (the rule ran at some
+/// instant between the fault's start and its end).
+fn after_outages(
+    outages: &[(Micros, Micros)],
+    mut expires: Micros,
+    until: Micros,
+    terms: &Terms,
+) -> Micros {
+    for &(began, ended) in outages {
+        if began <= until && expires + terms.skew >= began - OUTAGE_LOOKBACK {
+            expires = expires.max(until.min(ended) + terms.ttl);
+        }
+    }
+    expires
+}
 
 /// A length of time for people: `1.234 s`.
 fn span(us: Micros) -> String {
