@@ -364,6 +364,24 @@ mod tests {
             "--vendor-key", "@vendor.pub",
         ])
         .unwrap();
+        // A base64url key may begin with `-` (1 key in 64): still the value.
+        #[rustfmt::skip]
+        let hyphen = Cli::try_parse_from([
+            "leasehold", "vendor", "verify-usage", "usage.jws", "--entitlement", "acme.lic",
+            "--vendor-key", "-PkeyStartingWithAHyphen",
+        ])
+        .unwrap();
+        assert!(matches!(
+            hyphen.command,
+            Some(TopCommand::Vendor(crate::vendor::VendorArgs {
+                command: crate::vendor::VendorCommand::VerifyUsage(ref a),
+            })) if a.vendor_key == "-PkeyStartingWithAHyphen"
+        ));
+        #[rustfmt::skip]
+        let hyphen = Cli::try_parse_from([
+            "leasehold", "entitlement", "inspect", "a.lic", "--vendor-key", "-Pkey",
+        ]);
+        assert!(hyphen.is_ok(), "{hyphen:?}");
         match cli.command {
             Some(TopCommand::Vendor(crate::vendor::VendorArgs {
                 command: crate::vendor::VendorCommand::VerifyUsage(a),

@@ -17,8 +17,8 @@ pub struct InspectArgs {
     /// The entitlement file (`.lic`).
     pub file: PathBuf,
     /// The vendor's public key as written in `[[vendor]]`, or @FILE holding
-    /// it: check the signature.
-    #[arg(long, value_name = "KEY")]
+    /// it: check the signature. A key is base64url: it may begin with `-`.
+    #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
     pub vendor_key: Option<String>,
     /// The claims and the verdict as JSON.
     #[arg(long)]

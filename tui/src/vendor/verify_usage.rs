@@ -28,8 +28,9 @@ pub struct VerifyUsageArgs {
     /// bound to that server's kid (`vendor sign --bind KID`).
     #[arg(long, value_name = "FILE")]
     pub entitlement: PathBuf,
-    /// Your public key as written in `[[vendor]]`, or @FILE holding it.
-    #[arg(long, value_name = "KEY")]
+    /// Your public key as written in `[[vendor]]`, or @FILE holding it. A
+    /// key is base64url: it may begin with `-`.
+    #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
     pub vendor_key: String,
 }
 
