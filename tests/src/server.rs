@@ -13,7 +13,7 @@ use tempfile::TempDir;
 use crate::process::{signal, spawn_until_listening};
 use crate::round_robin;
 use crate::store::TestStore;
-use crate::tools::leaseholdd_bin;
+use crate::tools::{forget_libfaketime_objects, leaseholdd_bin};
 
 /// How to start a server.
 #[derive(Debug, Clone)]
@@ -214,12 +214,22 @@ impl Server {
     /// SIGKILL every replica: no chance to flush or clean up.
     pub fn kill9(&mut self) {
         self.proxy = None;
-        for mut child in [self.child.take(), self.other_replica.take()]
+        for child in [self.child.take(), self.other_replica.take()]
             .into_iter()
             .flatten()
         {
-            let _ = child.kill();
-            let _ = child.wait();
+            self.kill_child(child);
+        }
+    }
+
+    /// SIGKILL and wait; then remove what libfaketime, if preloaded, left
+    /// in /dev/shm under the dead pid (its cleanup never ran).
+    fn kill_child(&self, mut child: Child) {
+        let pid = child.id();
+        let _ = child.kill();
+        let _ = child.wait();
+        if self.options.env.iter().any(|(k, _)| k == "LD_PRELOAD") {
+            forget_libfaketime_objects(pid);
         }
     }
 
@@ -262,9 +272,8 @@ impl Server {
 
     /// SIGKILL replica `i` alone (the proxy sends its clients to the others).
     pub fn kill9_replica(&mut self, i: usize) {
-        if let Some(mut child) = self.replica_mut(i).take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.replica_mut(i).take() {
+            self.kill_child(child);
         }
     }
 

@@ -48,25 +48,13 @@ pub fn leasehold_bin() -> PathBuf {
 
 /// The environment that runs a program under libfaketime with its wall
 /// clock moved by `offset` (`"-1d"`, `"+2h"`), its monotonic clock left
-/// alone: the library the `faketime` wrapper preloads, found by asking it.
-/// (The wrapper itself is not used: it stays the parent of the program, so
-/// the harness would kill it instead of the server.) Fails the test
-/// without faketime.
+/// alone. The library is preloaded directly: the `faketime` wrapper stays
+/// the parent of the program (the harness would kill it instead of the
+/// server), and it leaves a named semaphore in /dev/shm behind now and
+/// then, so a later wrapper whose pid is reused fails with "sem_open: File
+/// exists". Fails the test unless the library moves a program's clock.
 pub fn faketime_env(offset: &str) -> Vec<(String, String)> {
-    require_tool(
-        Command::new("faketime").args(["-f", "+0", "true"]),
-        "faketime (libfaketime)",
-        "`apt-get install faketime`",
-    );
-    let out = Command::new("faketime")
-        .args(["-f", "+0", "printenv", "LD_PRELOAD"])
-        .output()
-        .expect("run faketime");
-    let preload = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    assert!(
-        preload.contains("libfaketime"),
-        "faketime preloads libfaketime: {preload:?}"
-    );
+    let preload = libfaketime();
     [
         ("LD_PRELOAD", preload.as_str()),
         ("FAKETIME", offset),
@@ -75,4 +63,55 @@ pub fn faketime_env(offset: &str) -> Vec<(String, String)> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect()
+}
+
+/// Where libfaketime is (`LEASEHOLD_LIBFAKETIME`, else the distributions'
+/// places), checked by running `date` a day ahead under it.
+fn libfaketime() -> String {
+    let found = std::env::var("LEASEHOLD_LIBFAKETIME").ok().or_else(|| {
+        [
+            "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+            "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+            "/usr/lib64/faketime/libfaketime.so.1",
+            "/usr/lib/faketime/libfaketime.so.1",
+            "/usr/local/lib/faketime/libfaketime.so.1",
+        ]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .map(str::to_string)
+    });
+    let how = "`apt-get install faketime`";
+    let lib = found.unwrap_or_else(|| {
+        panic!("needs libfaketime: {how} (bash .ci/run does); set LEASEHOLD_LIBFAKETIME if it is elsewhere")
+    });
+    let ahead = Command::new("date")
+        .arg("+%s")
+        .env("LD_PRELOAD", &lib)
+        .env("FAKETIME", "+1d")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<i64>().ok());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs() as i64;
+    let moved = ahead.is_some_and(|t| (t - now - 86_400).abs() < 60);
+    assert!(
+        moved,
+        "needs libfaketime: {how} (bash .ci/run does)\n{lib} did not move `date` a day ahead: {ahead:?} vs {now}"
+    );
+    lib
+}
+
+/// libfaketime names a semaphore and a shared-memory object after its
+/// process and removes them at exit; a process killed with SIGKILL leaves
+/// them behind, so the harness removes them once `pid` is reaped.
+pub(crate) fn forget_libfaketime_objects(pid: u32) {
+    for name in [
+        format!("/dev/shm/sem.faketime_sem_{pid}"),
+        format!("/dev/shm/faketime_shm_{pid}"),
+    ] {
+        let _ = std::fs::remove_file(name);
+    }
 }
