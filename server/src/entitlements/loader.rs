@@ -303,18 +303,7 @@ struct Once {
 /// The store's memory as the judge and ledger want it.
 fn remembered_of(ids: Vec<EntitlementId>) -> HashMap<(String, String), (Newest, String)> {
     ids.into_iter()
-        .map(|e| {
-            (
-                (e.vendor, e.id),
-                (
-                    Newest {
-                        iat: e.iat,
-                        nbf: e.nbf,
-                    },
-                    e.claims_hash,
-                ),
-            )
-        })
+        .map(|e| (e.key(), (e.newest(), e.claims_hash)))
         .collect()
 }
 

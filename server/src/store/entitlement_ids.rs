@@ -8,6 +8,8 @@
 //! lease rule is involved): on SQLite on the sign-ins' connection, on
 //! PostgreSQL on the read pool; a write never lowers a remembered `iat`.
 
+use leasehold_common::entitlement::Newest;
+
 /// One remembered id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntitlementId {
@@ -17,6 +19,21 @@ pub struct EntitlementId {
     pub nbf: Option<i64>,
     /// The SHA-256 of the claims, lowercase hex.
     pub claims_hash: String,
+}
+
+impl EntitlementId {
+    /// The key the judge and the ledger look an id up by.
+    pub fn key(&self) -> (String, String) {
+        (self.vendor.clone(), self.id.clone())
+    }
+
+    /// Its newest `iat` and that one's `nbf`, as the ledger reads them.
+    pub fn newest(&self) -> Newest {
+        Newest {
+            iat: self.iat,
+            nbf: self.nbf,
+        }
+    }
 }
 
 /// The table both stores keep (the same columns; times in whole seconds,

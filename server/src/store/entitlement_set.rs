@@ -76,18 +76,8 @@ impl JudgedSet {
                 }),
             }
         }
-        let newest: HashMap<(String, String), Newest> = remembered
-            .iter()
-            .map(|e| {
-                (
-                    (e.vendor.clone(), e.id.clone()),
-                    Newest {
-                        iat: e.iat,
-                        nbf: e.nbf,
-                    },
-                )
-            })
-            .collect();
+        let newest: HashMap<(String, String), Newest> =
+            remembered.iter().map(|e| (e.key(), e.newest())).collect();
         Entitled::new(Ledger::new(entitlements, newest), files, rejected)
     }
 }
