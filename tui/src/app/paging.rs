@@ -139,7 +139,18 @@ pub(super) struct Paging {
     /// failure and capped like the stream's reconnect, so a server that is
     /// away is not asked once a second; `None` once a page arrives.
     retry_wait: Option<Duration>,
+    /// A navigation whose load failed: the retry asks for it again, not
+    /// for the window it was leaving, so a key press is never lost.
+    retry: Option<Retry>,
     last_id: u64,
+}
+
+/// What a failed navigation asked for.
+#[derive(Debug)]
+struct Retry {
+    goal: Goal,
+    anchors: Vec<Option<String>>,
+    from_end: bool,
 }
 
 impl App {
@@ -210,6 +221,7 @@ impl App {
         let p = &mut self.paging;
         p.last_id += 1;
         p.dirty = false;
+        p.retry = None;
         p.load_started = Some(Timestamp::from_millis(
             self.last_now.as_millis() + delay_ms as i64,
         ));
@@ -294,6 +306,8 @@ impl App {
         let here = at_start && p.from_end == last;
         self.selected = if last { usize::MAX } else { 0 };
         self.ensure_visible();
+        // This end, not one a failed load was still to go to.
+        self.paging.retry = None;
         // A new order on its way starts at this end: let it land there
         // rather than on the seat selected before.
         if let Some(load) = &mut self.paging.load
@@ -343,7 +357,10 @@ impl App {
             .load_started
             .map_or(gap, |t| self.last_now.millis_since(t));
         let delay = (gap - since).max(0) as u64;
-        self.start_load(Goal::Refresh, delay)
+        match self.paging.retry.take() {
+            Some(r) => self.begin(r.goal, r.anchors, r.from_end, delay),
+            None => self.start_load(Goal::Refresh, delay),
+        }
     }
 
     /// A page arrived.
@@ -386,9 +403,17 @@ impl App {
         }
     }
 
-    /// A page request failed: keep what is shown, try again on a tick.
+    /// A page request failed: keep what is shown, try again on a tick (the
+    /// same navigation, if it was one).
     pub(super) fn on_page_failed(&mut self, id: u64) {
-        if self.paging.load.as_ref().is_some_and(|l| l.id == id) {
+        if let Some(load) = self.paging.load.as_ref().filter(|l| l.id == id) {
+            if load.goal != Goal::Refresh {
+                self.paging.retry = Some(Retry {
+                    goal: load.goal,
+                    anchors: load.anchors.clone(),
+                    from_end: load.from_end,
+                });
+            }
             self.finish_load();
             self.paging.dirty = true;
             self.paging.retry_wait = Some(self.paging.retry_wait.map_or(BACKOFF_MIN, next_backoff));

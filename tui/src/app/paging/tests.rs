@@ -351,6 +351,61 @@ fn failed_loads_are_retried_less_and_less_often() {
     assert_eq!(only_fetch(&cmds).delay_ms, 0);
 }
 
+/// The page request `cmds` makes fails; the retry comes on a tick.
+fn fail_then_tick(app: &mut App, cmds: &[Command], now: i64) -> Vec<Command> {
+    let at = |ms: i64| Timestamp::from_millis(ts(0).as_millis() + ms);
+    let failed = AppEvent::PageFailed {
+        id: only_fetch(cmds).id,
+        error: "timed out".into(),
+    };
+    assert!(app.update(failed, at(now)).is_empty());
+    app.update(AppEvent::Tick, at(now + 10_000))
+}
+
+#[test]
+fn a_failed_end_is_retried_as_end_not_as_the_window_it_left() {
+    let (mut app, mut server) = paged_app(1000);
+    let cmds = app.update(key(KeyCode::End), ts(0));
+    let retry = fail_then_tick(&mut app, &cmds, 1_000);
+    assert_eq!(
+        ask(&retry[0]),
+        (String::new(), "holder", true, None),
+        "the reversed order again, not a refresh of the first rows"
+    );
+    server.serve(&mut app, retry);
+    assert_eq!(selected(&app), "h00999");
+    // A failed shift down is retried from the same cursor.
+    let cmds = app.update(key(KeyCode::Home), ts(0));
+    server.serve(&mut app, cmds);
+    let shift = (0..200)
+        .map(|_| app.update(ch('j'), ts(0)))
+        .find(|c| !c.is_empty())
+        .expect("a shift");
+    let retry = fail_then_tick(&mut app, &shift, 20_000);
+    assert_eq!(ask(&retry[0]), ask(&shift[0]));
+}
+
+#[test]
+fn a_key_pressed_after_a_failed_load_wins_over_its_retry() {
+    let (mut app, mut server) = paged_app(1000);
+    let cmds = app.update(key(KeyCode::End), ts(0));
+    server.serve(&mut app, cmds);
+    let cmds = app.update(key(KeyCode::Home), ts(0));
+    let at = |ms: i64| Timestamp::from_millis(ts(0).as_millis() + ms);
+    let failed = AppEvent::PageFailed {
+        id: only_fetch(&cmds).id,
+        error: "timed out".into(),
+    };
+    app.update(failed, at(1_000));
+    // End again: the window is at the end already, so nothing loads, and
+    // the failed Home is not retried behind the user's back.
+    assert!(app.update(key(KeyCode::End), at(1_000)).is_empty());
+    let refresh = app.update(AppEvent::Tick, at(20_000));
+    assert!(ask(&refresh[0]).2, "the end's window refreshed (reversed)");
+    server.serve(&mut app, refresh);
+    assert_eq!(selected(&app), "h00999");
+}
+
 #[test]
 fn ticks_refresh_the_window_now_and_then() {
     let (mut app, _) = paged_app(10);
