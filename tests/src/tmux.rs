@@ -20,12 +20,14 @@ pub fn require_tmux() {
 /// neither sees nor disturbs anyone's sessions.
 pub struct Tmux {
     socket: String,
+    /// The console's log file, shown when a wait times out.
+    log: Option<std::path::PathBuf>,
 }
 
 impl Tmux {
     pub fn start(name: &str, command: &str) -> Tmux {
         let socket = format!("leasehold-e2e-{}-{name}", std::process::id());
-        let t = Tmux { socket };
+        let t = Tmux { socket, log: None };
         let status = t
             .cmd()
             .args([
@@ -43,6 +45,13 @@ impl Tmux {
             .expect("tmux new-session");
         assert!(status.success(), "tmux new-session failed");
         t
+    }
+
+    /// Show the end of the console's `--log-file` when a wait times out
+    /// (a failed request is logged there, not on the screen).
+    pub fn with_log(mut self, log: &Path) -> Tmux {
+        self.log = Some(log.to_path_buf());
+        self
     }
 
     fn cmd(&self) -> StdCommand {
@@ -93,10 +102,23 @@ impl Tmux {
                 return screen;
             }
             if Instant::now() > deadline {
-                panic!("timed out waiting for {what}; screen:\n{screen}");
+                panic!(
+                    "timed out waiting for {what}; screen:\n{screen}{}",
+                    self.log_tail()
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    fn log_tail(&self) -> String {
+        let Some(path) = &self.log else {
+            return String::new();
+        };
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+        format!("\n--- console log (last 20 lines) ---\n{tail}")
     }
 
     pub fn alive(&self) -> bool {

@@ -23,10 +23,8 @@ async fn the_console_pages_thousands_of_holders_through_the_server() {
     .await;
     server.preload("big", N).await;
     let logs = tempfile::tempdir().unwrap();
-    let tmux = Tmux::start(
-        "paging",
-        &console_command(&server, &logs.path().join("c.log"), ""),
-    );
+    let log = logs.path().join("c.log");
+    let tmux = Tmux::start("paging", &console_command(&server, &log, "")).with_log(&log);
 
     // The first page, then sorted by holder (the selection stays on its
     // seat, so Home for the top): the first name.
