@@ -298,7 +298,7 @@ impl App {
     }
 
     /// Home/End: the first or last rows. When the window holds the whole
-    /// list already, only the selection moves.
+    /// list already, or that end, and stays, only the selection moves.
     pub(super) fn jump(&mut self, last: bool) -> Vec<Command> {
         let p = &self.paging;
         let at_start = p.anchors.len() <= 1;
@@ -317,7 +317,10 @@ impl App {
             load.goal = Goal::Reset { last };
             return Vec::new();
         }
-        if whole || here {
+        // Any other navigation on its way would move the window away from
+        // this end after the selection moved: ask for this end instead.
+        let moving = matches!(&self.paging.load, Some(l) if l.goal != Goal::Refresh);
+        if (whole || here) && !moving {
             Vec::new()
         } else {
             self.start_load(Goal::Reset { last }, 0)

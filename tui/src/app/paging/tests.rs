@@ -174,6 +174,23 @@ fn end_fetches_the_last_page_in_reverse_and_home_the_first() {
 }
 
 #[test]
+fn home_pressed_while_end_loads_lands_on_the_first_row() {
+    let (mut app, mut server) = paged_app(1000);
+    // End's pages are still on their way when Home is pressed: the window
+    // is at the start, but End's load would move it to the end.
+    let end = app.update(key(KeyCode::End), ts(0));
+    let home = app.update(key(KeyCode::Home), ts(0));
+    assert!(
+        !only_fetch(&home).desc,
+        "the first rows asked for: {home:?}"
+    );
+    server.serve(&mut app, end);
+    server.serve(&mut app, home);
+    assert_eq!(selected(&app), "h00000");
+    assert_eq!(app.seats[0].holder, "h00000");
+}
+
+#[test]
 fn home_while_a_new_filter_loads_lands_on_the_first_row() {
     let (mut app, mut server) = paged_app(1000);
     for _ in 0..5 {
