@@ -141,16 +141,8 @@ pub(super) struct Paging {
     retry_wait: Option<Duration>,
     /// A navigation whose load failed: the retry asks for it again, not
     /// for the window it was leaving, so a key press is never lost.
-    retry: Option<Retry>,
+    retry: Option<Load>,
     last_id: u64,
-}
-
-/// What a failed navigation asked for.
-#[derive(Debug)]
-struct Retry {
-    goal: Goal,
-    anchors: Vec<Option<String>>,
-    from_end: bool,
 }
 
 impl App {
@@ -361,7 +353,7 @@ impl App {
             .map_or(gap, |t| self.last_now.millis_since(t));
         let delay = (gap - since).max(0) as u64;
         match self.paging.retry.take() {
-            Some(r) => self.begin(r.goal, r.anchors, r.from_end, delay),
+            Some(failed) => self.begin(failed.goal, failed.anchors, failed.from_end, delay),
             None => self.start_load(Goal::Refresh, delay),
         }
     }
@@ -409,25 +401,22 @@ impl App {
     /// A page request failed: keep what is shown, try again on a tick (the
     /// same navigation, if it was one).
     pub(super) fn on_page_failed(&mut self, id: u64) {
-        if let Some(load) = self.paging.load.as_ref().filter(|l| l.id == id) {
-            if load.goal != Goal::Refresh {
-                self.paging.retry = Some(Retry {
-                    goal: load.goal,
-                    anchors: load.anchors.clone(),
-                    from_end: load.from_end,
-                });
-            }
-            self.finish_load();
+        if self.paging.load.as_ref().is_some_and(|l| l.id == id) {
+            let failed = self.finish_load();
+            self.paging.retry = failed.filter(|l| l.goal != Goal::Refresh);
             self.paging.dirty = true;
             self.paging.retry_wait = Some(self.paging.retry_wait.map_or(BACKOFF_MIN, next_backoff));
         }
     }
 
-    fn finish_load(&mut self) {
-        if let Some(load) = self.paging.load.take() {
+    /// End the load in progress, handing it back.
+    fn finish_load(&mut self) -> Option<Load> {
+        let load = self.paging.load.take();
+        if let Some(load) = &load {
             self.paging.last_cost_ms = load.cost_ms;
         }
         self.paging.load_ended = Some(self.last_now);
+        load
     }
 
     /// Show the loaded pages, the selection on the same seat if it is
